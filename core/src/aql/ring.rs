@@ -1,0 +1,258 @@
+//! [`AqlRing`]: the one producer protocol, and the consumer-side view the packet processor uses.
+//!
+//! # Publish protocol
+//!
+//! 1. Check for room: `write - read + n <= size`, re-reading `read` (Acquire) up to a bound. A
+//!    ring that stays full is an error before anything is reserved, so a full ring never
+//!    overwrites and never leaves a hole.
+//! 2. Reserve: `first = write_index.fetch_add(n, AcqRel)`. Indices are `u64` packet counts that
+//!    only grow; a slot is `base + (index & mask) * 64`. With several producers another one may
+//!    have taken the room seen in step 1, so the producer waits again until `first + n - read <=
+//!    size`.
+//! 3. Write bytes 4..64 of each packet with plain stores.
+//! 4. Publish dword 0 (`header | setup << 16`) of each packet with a Release store, in index
+//!    order. The packet processor stops at the first INVALID header, so it never sees a body
+//!    before its header.
+//! 5. Ring the doorbell with the index of the last packet written (`first + n - 1`); the backend
+//!    does that store (or call), after a SeqCst fence.
+//!
+//! A [`Reservation`] dropped before all its packets were written publishes the rest as no-op
+//! barriers, so the consumer never stalls on a reserved hole.
+//!
+//! # Consumer protocol
+//!
+//! The consumer reads dword 0 with Acquire; INVALID means "not yet published". After the packet
+//! has completed it stores INVALID back (Release) and advances `read_index` by one (Release); the
+//! producer's Acquire load of `read_index` therefore orders slot reuse after the consumer is done
+//! with the slot, including its kernel arguments.
+
+use core::ptr::NonNull;
+use portable_atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::aql::packet::{BarrierPacket, Header, Packet, PacketWords, PACKET_BYTES};
+use crate::error::{Error, Result};
+
+/// How many times a producer re-reads the read index before a full ring is reported.
+pub const DEFAULT_ROOM_SPINS: u32 = 1 << 16;
+
+/// A view of an AQL ring buffer and its two indices in shared memory.
+///
+/// `AqlRing` is a plain descriptor (pointers and a size); copies of it describe the same ring.
+#[derive(Debug, Clone, Copy)]
+pub struct AqlRing {
+    base: NonNull<u8>,
+    mask: u64,
+    write_index: NonNull<AtomicU64>,
+    read_index: NonNull<AtomicU64>,
+}
+
+// SAFETY: the ring only touches shared memory through atomics (indices, dword 0) and through the
+// slot-ownership protocol documented above; the pointers stay valid per `AqlRing::new`'s contract.
+unsafe impl Send for AqlRing {}
+// SAFETY: as for Send: every shared access is atomic or owned through a reservation.
+unsafe impl Sync for AqlRing {}
+
+impl AqlRing {
+    /// Describes a ring of `size` packets at `base` with its write and read indices.
+    ///
+    /// Fails with `InvalidValue` if `size` is not a power of two or `base` is not 64-byte aligned.
+    ///
+    /// # Safety
+    /// `base` must point at `size * 64` bytes, and the indices at live `u64`s, that all stay
+    /// valid and are accessed only through this protocol for as long as any copy of the ring is
+    /// used.
+    pub unsafe fn new(
+        base: NonNull<u8>,
+        size: u32,
+        write_index: NonNull<AtomicU64>,
+        read_index: NonNull<AtomicU64>,
+    ) -> Result<Self> {
+        if size == 0 || !size.is_power_of_two() || base.as_ptr() as usize % PACKET_BYTES != 0 {
+            return Err(Error::InvalidValue);
+        }
+        Ok(AqlRing { base, mask: u64::from(size) - 1, write_index, read_index })
+    }
+
+    /// Ring size in packets.
+    pub fn size(&self) -> u64 {
+        self.mask + 1
+    }
+
+    fn write_index_atomic(&self) -> &AtomicU64 {
+        // SAFETY: `new`'s contract keeps the index alive while the ring is used.
+        unsafe { self.write_index.as_ref() }
+    }
+
+    fn read_index_atomic(&self) -> &AtomicU64 {
+        // SAFETY: `new`'s contract keeps the index alive while the ring is used.
+        unsafe { self.read_index.as_ref() }
+    }
+
+    /// The current write index (packets reserved so far).
+    pub fn write_index(&self) -> u64 {
+        // Ordering: Acquire, so a consumer that sees a new index also sees earlier reservations.
+        self.write_index_atomic().load(Ordering::Acquire)
+    }
+
+    /// The current read index (packets retired so far).
+    pub fn read_index(&self) -> u64 {
+        // Ordering: Acquire pairs with the consumer's Release advance (slot reuse).
+        self.read_index_atomic().load(Ordering::Acquire)
+    }
+
+    fn slot(&self, index: u64) -> *mut u8 {
+        // `index & mask < size`, so the offset stays inside the ring (new's contract).
+        let offset = ((index & self.mask) as usize) * PACKET_BYTES;
+        self.base.as_ptr().wrapping_add(offset)
+    }
+
+    fn dword0(&self, index: u64) -> &AtomicU32 {
+        // SAFETY: the slot is 64-byte aligned inside the ring; dword 0 is only ever accessed
+        // atomically by producers and consumers.
+        unsafe { AtomicU32::from_ptr(self.slot(index).cast::<u32>()) }
+    }
+
+    fn has_room(&self, end: u64, read: u64) -> bool {
+        end.wrapping_sub(read) <= self.size()
+    }
+
+    /// Reserves `n` consecutive slots (steps 1 and 2 of the protocol), waiting at most `spins`
+    /// re-reads of the read index for room. `n` must be between 1 and the ring size.
+    pub fn reserve(&self, n: u32, spins: u32) -> Result<Reservation<'_>> {
+        let n = u64::from(n);
+        if n == 0 || n > self.size() {
+            return Err(Error::InvalidValue);
+        }
+        let mut tries = 0u32;
+        loop {
+            // Ordering: Relaxed is enough for the room estimate; the reservation itself is the
+            // AcqRel fetch_add below.
+            let w = self.write_index_atomic().load(Ordering::Relaxed);
+            if self.has_room(w.wrapping_add(n), self.read_index()) {
+                break;
+            }
+            if tries >= spins {
+                return Err(Error::NotReady);
+            }
+            tries += 1;
+            core::hint::spin_loop();
+        }
+        // Ordering: AcqRel, the multi-producer reservation (HSA add_write_index_acq_rel).
+        let first = self.write_index_atomic().fetch_add(n, Ordering::AcqRel);
+        // Another producer may have taken the room; its reservation is ahead of ours and will be
+        // consumed, so this wait ends once the consumer runs.
+        while !self.has_room(first.wrapping_add(n), self.read_index()) {
+            core::hint::spin_loop();
+        }
+        Ok(Reservation { ring: self, first, n, written: 0 })
+    }
+
+    /// Reads the published packet at `index` (consumer side): `None` while the slot is INVALID.
+    pub fn read(&self, index: u64) -> Option<PacketWords> {
+        // Ordering: Acquire pairs with the producer's Release publish of dword 0.
+        let d0 = self.dword0(index).load(Ordering::Acquire);
+        if Header(d0 as u16) == Header::INVALID {
+            return None;
+        }
+        let mut words = [0u32; 16];
+        words[0] = d0;
+        // SAFETY: the slot is published (seen above with Acquire) and owned by the consumer until
+        // it retires it; bytes 4..64 lie inside the slot.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                self.slot(index).add(4).cast::<u32>(),
+                words.as_mut_ptr().add(1),
+                15,
+            );
+        }
+        Some(words)
+    }
+
+    /// Retires the packet at `index` (consumer side): header back to INVALID, read index + 1.
+    /// `index` must equal the current read index.
+    pub fn retire(&self, index: u64) {
+        // Ordering: Release, so a later producer that reuses the slot sees the INVALID header
+        // only after the consumer's reads of the slot.
+        self.dword0(index).store(u32::from(Header::INVALID.0), Ordering::Release);
+        // Ordering: Release pairs with the producer's Acquire room check.
+        self.read_index_atomic().store(index.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Fills every slot with an INVALID header, as a new queue is (HSA `hsa_queue_create`).
+    /// Call only while no consumer or producer uses the ring.
+    pub fn invalidate_all(&self) {
+        for i in 0..self.size() {
+            // Ordering: Relaxed; the queue is not in use yet.
+            self.dword0(i).store(u32::from(Header::INVALID.0), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Slots reserved in an [`AqlRing`], to be written in order with [`Reservation::write`].
+#[derive(Debug)]
+pub struct Reservation<'r> {
+    ring: &'r AqlRing,
+    first: u64,
+    n: u64,
+    written: u64,
+}
+
+impl Reservation<'_> {
+    /// Index of the first reserved slot.
+    pub fn first(&self) -> u64 {
+        self.first
+    }
+
+    /// Index of the next slot [`write`](Self::write) fills.
+    pub fn next_index(&self) -> u64 {
+        self.first.wrapping_add(self.written)
+    }
+
+    /// Number of slots still to write.
+    pub fn remaining(&self) -> u64 {
+        self.n - self.written
+    }
+
+    /// Writes and publishes the next packet (steps 3 and 4). Returns its index, or `None` if
+    /// every reserved slot is already written.
+    pub fn write<P: Packet>(&mut self, packet: &P) -> Option<u64> {
+        if self.written == self.n {
+            return None;
+        }
+        let index = self.next_index();
+        let words = packet.words();
+        let slot = self.ring.slot(index);
+        // SAFETY: the slot is reserved by this reservation (fetch_add) and retired by the
+        // consumer (room check), so nobody else accesses bytes 4..64 until dword 0 is published.
+        unsafe {
+            core::ptr::copy_nonoverlapping(words.as_ptr().add(1), slot.add(4).cast::<u32>(), 15);
+        }
+        // Ordering: Release publishes the body written above (step 4).
+        self.ring.dword0(index).store(words[0], Ordering::Release);
+        self.written += 1;
+        Some(index)
+    }
+
+    /// The doorbell value for what was written so far: the index of the last packet written.
+    pub fn doorbell_value(&self) -> Option<u64> {
+        (self.written > 0).then(|| self.next_index().wrapping_sub(1))
+    }
+
+    /// Publishes no-op barriers into the slots not written yet and returns the doorbell value
+    /// (the last reserved index).
+    pub fn finish(mut self) -> u64 {
+        self.fill_rest();
+        self.first.wrapping_add(self.n).wrapping_sub(1)
+    }
+
+    fn fill_rest(&mut self) {
+        let nop = BarrierPacket::nop();
+        while self.write(&nop).is_some() {}
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        self.fill_rest();
+    }
+}

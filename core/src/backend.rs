@@ -1,0 +1,215 @@
+//! The Backend trait: the hardware abstraction every execution layer implements.
+//!
+//! A backend provides hardware queues (ring memory, read/write indices, a doorbell), signals,
+//! memory, the built-in copy/fill kernels, a host-function service, waits with timeouts and a
+//! clock. It knows nothing of streams, events or capture (DESIGN.md rule 4): core turns every
+//! stream operation into AQL packets and publishes them with [`AqlRing`](crate::aql::AqlRing).
+
+use core::ffi::c_void;
+use core::ptr::NonNull;
+
+use crate::aql::{AqlRing, Condition};
+use crate::error::{Error, Result};
+use crate::signal::SignalHandle;
+use crate::stream::{CuMask, Priority};
+
+/// Facts about one device that core needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DeviceInfo {
+    /// Number of compute units (bounds CU masks).
+    pub cu_count: u32,
+    /// `gfx_target_version`, e.g. 90010 for gfx90a.
+    pub gfx_target_version: u32,
+    /// Frequency of the timestamps written into signals, in Hz.
+    pub timestamp_frequency: u64,
+}
+
+/// Where core writes packets and kernel arguments for one hardware queue.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueDesc {
+    /// The ring and its indices.
+    pub ring: AqlRing,
+    /// Host view of the kernel-argument area: one [`QueueDesc::kernarg_slot_bytes`] slot per ring
+    /// slot, so a packet's arguments live exactly as long as its ring slot.
+    pub kernarg_host: NonNull<u8>,
+    /// Device address of the same area.
+    pub kernarg_device: u64,
+    /// Bytes per kernel-argument slot (a multiple of 16).
+    pub kernarg_slot_bytes: u32,
+}
+
+/// A wait bound in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Timeout(pub u64);
+
+impl Timeout {
+    /// Do not wait: test the condition once.
+    pub const ZERO: Timeout = Timeout(0);
+    /// Wait until the condition holds.
+    pub const NEVER: Timeout = Timeout(u64::MAX);
+    /// One second.
+    pub const SECOND: Timeout = Timeout(1_000_000_000);
+}
+
+/// A host function enqueued on a stream (`hipLaunchHostFunc` / `hipStreamAddCallback`).
+#[derive(Debug, Clone, Copy)]
+pub enum HostFn {
+    /// `void fn(void* user_data)`.
+    Plain {
+        /// The function.
+        func: unsafe extern "C" fn(*mut c_void),
+        /// Its argument.
+        data: *mut c_void,
+    },
+    /// `void fn(hipStream_t stream, hipError_t status, void* user_data)`.
+    StreamCallback {
+        /// The function.
+        func: unsafe extern "C" fn(u64, i32, *mut c_void),
+        /// The stream handle passed back.
+        stream: u64,
+        /// Its argument.
+        data: *mut c_void,
+    },
+}
+
+// SAFETY: a host function and its argument are handed to another thread by contract, exactly
+// as HIP hands them to its callback thread; the caller of the enqueue API vouches for them.
+unsafe impl Send for HostFn {}
+
+impl HostFn {
+    /// Calls the function.
+    ///
+    /// # Safety
+    /// The function and its data must still be valid, as the enqueuing caller promised.
+    pub unsafe fn call(&self) {
+        match *self {
+            // SAFETY: forwarded caller guarantee.
+            HostFn::Plain { func, data } => unsafe { func(data) },
+            // SAFETY: forwarded caller guarantee.
+            HostFn::StreamCallback { func, stream, data } => unsafe { func(stream, 0, data) },
+        }
+    }
+}
+
+/// The built-in kernels every backend provides (blit kernels on hardware, host twins on the
+/// loopback and the emulator). Their kernel-argument layouts are fixed here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum BuiltinKernel {
+    /// Byte copy; kernarg [`CopyArgs`].
+    Copy,
+    /// Fill with a repeated 1-, 2- or 4-byte pattern; kernarg [`FillArgs`].
+    Fill,
+    /// Store a 32- or 64-bit value; kernarg [`WriteValueArgs`].
+    WriteValue,
+}
+
+/// Kernel arguments of [`BuiltinKernel::Copy`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyArgs {
+    /// Destination address.
+    pub dst: u64,
+    /// Source address.
+    pub src: u64,
+    /// Byte count.
+    pub bytes: u64,
+}
+
+/// Kernel arguments of [`BuiltinKernel::Fill`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FillArgs {
+    /// Destination address.
+    pub dst: u64,
+    /// Number of elements.
+    pub count: u64,
+    /// The pattern (low `element_bytes` bytes are used).
+    pub value: u32,
+    /// 1, 2 or 4.
+    pub element_bytes: u32,
+}
+
+/// Kernel arguments of [`BuiltinKernel::WriteValue`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteValueArgs {
+    /// Destination address.
+    pub dst: u64,
+    /// The value (the low 32 bits for a 32-bit store).
+    pub value: u64,
+    /// 4 or 8.
+    pub width: u32,
+    /// Reserved, 0.
+    pub reserved: u32,
+}
+
+/// Kind of memory to allocate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum MemoryKind {
+    /// Device memory (VRAM where the device has it).
+    Device,
+    /// Host memory the device can reach (GTT, pinned).
+    Host,
+}
+
+/// A hardware layer under core.
+///
+/// # Safety
+/// Core dereferences what a backend hands out, so an implementation must guarantee:
+/// - a [`SignalHandle`] from [`signal_create`](Backend::signal_create) is the address of a live,
+///   64-byte aligned [`AmdSignal`](crate::signal::AmdSignal) in host-visible memory until it is
+///   passed to [`signal_destroy`](Backend::signal_destroy);
+/// - the [`QueueDesc`] of a queue describes memory that stays valid, and is consumed as
+///   [`crate::aql`] documents, until [`queue_destroy`](Backend::queue_destroy);
+/// - every packet published into a queue and announced with
+///   [`ring_doorbell`](Backend::ring_doorbell) is eventually processed or reported through
+///   [`queue_fault`](Backend::queue_fault).
+pub unsafe trait Backend {
+    /// A hardware queue.
+    type Queue;
+
+    /// Number of devices (0 means `NoDevice` for every call that needs one).
+    fn device_count(&self) -> u32;
+    /// Facts about `device`.
+    fn device_info(&self, device: u32) -> Result<DeviceInfo>;
+
+    /// Creates a queue on `device` with a priority and an optional CU mask.
+    fn queue_create(&self, device: u32, priority: Priority, cu_mask: Option<&CuMask>)
+        -> Result<Self::Queue>;
+    /// Where to write packets for `queue`.
+    fn queue_desc(&self, queue: &Self::Queue) -> Result<QueueDesc>;
+    /// Rings the doorbell: packets up to `index` (the last one written) are published.
+    fn ring_doorbell(&self, queue: &Self::Queue, index: u64);
+    /// The error that stopped the queue, if it stopped.
+    fn queue_fault(&self, queue: &Self::Queue) -> Option<Error>;
+    /// Destroys a queue whose packets have all completed.
+    fn queue_destroy(&self, queue: Self::Queue);
+
+    /// Creates a signal with an initial value.
+    fn signal_create(&self, initial: i64) -> Result<SignalHandle>;
+    /// Returns a signal no packet will use again.
+    fn signal_destroy(&self, signal: SignalHandle);
+    /// Waits until `cond` holds for the signal's value against `expected`, or the timeout ends
+    /// (`NotReady`). Returns the value that satisfied the condition.
+    fn signal_wait(&self, signal: SignalHandle, cond: Condition, expected: i64, timeout: Timeout)
+        -> Result<i64>;
+
+    /// Allocates memory; returns its device address (also its host address where the backend
+    /// maps device memory into the host, as the loopback and the emulator do).
+    fn memory_alloc(&self, device: u32, bytes: usize, kind: MemoryKind) -> Result<u64>;
+    /// Frees memory from [`memory_alloc`](Backend::memory_alloc); unknown addresses → `InvalidValue`.
+    fn memory_free(&self, address: u64) -> Result<()>;
+
+    /// The kernel object of a built-in kernel on `device`.
+    fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64>;
+
+    /// Arranges for `f` to run on the host once `start` reaches 0, after which `done` is set to 0.
+    fn host_call(&self, start: SignalHandle, done: SignalHandle, f: HostFn) -> Result<()>;
+
+    /// The current device timestamp (same clock as signal timestamps).
+    fn timestamp(&self) -> u64;
+}

@@ -1,0 +1,748 @@
+//! The loopback backend: a deterministic, thread-free device that runs in core itself.
+//!
+//! Published packets execute on the calling thread when the doorbell rings (and again whenever
+//! a wait or query polls), through the same [`aql::step`] the emulator's command processor uses.
+//! Kernels are host functions registered by kernel object; the built-in copy, fill and
+//! write-value kernels are registered at start. Every doorbell and every processed packet is
+//! recorded in a fixed-size trace that tests assert on.
+//!
+//! All memory lives in a [`LoopbackMemory`] the caller owns (a `static` on firmware, a local in
+//! tests), so signal handles and ring addresses stay put for as long as the backend borrows it.
+//! "Device" memory is host memory: device addresses are host addresses.
+//!
+//! Host functions and kernels must not call back into the runtime (HIP forbids API calls from
+//! callbacks too); the loopback runs them with its own lock released.
+
+use core::cell::UnsafeCell;
+use core::ptr::NonNull;
+use portable_atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::aql::{self, AqlRing, Condition, KernelDispatchPacket, Outcome, PacketExecutor, PacketWords, QueueFault, Step};
+use crate::backend::{
+    Backend, BuiltinKernel, CopyArgs, DeviceInfo, FillArgs, HostFn, MemoryKind, QueueDesc, Timeout, WriteValueArgs,
+};
+use crate::error::{Error, Result};
+use crate::signal::{AmdSignal, SignalHandle};
+use crate::stream::{CuMask, Priority};
+
+/// A kernel's host twin: runs one whole dispatch.
+pub type KernelFn = fn(&Dispatch) -> core::result::Result<(), QueueFault>;
+
+/// What a kernel's host twin receives.
+#[derive(Debug, Clone, Copy)]
+pub struct Dispatch {
+    /// The dispatch packet.
+    pub packet: KernelDispatchPacket,
+}
+
+impl Dispatch {
+    /// Reads the kernel arguments as a `T`.
+    ///
+    /// # Safety
+    /// The enqueuer must have written at least `size_of::<T>()` bytes of arguments laid out as `T`.
+    pub unsafe fn args<T: Copy>(&self) -> T {
+        let p = core::ptr::with_exposed_provenance::<T>(self.packet.kernarg_address as usize);
+        // SAFETY: the kernarg slot is live while its packet runs; the caller vouches for the layout.
+        unsafe { core::ptr::read_unaligned(p) }
+    }
+}
+
+/// Bytes of kernel arguments each ring slot can carry on the default loopback.
+pub const DEFAULT_KERNARG_BYTES: usize = 256;
+const KERNEL_OBJECT_BASE: u64 = 0x7f00_0000_0000;
+const MAX_KERNELS: usize = 32;
+const MAX_HOST_CALLS: usize = 32;
+const MAX_ALLOCATIONS: usize = 64;
+/// Entries kept in the trace.
+pub const TRACE_CAPACITY: usize = 256;
+/// Number of CUs the loopback device reports.
+pub const LOOPBACK_CUS: u32 = 104;
+/// Ticks per second of the loopback clock (one tick per packet start and end).
+pub const LOOPBACK_TIMESTAMP_HZ: u64 = 1_000_000;
+
+#[repr(C, align(64))]
+struct Slot(UnsafeCell<[u8; 64]>);
+
+#[repr(C, align(16))]
+struct KernargSlot<const KARG: usize>(UnsafeCell<[u8; KARG]>);
+
+#[repr(C, align(64))]
+struct QueueMem<const RING: usize, const KARG: usize> {
+    ring: [Slot; RING],
+    kernarg: [KernargSlot<KARG>; RING],
+    write_index: AtomicU64,
+    read_index: AtomicU64,
+    /// Doorbell value + 1 (0 = never rung).
+    doorbell: AtomicU64,
+}
+
+#[repr(C, align(16))]
+struct Heap<const HEAP: usize>(UnsafeCell<[u8; HEAP]>);
+
+/// The memory of a loopback device: rings, kernel-argument areas, signals and a heap.
+///
+/// `Q` queues of `RING` packets with `KARG` argument bytes per packet, `SIG` signals, `HEAP`
+/// bytes of allocatable memory.
+pub struct LoopbackMemory<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize> {
+    queues: [QueueMem<RING, KARG>; Q],
+    signals: [AmdSignal; SIG],
+    heap: Heap<HEAP>,
+}
+
+// SAFETY: every shared field is atomic or accessed through the AQL slot protocol and the
+// loopback's lock.
+unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize> Sync
+    for LoopbackMemory<Q, RING, KARG, SIG, HEAP>
+{
+}
+
+impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize>
+    LoopbackMemory<Q, RING, KARG, SIG, HEAP>
+{
+    /// Zeroed memory, usable in a `static`.
+    pub const fn new() -> Self {
+        LoopbackMemory {
+            queues: [const {
+                QueueMem {
+                    ring: [const { Slot(UnsafeCell::new([0; 64])) }; RING],
+                    kernarg: [const { KernargSlot(UnsafeCell::new([0; KARG])) }; RING],
+                    write_index: AtomicU64::new(0),
+                    read_index: AtomicU64::new(0),
+                    doorbell: AtomicU64::new(0),
+                }
+            }; Q],
+            signals: [const { AmdSignal::new() }; SIG],
+            heap: Heap(UnsafeCell::new([0; HEAP])),
+        }
+    }
+}
+
+impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize> Default
+    for LoopbackMemory<Q, RING, KARG, SIG, HEAP>
+{
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One recorded event of the loopback device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceEntry {
+    /// A doorbell write.
+    Doorbell {
+        /// Queue index.
+        queue: u32,
+        /// The value written (index of the last packet published).
+        value: u64,
+    },
+    /// A packet the processor retired.
+    Packet {
+        /// Queue index.
+        queue: u32,
+        /// Ring index of the packet.
+        index: u64,
+        /// The packet.
+        words: PacketWords,
+    },
+    /// A host function ran.
+    HostCall,
+    /// A queue stopped on a fault.
+    Fault {
+        /// Queue index.
+        queue: u32,
+        /// Why.
+        fault: QueueFault,
+    },
+}
+
+impl TraceEntry {
+    /// The packet type of a `Packet` entry.
+    pub fn packet_type(&self) -> Option<aql::PacketType> {
+        match self {
+            TraceEntry::Packet { words, .. } => aql::Header(words[0] as u16).packet_type(),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct HostCall {
+    start: SignalHandle,
+    done: SignalHandle,
+    f: HostFn,
+}
+
+struct State<const Q: usize, const SIG: usize> {
+    queue_used: [bool; Q],
+    queue_fault: [Option<QueueFault>; Q],
+    queue_priority: [Priority; Q],
+    queue_cu_mask: [Option<CuMask>; Q],
+    signal_used: [bool; SIG],
+    kernels: [Option<KernelFn>; MAX_KERNELS],
+    host_calls: [Option<HostCall>; MAX_HOST_CALLS],
+    allocations: [(usize, usize); MAX_ALLOCATIONS],
+    trace: [Option<TraceEntry>; TRACE_CAPACITY],
+    trace_len: usize,
+    trace_dropped: usize,
+    devices: u32,
+}
+
+/// The loopback backend over a borrowed [`LoopbackMemory`].
+pub struct Loopback<
+    'm,
+    const Q: usize = 40,
+    const RING: usize = 64,
+    const KARG: usize = DEFAULT_KERNARG_BYTES,
+    const SIG: usize = 160,
+    const HEAP: usize = 65536,
+> {
+    mem: &'m LoopbackMemory<Q, RING, KARG, SIG, HEAP>,
+    state: spin::Mutex<State<Q, SIG>>,
+    clock: AtomicU64,
+    pumping: AtomicBool,
+    start_index: Option<u64>,
+}
+
+/// The queue handle of the loopback backend.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LoopbackQueue(pub u32);
+
+fn builtin_copy(d: &Dispatch) -> core::result::Result<(), QueueFault> {
+    // SAFETY: core's memcpy enqueue writes CopyArgs.
+    let a: CopyArgs = unsafe { d.args() };
+    let dst = core::ptr::with_exposed_provenance_mut::<u8>(a.dst as usize);
+    let src = core::ptr::with_exposed_provenance::<u8>(a.src as usize);
+    // SAFETY: loopback device memory is host memory; the enqueuer vouched for both ranges
+    // (hipMemcpyAsync's contract). `copy` allows overlap.
+    unsafe { core::ptr::copy(src, dst, a.bytes as usize) };
+    Ok(())
+}
+
+fn builtin_fill(d: &Dispatch) -> core::result::Result<(), QueueFault> {
+    // SAFETY: core's memset enqueue writes FillArgs.
+    let a: FillArgs = unsafe { d.args() };
+    let size = a.element_bytes as usize;
+    let bytes = a.value.to_le_bytes();
+    let pattern = bytes.get(..size).ok_or(QueueFault::KernelError)?;
+    let dst = core::ptr::with_exposed_provenance_mut::<u8>(a.dst as usize);
+    for i in 0..a.count as usize {
+        // SAFETY: the enqueuer vouched for `count * element_bytes` bytes at `dst`.
+        unsafe { core::ptr::copy_nonoverlapping(pattern.as_ptr(), dst.add(i * size), size) };
+    }
+    Ok(())
+}
+
+fn builtin_write_value(d: &Dispatch) -> core::result::Result<(), QueueFault> {
+    // SAFETY: core's write-value enqueue writes WriteValueArgs.
+    let a: WriteValueArgs = unsafe { d.args() };
+    match a.width {
+        4 => {
+            let p = core::ptr::with_exposed_provenance_mut::<u32>(a.dst as usize);
+            // SAFETY: the enqueuer vouched for an aligned, live u32 at dst.
+            unsafe { core::ptr::write_volatile(p, a.value as u32) };
+        }
+        8 => {
+            let p = core::ptr::with_exposed_provenance_mut::<u64>(a.dst as usize);
+            // SAFETY: the enqueuer vouched for an aligned, live u64 at dst.
+            unsafe { core::ptr::write_volatile(p, a.value) };
+        }
+        _ => return Err(QueueFault::KernelError),
+    }
+    Ok(())
+}
+
+const BUILTINS: [(BuiltinKernel, KernelFn); 3] = [
+    (BuiltinKernel::Copy, builtin_copy),
+    (BuiltinKernel::Fill, builtin_fill),
+    (BuiltinKernel::WriteValue, builtin_write_value),
+];
+
+impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize>
+    Loopback<'m, Q, RING, KARG, SIG, HEAP>
+{
+    /// A loopback backend with one device.
+    pub fn new(mem: &'m LoopbackMemory<Q, RING, KARG, SIG, HEAP>) -> Self {
+        Self::with_devices(mem, 1)
+    }
+
+    /// A loopback backend reporting `devices` devices (they share the memory).
+    pub fn with_devices(mem: &'m LoopbackMemory<Q, RING, KARG, SIG, HEAP>, devices: u32) -> Self {
+        let mut kernels = [None; MAX_KERNELS];
+        for (k, (_, f)) in kernels.iter_mut().zip(BUILTINS) {
+            *k = Some(f);
+        }
+        Loopback {
+            mem,
+            state: spin::Mutex::new(State {
+                queue_used: [false; Q],
+                queue_fault: [None; Q],
+                queue_priority: [Priority::Normal; Q],
+                queue_cu_mask: [None; Q],
+                signal_used: [false; SIG],
+                kernels,
+                host_calls: [None; MAX_HOST_CALLS],
+                allocations: [(0, 0); MAX_ALLOCATIONS],
+                trace: [None; TRACE_CAPACITY],
+                trace_len: 0,
+                trace_dropped: 0,
+                devices,
+            }),
+            clock: AtomicU64::new(0),
+            pumping: AtomicBool::new(false),
+            start_index: None,
+        }
+    }
+
+    /// Makes every queue created from now on start its read and write indices at `index`
+    /// (to exercise the 64-bit wrap: indices never reset in a real queue's life).
+    pub fn with_start_index(mut self, index: u64) -> Self {
+        self.start_index = Some(index);
+        self
+    }
+
+    /// Registers a kernel's host twin; returns its kernel object.
+    pub fn register_kernel(&self, f: KernelFn) -> Result<u64> {
+        let mut st = self.state.lock();
+        let (i, slot) = st.kernels.iter_mut().enumerate().find(|(_, k)| k.is_none()).ok_or(Error::OutOfMemory)?;
+        *slot = Some(f);
+        Ok(KERNEL_OBJECT_BASE + i as u64 * 64)
+    }
+
+    /// Number of trace entries recorded (at most [`TRACE_CAPACITY`]).
+    pub fn trace_len(&self) -> usize {
+        self.state.lock().trace_len
+    }
+
+    /// Trace entry `i`, oldest first.
+    pub fn trace_entry(&self, i: usize) -> Option<TraceEntry> {
+        let st = self.state.lock();
+        if i < st.trace_len {
+            st.trace.get(i).copied().flatten()
+        } else {
+            None
+        }
+    }
+
+    /// Copies the trace into `out`; returns how many entries were written.
+    pub fn trace(&self, out: &mut [TraceEntry]) -> usize {
+        let st = self.state.lock();
+        let mut n = 0;
+        for (o, e) in out.iter_mut().zip(st.trace.iter().take(st.trace_len)) {
+            if let Some(e) = e {
+                *o = *e;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Entries that did not fit in the trace since it was last cleared.
+    pub fn trace_dropped(&self) -> usize {
+        self.state.lock().trace_dropped
+    }
+
+    /// Empties the trace.
+    pub fn clear_trace(&self) {
+        let mut st = self.state.lock();
+        st.trace_len = 0;
+        st.trace_dropped = 0;
+    }
+
+    /// The priority a live queue was created with.
+    pub fn queue_priority(&self, queue: &LoopbackQueue) -> Priority {
+        let st = self.state.lock();
+        st.queue_priority.get(queue.0 as usize).copied().unwrap_or_default()
+    }
+
+    /// The CU mask a live queue was created with.
+    pub fn queue_cu_mask(&self, queue: &LoopbackQueue) -> Option<CuMask> {
+        let st = self.state.lock();
+        st.queue_cu_mask.get(queue.0 as usize).copied().flatten()
+    }
+
+    /// Stops a queue as if the device had faulted on its current packet (fault injection).
+    pub fn inject_fault(&self, queue: &LoopbackQueue, fault: QueueFault) {
+        let mut st = self.state.lock();
+        if let Some(f) = st.queue_fault.get_mut(queue.0 as usize) {
+            *f = Some(fault);
+        }
+    }
+
+    /// Number of queues in use.
+    pub fn queues_in_use(&self) -> usize {
+        self.state.lock().queue_used.iter().filter(|u| **u).count()
+    }
+
+    /// Number of signals in use.
+    pub fn signals_in_use(&self) -> usize {
+        self.state.lock().signal_used.iter().filter(|u| **u).count()
+    }
+
+    /// Runs every queue and host call until nothing can make progress.
+    pub fn pump(&self) {
+        // Ordering: Acquire/Release on the re-entrancy flag: a nested pump (from a doorbell rung
+        // inside a host call) leaves the work to the outer loop.
+        if self.pumping.swap(true, Ordering::Acquire) {
+            return;
+        }
+        loop {
+            let mut progress = false;
+            for q in 0..Q {
+                progress |= self.run_queue(q);
+            }
+            progress |= self.run_host_calls();
+            if !progress {
+                break;
+            }
+        }
+        self.pumping.store(false, Ordering::Release);
+    }
+
+    fn ring_of(&self, q: usize) -> Option<(AqlRing, &QueueMem<RING, KARG>)> {
+        let qm = self.mem.queues.get(q)?;
+        let base = NonNull::new(qm.ring.as_ptr() as *mut u8)?;
+        // SAFETY: the ring memory and indices live in `self.mem`, borrowed for 'm, and are used
+        // only through the AQL protocol.
+        let ring = unsafe {
+            AqlRing::new(base, RING as u32, NonNull::from(&qm.write_index), NonNull::from(&qm.read_index))
+        }
+        .ok()?;
+        Some((ring, qm))
+    }
+
+    fn run_queue(&self, q: usize) -> bool {
+        {
+            let st = self.state.lock();
+            if !st.queue_used.get(q).copied().unwrap_or(false) || st.queue_fault.get(q).copied().flatten().is_some() {
+                return false;
+            }
+        }
+        let Some((ring, qm)) = self.ring_of(q) else { return false };
+        // Ordering: Acquire pairs with the Release doorbell store.
+        let limit = qm.doorbell.load(Ordering::Acquire);
+        let mut progress = false;
+        loop {
+            let mut exec = Exec { lb: self };
+            let index = ring.read_index();
+            let words = ring.read(index);
+            match aql::step(&ring, limit, &mut exec) {
+                Step::Retired(i) => {
+                    progress = true;
+                    if let Some(words) = words {
+                        self.push_trace(TraceEntry::Packet { queue: q as u32, index: i, words });
+                    }
+                }
+                Step::Faulted(_, fault) => {
+                    let mut st = self.state.lock();
+                    if let Some(f) = st.queue_fault.get_mut(q) {
+                        *f = Some(fault);
+                    }
+                    drop(st);
+                    self.push_trace(TraceEntry::Fault { queue: q as u32, fault });
+                    return true;
+                }
+                Step::Idle | Step::Stalled | Step::Blocked => return progress,
+            }
+        }
+    }
+
+    fn run_host_calls(&self) -> bool {
+        let mut progress = false;
+        for i in 0..MAX_HOST_CALLS {
+            let ready = {
+                let mut st = self.state.lock();
+                match st.host_calls.get_mut(i) {
+                    Some(slot @ Some(_)) => {
+                        // SAFETY: start/done were created by this backend and are live until the
+                        // stream's barrier after them completes, which needs `done`.
+                        let go = slot.as_ref().is_some_and(|c| unsafe { c.start.get() }.load() == 0);
+                        if go {
+                            slot.take()
+                        } else {
+                            None
+                        }
+                    }
+                    _ => None,
+                }
+            };
+            if let Some(call) = ready {
+                // SAFETY: the enqueuer vouched for the function and its data.
+                unsafe { call.f.call() };
+                // SAFETY: as above, `done` is live until the barrier that waits on it completes.
+                unsafe { call.done.get() }.reset(0);
+                self.push_trace(TraceEntry::HostCall);
+                progress = true;
+            }
+        }
+        progress
+    }
+
+    fn push_trace(&self, e: TraceEntry) {
+        let mut st = self.state.lock();
+        let n = st.trace_len;
+        match st.trace.get_mut(n) {
+            Some(slot) => {
+                *slot = Some(e);
+                st.trace_len += 1;
+            }
+            None => st.trace_dropped += 1,
+        }
+    }
+
+    fn signal_index(&self, h: SignalHandle) -> Option<usize> {
+        let base = self.mem.signals.as_ptr() as usize;
+        let off = (h.0 as usize).checked_sub(base)?;
+        (off % 64 == 0 && off / 64 < SIG).then_some(off / 64)
+    }
+}
+
+struct Exec<'a, 'm, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize> {
+    lb: &'a Loopback<'m, Q, RING, KARG, SIG, HEAP>,
+}
+
+impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize> PacketExecutor
+    for Exec<'_, '_, Q, RING, KARG, SIG, HEAP>
+{
+    fn read_signal(&mut self, handle: u64, mask: i64) -> Option<i64> {
+        if handle == 0 {
+            return None;
+        }
+        if let Some(i) = self.lb.signal_index(SignalHandle(handle)) {
+            return self.lb.mem.signals.get(i).map(AmdSignal::load);
+        }
+        // A value anywhere in host memory (stream wait-value): the value sits at handle + 8.
+        let addr = (handle as usize).wrapping_add(8);
+        if mask as u64 >> 32 == 0 {
+            if addr % 4 != 0 {
+                return None;
+            }
+            let p = core::ptr::with_exposed_provenance::<u32>(addr);
+            // SAFETY: the enqueuer of the wait-value vouched for a live, aligned u32 there.
+            Some(i64::from(unsafe { core::ptr::read_volatile(p) }))
+        } else {
+            if addr % 8 != 0 {
+                return None;
+            }
+            let p = core::ptr::with_exposed_provenance::<i64>(addr);
+            // SAFETY: the enqueuer of the wait-value vouched for a live, aligned u64 there.
+            Some(unsafe { core::ptr::read_volatile(p) })
+        }
+    }
+
+    fn complete_signal(&mut self, handle: u64, start: u64, end: u64) {
+        if let Some(s) = self.lb.signal_index(SignalHandle(handle)).and_then(|i| self.lb.mem.signals.get(i)) {
+            // Ordering: timestamps Relaxed, published by the AcqRel decrement.
+            s.start_ts.store(start, Ordering::Relaxed);
+            s.end_ts.store(end, Ordering::Relaxed);
+            s.value.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    fn dispatch(&mut self, packet: &KernelDispatchPacket, _kernarg: u64) -> Outcome {
+        let wg = [packet.workgroup_size_x, packet.workgroup_size_y, packet.workgroup_size_z];
+        let grid = [packet.grid_size_x, packet.grid_size_y, packet.grid_size_z];
+        let wg_items: u32 = wg.iter().map(|&w| u32::from(w)).product();
+        if wg.contains(&0) || grid.contains(&0) || wg_items > 1024 {
+            return Outcome::Fault(QueueFault::InvalidDispatch);
+        }
+        let f = {
+            let st = self.lb.state.lock();
+            let idx = packet.kernel_object.checked_sub(KERNEL_OBJECT_BASE).map(|o| (o / 64) as usize);
+            idx.and_then(|i| st.kernels.get(i).copied().flatten())
+        };
+        match f {
+            Some(f) => match f(&Dispatch { packet: *packet }) {
+                Ok(()) => Outcome::Done,
+                Err(e) => Outcome::Fault(e),
+            },
+            None => Outcome::Fault(QueueFault::UnknownKernel),
+        }
+    }
+
+    fn timestamp(&mut self) -> u64 {
+        // Ordering: Relaxed; the clock only needs to be monotonic.
+        self.lb.clock.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+// SAFETY: signals are AmdSignals inside `self.mem` (64-byte aligned, borrowed for 'm); queue
+// memory likewise; every published packet is processed by `pump`, which doorbells and waits run,
+// or the queue's fault is reported.
+unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize> Backend
+    for Loopback<'_, Q, RING, KARG, SIG, HEAP>
+{
+    type Queue = LoopbackQueue;
+
+    fn device_count(&self) -> u32 {
+        self.state.lock().devices
+    }
+
+    fn device_info(&self, device: u32) -> Result<DeviceInfo> {
+        if device >= self.device_count() {
+            return Err(Error::InvalidDevice);
+        }
+        Ok(DeviceInfo { cu_count: LOOPBACK_CUS, gfx_target_version: 90010, timestamp_frequency: LOOPBACK_TIMESTAMP_HZ })
+    }
+
+    fn queue_create(&self, device: u32, priority: Priority, cu_mask: Option<&CuMask>) -> Result<LoopbackQueue> {
+        if device >= self.device_count() {
+            return Err(Error::InvalidDevice);
+        }
+        let q = {
+            let mut st = self.state.lock();
+            let q = st.queue_used.iter().position(|u| !u).ok_or(Error::OutOfMemory)?;
+            if let Some(u) = st.queue_used.get_mut(q) {
+                *u = true;
+            }
+            if let Some(f) = st.queue_fault.get_mut(q) {
+                *f = None;
+            }
+            if let Some(p) = st.queue_priority.get_mut(q) {
+                *p = priority;
+            }
+            if let Some(m) = st.queue_cu_mask.get_mut(q) {
+                *m = cu_mask.copied();
+            }
+            q
+        };
+        let (ring, qm) = self.ring_of(q).ok_or(Error::OutOfMemory)?;
+        // A fresh queue starts with every slot INVALID and, as HSA allows, its indices where the
+        // previous user left them (they only ever grow).
+        ring.invalidate_all();
+        let w = self.start_index.unwrap_or_else(|| ring.write_index());
+        // Ordering: Release; nobody consumes this queue before it is handed out.
+        qm.write_index.store(w, Ordering::Release);
+        // Ordering: Release; nobody consumes this queue before it is handed out.
+        qm.read_index.store(w, Ordering::Release);
+        qm.doorbell.store(w, Ordering::Release);
+        Ok(LoopbackQueue(q as u32))
+    }
+
+    fn queue_desc(&self, queue: &LoopbackQueue) -> Result<QueueDesc> {
+        let (ring, qm) = self.ring_of(queue.0 as usize).ok_or(Error::InvalidHandle)?;
+        let ka = NonNull::new(qm.kernarg.as_ptr() as *mut u8).ok_or(Error::InvalidHandle)?;
+        Ok(QueueDesc {
+            ring,
+            kernarg_host: ka,
+            kernarg_device: ka.as_ptr().expose_provenance() as u64,
+            kernarg_slot_bytes: KARG as u32,
+        })
+    }
+
+    fn ring_doorbell(&self, queue: &LoopbackQueue, index: u64) {
+        if let Some(qm) = self.mem.queues.get(queue.0 as usize) {
+            // Ordering: Release, after the packets' Release headers (kfd-aql.md §2 ordering).
+            // Producers never ring backwards, and indices may wrap, so this is a plain store.
+            qm.doorbell.store(index.wrapping_add(1), Ordering::Release);
+        }
+        self.push_trace(TraceEntry::Doorbell { queue: queue.0, value: index });
+        self.pump();
+    }
+
+    fn queue_fault(&self, queue: &LoopbackQueue) -> Option<Error> {
+        let st = self.state.lock();
+        st.queue_fault.get(queue.0 as usize).copied().flatten().map(|f| match f {
+            QueueFault::MemoryViolation => Error::IllegalAddress,
+            _ => Error::LaunchFailure,
+        })
+    }
+
+    fn queue_destroy(&self, queue: LoopbackQueue) {
+        let mut st = self.state.lock();
+        if let Some(u) = st.queue_used.get_mut(queue.0 as usize) {
+            *u = false;
+        }
+    }
+
+    fn signal_create(&self, initial: i64) -> Result<SignalHandle> {
+        let mut st = self.state.lock();
+        let i = st.signal_used.iter().position(|u| !u).ok_or(Error::OutOfMemory)?;
+        let s = self.mem.signals.get(i).ok_or(Error::OutOfMemory)?;
+        if let Some(u) = st.signal_used.get_mut(i) {
+            *u = true;
+        }
+        s.reset(initial);
+        Ok(s.handle())
+    }
+
+    fn signal_destroy(&self, signal: SignalHandle) {
+        if let Some(i) = self.signal_index(signal) {
+            let mut st = self.state.lock();
+            if let Some(u) = st.signal_used.get_mut(i) {
+                *u = false;
+            }
+        }
+    }
+
+    fn signal_wait(&self, signal: SignalHandle, cond: Condition, expected: i64, _timeout: Timeout) -> Result<i64> {
+        let s = self.signal_index(signal).and_then(|i| self.mem.signals.get(i)).ok_or(Error::InvalidHandle)?;
+        // Nothing runs between pumps on a thread-free device: after one full pump the answer is
+        // final, so every timeout behaves like zero.
+        self.pump();
+        let v = s.load();
+        if cond.holds(v, expected) {
+            Ok(v)
+        } else {
+            Err(Error::NotReady)
+        }
+    }
+
+    fn memory_alloc(&self, device: u32, bytes: usize, _kind: MemoryKind) -> Result<u64> {
+        if device >= self.device_count() {
+            return Err(Error::InvalidDevice);
+        }
+        if bytes == 0 {
+            return Err(Error::InvalidValue);
+        }
+        let size = bytes.div_ceil(16) * 16;
+        let mut st = self.state.lock();
+        // First fit over the sorted list of live blocks.
+        let mut cursor = 0usize;
+        let mut used: [(usize, usize); MAX_ALLOCATIONS] = st.allocations;
+        used.sort_unstable();
+        for &(off, len) in used.iter().filter(|(_, len)| *len != 0) {
+            if off >= cursor + size {
+                break;
+            }
+            cursor = cursor.max(off + len);
+        }
+        if cursor + size > HEAP {
+            return Err(Error::OutOfMemory);
+        }
+        let slot = st.allocations.iter_mut().find(|(_, len)| *len == 0).ok_or(Error::OutOfMemory)?;
+        *slot = (cursor, size);
+        let base = self.mem.heap.0.get() as *mut u8;
+        Ok(base.wrapping_add(cursor).expose_provenance() as u64)
+    }
+
+    fn memory_free(&self, address: u64) -> Result<()> {
+        let base = self.mem.heap.0.get() as usize;
+        let off = (address as usize).checked_sub(base).ok_or(Error::InvalidValue)?;
+        let mut st = self.state.lock();
+        let slot = st.allocations.iter_mut().find(|(o, len)| *len != 0 && *o == off).ok_or(Error::InvalidValue)?;
+        *slot = (0, 0);
+        Ok(())
+    }
+
+    fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {
+        if device >= self.device_count() {
+            return Err(Error::InvalidDevice);
+        }
+        let i = BUILTINS.iter().position(|(k, _)| *k == kernel).ok_or(Error::NotSupported)?;
+        Ok(KERNEL_OBJECT_BASE + i as u64 * 64)
+    }
+
+    fn host_call(&self, start: SignalHandle, done: SignalHandle, f: HostFn) -> Result<()> {
+        {
+            let mut st = self.state.lock();
+            let slot = st.host_calls.iter_mut().find(|c| c.is_none()).ok_or(Error::OutOfMemory)?;
+            *slot = Some(HostCall { start, done, f });
+        }
+        Ok(())
+    }
+
+    fn timestamp(&self) -> u64 {
+        // Ordering: Relaxed; a monotonic tick count.
+        self.clock.load(Ordering::Relaxed)
+    }
+}
