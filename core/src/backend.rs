@@ -178,8 +178,7 @@ pub unsafe trait Backend {
     fn device_info(&self, device: u32) -> Result<DeviceInfo>;
 
     /// Creates a queue on `device` with a priority and an optional CU mask.
-    fn queue_create(&self, device: u32, priority: Priority, cu_mask: Option<&CuMask>)
-        -> Result<Self::Queue>;
+    fn queue_create(&self, device: u32, priority: Priority, cu_mask: Option<&CuMask>) -> Result<Self::Queue>;
     /// Where to write packets for `queue`.
     fn queue_desc(&self, queue: &Self::Queue) -> Result<QueueDesc>;
     /// Rings the doorbell: packets up to `index` (the last one written) are published.
@@ -195,8 +194,7 @@ pub unsafe trait Backend {
     fn signal_destroy(&self, signal: SignalHandle);
     /// Waits until `cond` holds for the signal's value against `expected`, or the timeout ends
     /// (`NotReady`). Returns the value that satisfied the condition.
-    fn signal_wait(&self, signal: SignalHandle, cond: Condition, expected: i64, timeout: Timeout)
-        -> Result<i64>;
+    fn signal_wait(&self, signal: SignalHandle, cond: Condition, expected: i64, timeout: Timeout) -> Result<i64>;
 
     /// Allocates memory; returns its device address (also its host address where the backend
     /// maps device memory into the host, as the loopback and the emulator do).

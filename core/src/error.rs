@@ -186,15 +186,11 @@ impl Error {
             Error::LaunchFailure => "unspecified launch failure",
             Error::NotSupported => "operation not supported",
             Error::StreamCaptureUnsupported => "operation not permitted when stream is capturing",
-            Error::StreamCaptureInvalidated => {
-                "operation failed due to a previous error during capture"
-            }
+            Error::StreamCaptureInvalidated => "operation failed due to a previous error during capture",
             Error::StreamCaptureMerge => "operation would result in a merge of separate capture sequences",
             Error::StreamCaptureUnmatched => "capture was not ended in the same stream as it began",
             Error::StreamCaptureUnjoined => "capturing stream has unjoined work",
-            Error::StreamCaptureIsolation => {
-                "dependency created on uncaptured work in another stream"
-            }
+            Error::StreamCaptureIsolation => "dependency created on uncaptured work in another stream",
             Error::StreamCaptureImplicit => {
                 "operation would make the legacy stream depend on a capturing blocking stream"
             }

@@ -33,8 +33,8 @@ impl EventFlags {
     /// `INTERPROCESS` without `DISABLE_TIMING` are `InvalidValue`.
     pub fn from_raw(raw: u32) -> Result<EventFlags> {
         let f = EventFlags::from_bits(raw).ok_or(Error::InvalidValue)?;
-        let fences = f
-            & (EventFlags::DISABLE_SYSTEM_FENCE | EventFlags::RELEASE_TO_DEVICE | EventFlags::RELEASE_TO_SYSTEM);
+        let fences =
+            f & (EventFlags::DISABLE_SYSTEM_FENCE | EventFlags::RELEASE_TO_DEVICE | EventFlags::RELEASE_TO_SYSTEM);
         if fences.bits().count_ones() > 1 {
             return Err(Error::InvalidValue);
         }

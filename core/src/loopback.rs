@@ -17,7 +17,9 @@ use core::cell::UnsafeCell;
 use core::ptr::NonNull;
 use portable_atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::aql::{self, AqlRing, Condition, KernelDispatchPacket, Outcome, PacketExecutor, PacketWords, QueueFault, Step};
+use crate::aql::{
+    self, AqlRing, Condition, KernelDispatchPacket, Outcome, PacketExecutor, PacketWords, QueueFault, Step,
+};
 use crate::backend::{
     Backend, BuiltinKernel, CopyArgs, DeviceInfo, FillArgs, HostFn, MemoryKind, QueueDesc, Timeout, WriteValueArgs,
 };
@@ -403,10 +405,9 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
         let base = NonNull::new(qm.ring.as_ptr() as *mut u8)?;
         // SAFETY: the ring memory and indices live in `self.mem`, borrowed for 'm, and are used
         // only through the AQL protocol.
-        let ring = unsafe {
-            AqlRing::new(base, RING as u32, NonNull::from(&qm.write_index), NonNull::from(&qm.read_index))
-        }
-        .ok()?;
+        let ring =
+            unsafe { AqlRing::new(base, RING as u32, NonNull::from(&qm.write_index), NonNull::from(&qm.read_index)) }
+                .ok()?;
         Some((ring, qm))
     }
 

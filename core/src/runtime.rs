@@ -25,7 +25,9 @@ use crate::aql::{
     BarrierPacket, BarrierValuePacket, Condition, FenceScope, Header, KernelDispatchPacket, PacketType,
     DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
 };
-use crate::backend::{Backend, BuiltinKernel, CopyArgs, DeviceInfo, FillArgs, HostFn, MemoryKind, QueueDesc, Timeout, WriteValueArgs};
+use crate::backend::{
+    Backend, BuiltinKernel, CopyArgs, DeviceInfo, FillArgs, HostFn, MemoryKind, QueueDesc, Timeout, WriteValueArgs,
+};
 use crate::error::{Error, Result};
 use crate::event::{check_record_flags, EventFlags, EventHandle};
 use crate::signal::SignalHandle;
@@ -288,8 +290,14 @@ const PENDING: u64 = u64::MAX;
 ///
 /// Capacities: `S` stream slots (created streams, one null stream per device used and one
 /// per-thread stream per thread and device), `E` events, `T` threads, `M` marker signals.
-pub struct Runtime<B: Backend, K: ThreadKeys, const S: usize = 32, const E: usize = 64, const T: usize = 8, const M: usize = 64>
-{
+pub struct Runtime<
+    B: Backend,
+    K: ThreadKeys,
+    const S: usize = 32,
+    const E: usize = 64,
+    const T: usize = 8,
+    const M: usize = 64,
+> {
     backend: B,
     keys: K,
     state: spin::Mutex<State<B::Queue, S, E, T, M>>,
@@ -311,7 +319,9 @@ fn ticks_to_ms(ticks: i64, hz: u64) -> f32 {
     (ticks as f64 * 1000.0 / hz as f64) as f32
 }
 
-impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, const M: usize> Runtime<B, K, S, E, T, M> {
+impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, const M: usize>
+    Runtime<B, K, S, E, T, M>
+{
     /// A runtime over `backend`, with `keys` naming host threads. `const`, so it can live in a
     /// `static`.
     pub const fn new(backend: B, keys: K) -> Self {
@@ -413,7 +423,14 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     // ----- stream slots and hardware -------------------------------------------------------
 
     /// Binds hardware to slot `i`, reusing the slot's cached queue when it matches.
-    fn bind(&self, st: &mut State<B::Queue, S, E, T, M>, i: usize, device: u32, priority: Priority, cu_mask: Option<CuMask>) -> Result<()> {
+    fn bind(
+        &self,
+        st: &mut State<B::Queue, S, E, T, M>,
+        i: usize,
+        device: u32,
+        priority: Priority,
+        cu_mask: Option<CuMask>,
+    ) -> Result<()> {
         let slot = st.streams.get_mut(i).ok_or(Error::InvalidHandle)?;
         if let Some(hw) = &slot.hw {
             let healthy = self.backend.queue_fault(&hw.queue).is_none();
@@ -472,14 +489,24 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     }
 
     /// Takes a free slot (reaping drained ones if needed) and makes it a live stream.
-    fn create_slot(&self, st: &mut State<B::Queue, S, E, T, M>, kind: StreamKind, device: u32, flags: StreamFlags, priority: Priority, cu_mask: Option<CuMask>) -> Result<usize> {
+    fn create_slot(
+        &self,
+        st: &mut State<B::Queue, S, E, T, M>,
+        kind: StreamKind,
+        device: u32,
+        flags: StreamFlags,
+        priority: Priority,
+        cu_mask: Option<CuMask>,
+    ) -> Result<usize> {
         let free = |st: &State<B::Queue, S, E, T, M>| {
             // Prefer a slot whose cached queue already matches.
             st.streams
                 .iter()
                 .position(|s| {
                     s.state == SlotState::Free
-                        && s.hw.as_ref().is_some_and(|h| h.device == device && h.priority == priority && h.cu_mask == cu_mask)
+                        && s.hw
+                            .as_ref()
+                            .is_some_and(|h| h.device == device && h.priority == priority && h.cu_mask == cu_mask)
                 })
                 .or_else(|| st.streams.iter().position(|s| s.state == SlotState::Free))
         };
@@ -547,7 +574,9 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     /// Whether every counted packet of the stream completed (polls the backend once).
     fn is_idle(&self, s: &StreamSlot<B::Queue>) -> bool {
         match &s.hw {
-            Some(hw) => self.backend.signal_wait(hw.signal, Condition::Lt, 1 - s.submitted as i64, Timeout::ZERO).is_ok(),
+            Some(hw) => {
+                self.backend.signal_wait(hw.signal, Condition::Lt, 1 - s.submitted as i64, Timeout::ZERO).is_ok()
+            }
             None => true,
         }
     }
@@ -625,7 +654,14 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         let device = self.current_device(&st);
         let info = self.backend.device_info(device)?;
         let cu_mask = CuMask::from_words(mask, info.cu_count)?;
-        let i = self.create_slot(&mut st, StreamKind::Created, device, StreamFlags::DEFAULT, Priority::Normal, Some(cu_mask))?;
+        let i = self.create_slot(
+            &mut st,
+            StreamKind::Created,
+            device,
+            StreamFlags::DEFAULT,
+            Priority::Normal,
+            Some(cu_mask),
+        )?;
         Ok(Self::handle_of(&st, i))
     }
 
@@ -701,7 +737,9 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     pub fn stream_exists(&self, device: u32, s: StreamHandle) -> bool {
         let st = self.state.lock();
         match lookup_stream(&st.streams, s.0) {
-            Lookup::Live(i) => st.streams.get(i).is_some_and(|sl| sl.device == device && sl.kind == StreamKind::Created),
+            Lookup::Live(i) => {
+                st.streams.get(i).is_some_and(|sl| sl.device == device && sl.kind == StreamKind::Created)
+            }
             _ => false,
         }
     }
@@ -783,7 +821,12 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
                 if let Some(m) = oldest {
                     if let Some(s) = st.streams.get(m.consumer) {
                         if let Some(hw) = &s.hw {
-                            let _ = self.backend.signal_wait(hw.signal, Condition::Lt, 1 - m.release_at as i64, MARKER_WAIT);
+                            let _ = self.backend.signal_wait(
+                                hw.signal,
+                                Condition::Lt,
+                                1 - m.release_at as i64,
+                                MARKER_WAIT,
+                            );
                         }
                     }
                 }
@@ -822,7 +865,10 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
                 Some(s) if s.state == SlotState::Free => true,
                 Some(s) if s.generation.current != m.consumer_generation && s.state == SlotState::Live => true,
                 Some(s) => match &s.hw {
-                    Some(hw) => self.backend.signal_wait(hw.signal, Condition::Lt, 1 - m.release_at as i64, Timeout::ZERO).is_ok(),
+                    Some(hw) => self
+                        .backend
+                        .signal_wait(hw.signal, Condition::Lt, 1 - m.release_at as i64, Timeout::ZERO)
+                        .is_ok(),
                     None => true,
                 },
                 None => true,
@@ -839,20 +885,33 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
 
     /// Makes `consumer` wait for everything stream `producer` has published so far: a marker
     /// on the producer, returned as the dependency to put in the consumer's next barrier.
-    fn point_in_time(&self, st: &mut State<B::Queue, S, E, T, M>, producer: usize, consumer: usize) -> Result<SignalHandle> {
+    fn point_in_time(
+        &self,
+        st: &mut State<B::Queue, S, E, T, M>,
+        producer: usize,
+        consumer: usize,
+    ) -> Result<SignalHandle> {
         let marker = self.take_marker(st, consumer)?;
         self.publish(st, producer, &[Spec::Mark(marker), Spec::Deps([0; 5])])?;
         Ok(marker)
     }
 
     /// The implicit dependencies of work on slot `i` (hip-semantics.md §3 rules 1, 2, 4, 5).
-    fn implicit_deps(&self, st: &mut State<B::Queue, S, E, T, M>, i: usize, deps: &mut heapless_deps::Deps) -> Result<()> {
+    fn implicit_deps(
+        &self,
+        st: &mut State<B::Queue, S, E, T, M>,
+        i: usize,
+        deps: &mut heapless_deps::Deps,
+    ) -> Result<()> {
         let Some(s) = st.streams.get(i) else { return Err(Error::InvalidHandle) };
         let device = s.device;
         match s.kind {
             StreamKind::Null => {
                 for p in 0..S {
-                    let busy = st.streams.get(p).is_some_and(|ps| ps.is_blocking_user() && ps.device == device && !self.is_idle(ps));
+                    let busy = st
+                        .streams
+                        .get(p)
+                        .is_some_and(|ps| ps.is_blocking_user() && ps.device == device && !self.is_idle(ps));
                     if busy {
                         let m = self.point_in_time(st, p, i)?;
                         deps.push(m.0)?;
@@ -1123,7 +1182,11 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     /// `hipStreamWriteValue32`: stores `value` at `address` in stream order (flags must be 0).
     pub fn write_value32(&self, s: StreamHandle, address: u64, value: u32, flags: u32) -> Result<()> {
         Self::check_value_args(address, flags, 4)?;
-        self.builtin(s, BuiltinKernel::WriteValue, WriteValueArgs { dst: address, value: u64::from(value), width: 4, reserved: 0 })
+        self.builtin(
+            s,
+            BuiltinKernel::WriteValue,
+            WriteValueArgs { dst: address, value: u64::from(value), width: 4, reserved: 0 },
+        )
     }
 
     /// `hipStreamWriteValue64`.
@@ -1132,9 +1195,11 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         self.builtin(s, BuiltinKernel::WriteValue, WriteValueArgs { dst: address, value, width: 8, reserved: 0 })
     }
 
-    fn wait_value(&self, s: StreamHandle, address: u64, value: u64, op: u32, mask: u64, full: u64, align: u64) -> Result<()> {
+    /// `bytes` is the width of the value waited on: 4 or 8.
+    fn wait_value(&self, s: StreamHandle, address: u64, value: u64, op: u32, mask: u64, bytes: u64) -> Result<()> {
         let op = WaitValueOp::from_raw(op)?;
-        Self::check_value_args(address, 0, align)?;
+        Self::check_value_args(address, 0, bytes)?;
+        let full = if bytes == 4 { u64::from(u32::MAX) } else { u64::MAX };
         let mask = mask & full;
         let value = value & full;
         let (value, mask, cond) = match op {
@@ -1152,12 +1217,12 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     /// `hipStreamWaitValue32`: later work of the stream waits until the condition holds for the
     /// 32-bit value at `address` (`op`: 0 Gte, 1 Eq, 2 And, 3 Nor).
     pub fn wait_value32(&self, s: StreamHandle, address: u64, value: u32, op: u32, mask: u32) -> Result<()> {
-        self.wait_value(s, address, u64::from(value), op, u64::from(mask), u64::from(u32::MAX), 4)
+        self.wait_value(s, address, u64::from(value), op, u64::from(mask), 4)
     }
 
     /// `hipStreamWaitValue64`.
     pub fn wait_value64(&self, s: StreamHandle, address: u64, value: u64, op: u32, mask: u64) -> Result<()> {
-        self.wait_value(s, address, value, op, mask, u64::MAX, 8)
+        self.wait_value(s, address, value, op, mask, 8)
     }
 
     // ----- query and synchronize -----------------------------------------------------------
@@ -1374,7 +1439,8 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
             if st.events.get(i).is_some_and(|ev| ev.device != sdev) {
                 return Err(Error::InvalidHandle);
             }
-            let recorded = if skind == StreamKind::Null { Recorded::OnNull } else { Recorded::On(Self::handle_of(&st, si).0) };
+            let recorded =
+                if skind == StreamKind::Null { Recorded::OnNull } else { Recorded::On(Self::handle_of(&st, si).0) };
             (i, recorded)
         };
         self.submit(s, Command::EventRecord(i))?;

@@ -31,11 +31,7 @@ pub(crate) const fn encode(tag: u16, generation: u32, slot: usize) -> u64 {
 
 /// Splits a handle into (tag, generation, slot).
 pub(crate) const fn decode(raw: u64) -> (u16, u32, usize) {
-    (
-        (raw >> (SLOT_BITS + GEN_BITS)) as u16,
-        ((raw >> SLOT_BITS) & GEN_MASK) as u32,
-        (raw & SLOT_MASK) as usize,
-    )
+    ((raw >> (SLOT_BITS + GEN_BITS)) as u16, ((raw >> SLOT_BITS) & GEN_MASK) as u32, (raw & SLOT_MASK) as usize)
 }
 
 /// The generation bookkeeping of one slot. Generation 0 is never issued, so a zeroed handle

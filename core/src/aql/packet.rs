@@ -419,10 +419,7 @@ mod tests {
         assert_eq!(DISPATCH_HEADER.0, 0x1502);
         assert_eq!(BARRIER_AND_HEADER.0, 0x1503);
         assert_eq!(NOP_HEADER.0, 0x0103);
-        assert_eq!(
-            Header::new(PacketType::KernelDispatch, false, FenceScope::Agent, FenceScope::Agent).0,
-            0x0a02
-        );
+        assert_eq!(Header::new(PacketType::KernelDispatch, false, FenceScope::Agent, FenceScope::Agent).0, 0x0a02);
         assert!(DISPATCH_HEADER.barrier());
         assert_eq!(DISPATCH_HEADER.acquire_bits(), 2);
         assert_eq!(DISPATCH_HEADER.release_bits(), 2);

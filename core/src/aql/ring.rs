@@ -159,11 +159,7 @@ impl AqlRing {
         // SAFETY: the slot is published (seen above with Acquire) and owned by the consumer until
         // it retires it; bytes 4..64 lie inside the slot.
         unsafe {
-            core::ptr::copy_nonoverlapping(
-                self.slot(index).add(4).cast::<u32>(),
-                words.as_mut_ptr().add(1),
-                15,
-            );
+            core::ptr::copy_nonoverlapping(self.slot(index).add(4).cast::<u32>(), words.as_mut_ptr().add(1), 15);
         }
         Some(words)
     }
