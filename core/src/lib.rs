@@ -55,6 +55,7 @@ pub mod aql;
 pub mod backend;
 pub mod error;
 pub mod event;
+pub mod graph;
 pub mod loopback;
 pub mod runtime;
 pub mod signal;

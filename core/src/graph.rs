@@ -1,0 +1,419 @@
+//! Graphs: a fixed-capacity DAG of stream operations, and its flattening into AQL packets.
+//!
+//! A [`Graph`] holds up to `N` nodes, `ED` dependency edges and `A` bytes of kernel arguments.
+//! Nodes are added with their dependencies (which must already be in the graph), so a graph built
+//! through this API cannot hold a cycle; [`Graph::plan`] still checks, because edges can also be
+//! added between existing nodes.
+//!
+//! # Flattening
+//!
+//! [`Graph::plan`] orders the nodes topologically and decides, for each node, which packets
+//! precede it in a single in-order AQL queue:
+//!
+//! - the first packet of a launch carries the barrier bit, so the graph starts after the work
+//!   enqueued before it on the stream;
+//! - a node whose dependencies are not all known complete is preceded by barrier-AND packets on
+//!   their completion signals (five per packet); nodes without such a wait may overlap;
+//! - a node some other node waits on gets a completion signal of its own (a "signal slot");
+//! - a final barrier-AND with the barrier bit closes the launch, so later stream work waits for
+//!   every node.
+
+use crate::aql::{BarrierValuePacket, KernelDispatchPacket};
+use crate::backend::HostFn;
+use crate::error::{Error, Result};
+
+/// Index of a node inside its graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct NodeId(pub u16);
+
+/// What a node does.
+#[derive(Debug, Clone, Copy)]
+pub enum NodeKind {
+    /// Nothing: an ordering point.
+    Empty,
+    /// A kernel dispatch; its arguments are `args` bytes at `offset` in the graph's arena.
+    Dispatch {
+        /// The packet (kernarg address and completion signal are filled at instantiate).
+        packet: KernelDispatchPacket,
+        /// Offset of the arguments in the arena.
+        offset: u32,
+        /// Length of the arguments.
+        len: u32,
+    },
+    /// A wait on a memory value (`hipStreamWaitValue*`).
+    WaitValue(BarrierValuePacket),
+    /// A host function.
+    Host(HostFn),
+    /// An event record (`hipEventRecordWithFlags(.., hipEventRecordExternal)`): the event slot.
+    EventRecord(u32),
+    /// A wait on an event recorded outside the graph (`hipEventWaitExternal`): its signal.
+    EventWait(u64),
+}
+
+/// One node.
+#[derive(Debug, Clone, Copy)]
+pub struct Node {
+    /// What it does.
+    pub kind: NodeKind,
+}
+
+/// A fixed-capacity DAG.
+pub struct Graph<const N: usize, const ED: usize, const A: usize> {
+    nodes: [Option<Node>; N],
+    len: usize,
+    edges: [(NodeId, NodeId); ED],
+    edge_len: usize,
+    arena: [u8; A],
+    arena_len: usize,
+}
+
+impl<const N: usize, const ED: usize, const A: usize> Default for Graph<N, ED, A> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One step of a flattened graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Planned {
+    /// A barrier-AND on the signal slots listed (unused entries `None`); `barrier` says whether
+    /// the packet carries the barrier bit.
+    Wait {
+        /// Signal slots to wait for.
+        slots: [Option<u16>; 5],
+        /// Barrier bit.
+        barrier: bool,
+    },
+    /// The packet of a node; it completes signal slot `signal` if some node waits on it.
+    Node {
+        /// The node.
+        node: NodeId,
+        /// Barrier bit.
+        barrier: bool,
+        /// Its own completion signal slot.
+        signal: Option<u16>,
+    },
+}
+
+/// A flattened graph: the packet order and how many signal slots it needs.
+pub struct Plan<const P: usize> {
+    steps: [Option<Planned>; P],
+    len: usize,
+    /// Number of signal slots the plan refers to.
+    pub signal_slots: u16,
+}
+
+impl<const P: usize> Plan<P> {
+    /// The steps, in publish order.
+    pub fn steps(&self) -> impl Iterator<Item = Planned> + '_ {
+        self.steps.iter().take(self.len).flatten().copied()
+    }
+
+    /// Number of packets.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the plan has no packets.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn push(&mut self, p: Planned) -> Result<()> {
+        let slot = self.steps.get_mut(self.len).ok_or(Error::OutOfMemory)?;
+        *slot = Some(p);
+        self.len += 1;
+        Ok(())
+    }
+}
+
+impl<const N: usize, const ED: usize, const A: usize> Graph<N, ED, A> {
+    /// An empty graph.
+    pub const fn new() -> Self {
+        Graph {
+            nodes: [None; N],
+            len: 0,
+            edges: [(NodeId(0), NodeId(0)); ED],
+            edge_len: 0,
+            arena: [0; A],
+            arena_len: 0,
+        }
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.len
+    }
+
+    /// Number of edges.
+    pub fn edge_count(&self) -> usize {
+        self.edge_len
+    }
+
+    /// The node `id`.
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.get(usize::from(id.0)).and_then(Option::as_ref)
+    }
+
+    /// The edges `(from, to)`: `to` runs after `from`.
+    pub fn edges(&self) -> &[(NodeId, NodeId)] {
+        self.edges.get(..self.edge_len).unwrap_or(&[])
+    }
+
+    /// The dependencies of `id`.
+    pub fn dependencies(&self, id: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        self.edges().iter().filter(move |e| e.1 == id).map(|e| e.0)
+    }
+
+    /// Whether `id` has no dependents.
+    pub fn is_leaf(&self, id: NodeId) -> bool {
+        !self.edges().iter().any(|e| e.0 == id)
+    }
+
+    /// Removes every node and edge.
+    pub fn clear(&mut self) {
+        self.len = 0;
+        self.edge_len = 0;
+        self.arena_len = 0;
+        self.nodes = [None; N];
+    }
+
+    /// Copies kernel arguments into the arena (16-byte aligned); returns their offset.
+    pub fn store_args(&mut self, args: &[u8]) -> Result<u32> {
+        let start = self.arena_len.div_ceil(16) * 16;
+        let end = start.checked_add(args.len()).ok_or(Error::OutOfMemory)?;
+        let dst = self.arena.get_mut(start..end).ok_or(Error::OutOfMemory)?;
+        dst.copy_from_slice(args);
+        self.arena_len = end;
+        u32::try_from(start).map_err(|_| Error::OutOfMemory)
+    }
+
+    /// The argument bytes of a dispatch node.
+    pub fn args(&self, offset: u32, len: u32) -> &[u8] {
+        let start = offset as usize;
+        self.arena.get(start..start + len as usize).unwrap_or(&[])
+    }
+
+    /// Adds a node after `deps` (each must exist; duplicates are dropped).
+    pub fn add_node(&mut self, kind: NodeKind, deps: &[NodeId]) -> Result<NodeId> {
+        for d in deps {
+            if self.node(*d).is_none() {
+                return Err(Error::InvalidValue);
+            }
+        }
+        let distinct = deps.iter().enumerate().filter(|(i, d)| !deps.iter().take(*i).any(|e| e == *d)).count();
+        if self.edge_len + distinct > ED {
+            return Err(Error::OutOfMemory);
+        }
+        let index = self.len;
+        let id = NodeId(u16::try_from(index).map_err(|_| Error::OutOfMemory)?);
+        let slot = self.nodes.get_mut(index).ok_or(Error::OutOfMemory)?;
+        *slot = Some(Node { kind });
+        self.len += 1;
+        for (i, d) in deps.iter().enumerate() {
+            if !deps.iter().take(i).any(|e| e == d) {
+                self.add_edge(*d, id)?;
+            }
+        }
+        Ok(id)
+    }
+
+    /// Adds the edge `from → to` (both must exist; an existing edge is not duplicated).
+    pub fn add_edge(&mut self, from: NodeId, to: NodeId) -> Result<()> {
+        if self.node(from).is_none() || self.node(to).is_none() || from == to {
+            return Err(Error::InvalidValue);
+        }
+        if self.edges().contains(&(from, to)) {
+            return Ok(());
+        }
+        let slot = self.edges.get_mut(self.edge_len).ok_or(Error::OutOfMemory)?;
+        *slot = (from, to);
+        self.edge_len += 1;
+        Ok(())
+    }
+
+    /// Removes the last node (and its edges); used to drop a temporary node.
+    pub fn pop_node(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        let id = NodeId((self.len - 1) as u16);
+        let mut w = 0;
+        for r in 0..self.edge_len {
+            if let Some(&e) = self.edges.get(r) {
+                if e.0 != id && e.1 != id {
+                    if let Some(slot) = self.edges.get_mut(w) {
+                        *slot = e;
+                    }
+                    w += 1;
+                }
+            }
+        }
+        self.edge_len = w;
+        if let Some(n) = self.nodes.get_mut(self.len - 1) {
+            *n = None;
+        }
+        self.len -= 1;
+    }
+
+    /// Topological order of the nodes into `order`; `InvalidValue` for a cycle.
+    pub fn topological_order(&self, order: &mut [NodeId; N]) -> Result<()> {
+        let mut indegree = [0u16; N];
+        for e in self.edges() {
+            if let Some(d) = indegree.get_mut(usize::from(e.1 .0)) {
+                *d += 1;
+            }
+        }
+        let mut head = 0;
+        let mut tail = 0;
+        for i in 0..self.len {
+            if indegree.get(i) == Some(&0) {
+                if let Some(o) = order.get_mut(tail) {
+                    *o = NodeId(i as u16);
+                    tail += 1;
+                }
+            }
+        }
+        while head < tail {
+            let n = order.get(head).copied().ok_or(Error::InvalidValue)?;
+            head += 1;
+            for e in self.edges().iter().filter(|e| e.0 == n) {
+                if let Some(d) = indegree.get_mut(usize::from(e.1 .0)) {
+                    *d -= 1;
+                    if *d == 0 {
+                        if let Some(o) = order.get_mut(tail) {
+                            *o = e.1;
+                            tail += 1;
+                        }
+                    }
+                }
+            }
+        }
+        if tail == self.len {
+            Ok(())
+        } else {
+            Err(Error::InvalidValue)
+        }
+    }
+
+    /// Flattens the graph into an in-order packet sequence (see the module docs).
+    pub fn plan<const P: usize>(&self) -> Result<Plan<P>> {
+        let mut order = [NodeId(0); N];
+        self.topological_order(&mut order)?;
+        let mut plan = Plan { steps: [None; P], len: 0, signal_slots: 0 };
+        // Signal slot of each node that has dependents.
+        let mut slot_of = [None::<u16>; N];
+        for (i, s) in slot_of.iter_mut().enumerate().take(self.len) {
+            if !self.is_leaf(NodeId(i as u16)) {
+                *s = Some(plan.signal_slots);
+                plan.signal_slots += 1;
+            }
+        }
+        // Nodes known complete at the current point of the sequence.
+        let mut done = [false; N];
+        let mut first = true;
+        for id in order.iter().take(self.len).copied() {
+            let mut wait = [None; 5];
+            let mut k = 0;
+            for d in self.dependencies(id) {
+                if done.get(usize::from(d.0)).copied().unwrap_or(true) {
+                    continue;
+                }
+                let slot = slot_of.get(usize::from(d.0)).copied().flatten().ok_or(Error::InvalidValue)?;
+                if k == 5 {
+                    plan.push(Planned::Wait { slots: wait, barrier: first })?;
+                    first = false;
+                    wait = [None; 5];
+                    k = 0;
+                }
+                if let Some(w) = wait.get_mut(k) {
+                    *w = Some(slot);
+                }
+                k += 1;
+                if let Some(flag) = done.get_mut(usize::from(d.0)) {
+                    *flag = true;
+                }
+            }
+            if k > 0 {
+                plan.push(Planned::Wait { slots: wait, barrier: first })?;
+                first = false;
+            }
+            let signal = slot_of.get(usize::from(id.0)).copied().flatten();
+            plan.push(Planned::Node { node: id, barrier: first, signal })?;
+            first = false;
+        }
+        plan.push(Planned::Wait { slots: [None; 5], barrier: true })?;
+        Ok(plan)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type G = Graph<16, 32, 256>;
+
+    fn empty(g: &mut G, deps: &[NodeId]) -> NodeId {
+        g.add_node(NodeKind::Empty, deps).unwrap()
+    }
+
+    #[test]
+    fn fork_join_plan() {
+        // A → B, A → C, {B, C} → D
+        let mut g = G::new();
+        let a = empty(&mut g, &[]);
+        let b = empty(&mut g, &[a]);
+        let c = empty(&mut g, &[a]);
+        let d = empty(&mut g, &[b, c, b]);
+        assert_eq!(g.node_count(), 4);
+        assert_eq!(g.edge_count(), 4);
+        let plan: Plan<16> = g.plan().unwrap();
+        let steps: [Option<Planned>; 8] = {
+            let mut s = [None; 8];
+            for (o, p) in s.iter_mut().zip(plan.steps()) {
+                *o = Some(p);
+            }
+            s
+        };
+        assert_eq!(plan.signal_slots, 3);
+        assert_eq!(steps[0], Some(Planned::Node { node: a, barrier: true, signal: Some(0) }));
+        assert_eq!(steps[1], Some(Planned::Wait { slots: [Some(0), None, None, None, None], barrier: false }));
+        assert_eq!(steps[2], Some(Planned::Node { node: b, barrier: false, signal: Some(1) }));
+        // C's dependency A is already known complete: C may overlap B.
+        assert_eq!(steps[3], Some(Planned::Node { node: c, barrier: false, signal: Some(2) }));
+        assert_eq!(steps[4], Some(Planned::Wait { slots: [Some(1), Some(2), None, None, None], barrier: false }));
+        assert_eq!(steps[5], Some(Planned::Node { node: d, barrier: false, signal: None }));
+        assert_eq!(steps[6], Some(Planned::Wait { slots: [None; 5], barrier: true }));
+        assert_eq!(plan.len(), 7);
+    }
+
+    #[test]
+    fn cycles_and_bad_edges() {
+        let mut g = G::new();
+        let a = empty(&mut g, &[]);
+        let b = empty(&mut g, &[a]);
+        assert_eq!(g.add_edge(a, a), Err(Error::InvalidValue));
+        assert_eq!(g.add_node(NodeKind::Empty, &[NodeId(9)]).err(), Some(Error::InvalidValue));
+        g.add_edge(b, a).unwrap();
+        assert_eq!(g.plan::<16>().err(), Some(Error::InvalidValue));
+        g.pop_node();
+        assert_eq!(g.node_count(), 1);
+        assert_eq!(g.edge_count(), 0);
+        let off = g.store_args(&[1, 2, 3]).unwrap();
+        let off2 = g.store_args(&[4]).unwrap();
+        assert_eq!((off, off2), (0, 16));
+        assert_eq!(g.args(off2, 1), &[4]);
+    }
+
+    #[test]
+    fn wide_join_splits_waits() {
+        let mut g = G::new();
+        let roots: [NodeId; 7] = core::array::from_fn(|_| g.add_node(NodeKind::Empty, &[]).unwrap());
+        let j = empty(&mut g, &roots);
+        let plan: Plan<32> = g.plan().unwrap();
+        let waits = plan.steps().filter(|p| matches!(p, Planned::Wait { barrier: false, .. })).count();
+        assert_eq!(waits, 2);
+        assert!(plan.steps().any(|p| p == Planned::Node { node: j, barrier: false, signal: None }));
+    }
+}
