@@ -733,6 +733,16 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         st.streams.get(i).map(f).ok_or(Error::InvalidHandle)
     }
 
+    /// Runs `f` on the hardware queue behind `s` (resolving `0`, `hipStreamLegacy` and
+    /// `hipStreamPerThread` as work submission does). For tests and fault injection.
+    #[doc(hidden)]
+    pub fn with_stream_queue<R>(&self, s: StreamHandle, f: impl FnOnce(&B::Queue) -> R) -> Result<R> {
+        let mut st = self.state.lock();
+        let i = self.resolve(&mut st, s, Error::ContextIsDestroyed)?;
+        let hw = st.streams.get(i).and_then(|sl| sl.hw.as_ref()).ok_or(Error::InvalidHandle)?;
+        Ok(f(&hw.queue))
+    }
+
     /// Whether `s` is a live created stream of `device` (the device's stream set).
     pub fn stream_exists(&self, device: u32, s: StreamHandle) -> bool {
         let st = self.state.lock();
