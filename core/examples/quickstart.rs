@@ -93,7 +93,10 @@ fn main() -> Result<(), aqueduct::Error> {
 
     // SAFETY: every stream is synchronised; loopback memory is host memory.
     let (sum, first) = unsafe { (*(output as usize as *const u32), *(scratch as usize as *const u32)) };
-    println!("  sum of {n} threes = {sum}; scratch word 0 = {first:#x}; host functions run: {}", CALLBACKS.load(Ordering::SeqCst));
+    println!(
+        "  sum of {n} threes = {sum}; scratch word 0 = {first:#x}; host functions run: {}",
+        CALLBACKS.load(Ordering::SeqCst)
+    );
     let start = rt.event_create(0)?;
     let stop = rt.event_create(0)?;
     rt.event_record(start, consumer, 0)?;
@@ -112,7 +115,9 @@ fn main() -> Result<(), aqueduct::Error> {
             TraceEntry::Packet { queue, index, words } => {
                 let kind = match e.packet_type() {
                     Some(PacketType::KernelDispatch) => "kernel dispatch",
-                    Some(PacketType::BarrierAnd) if words[2..12].iter().any(|w| *w != 0) => "barrier-AND (with dependencies)",
+                    Some(PacketType::BarrierAnd) if words[2..12].iter().any(|w| *w != 0) => {
+                        "barrier-AND (with dependencies)"
+                    }
                     Some(PacketType::BarrierAnd) => "barrier-AND",
                     Some(PacketType::VendorSpecific) => "barrier-value",
                     _ => "other",
