@@ -1,6 +1,7 @@
 //! Graphs: a fixed-capacity DAG of stream operations, and its flattening into AQL packets.
 //!
-//! A [`Graph`] holds up to `N` nodes, `ED` dependency edges and `A` bytes of kernel arguments.
+//! A [`Graph`] holds up to `N` nodes, `2 N` dependency edges and `64 N` bytes of kernel
+//! arguments (capacities follow from the one const generic so tables of graphs stay simple).
 //! Nodes are added with their dependencies (which must already be in the graph), so a graph built
 //! through this API cannot hold a cycle; [`Graph::plan`] still checks, because edges can also be
 //! added between existing nodes.
@@ -59,16 +60,19 @@ pub struct Node {
 }
 
 /// A fixed-capacity DAG.
-pub struct Graph<const N: usize, const ED: usize, const A: usize> {
+pub struct Graph<const N: usize> {
     nodes: [Option<Node>; N],
     len: usize,
-    edges: [(NodeId, NodeId); ED],
+    edges: [[(NodeId, NodeId); 2]; N],
     edge_len: usize,
-    arena: [u8; A],
+    arena: [[u8; ARG_BYTES_PER_NODE]; N],
     arena_len: usize,
 }
 
-impl<const N: usize, const ED: usize, const A: usize> Default for Graph<N, ED, A> {
+/// Kernel-argument bytes a graph holds per node of capacity.
+pub const ARG_BYTES_PER_NODE: usize = 64;
+
+impl<const N: usize> Default for Graph<N> {
     fn default() -> Self {
         Self::new()
     }
@@ -96,47 +100,15 @@ pub enum Planned {
     },
 }
 
-/// A flattened graph: the packet order and how many signal slots it needs.
-pub struct Plan<const P: usize> {
-    steps: [Option<Planned>; P],
-    len: usize,
-    /// Number of signal slots the plan refers to.
-    pub signal_slots: u16,
-}
-
-impl<const P: usize> Plan<P> {
-    /// The steps, in publish order.
-    pub fn steps(&self) -> impl Iterator<Item = Planned> + '_ {
-        self.steps.iter().take(self.len).flatten().copied()
-    }
-
-    /// Number of packets.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the plan has no packets.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    fn push(&mut self, p: Planned) -> Result<()> {
-        let slot = self.steps.get_mut(self.len).ok_or(Error::OutOfMemory)?;
-        *slot = Some(p);
-        self.len += 1;
-        Ok(())
-    }
-}
-
-impl<const N: usize, const ED: usize, const A: usize> Graph<N, ED, A> {
+impl<const N: usize> Graph<N> {
     /// An empty graph.
     pub const fn new() -> Self {
         Graph {
             nodes: [None; N],
             len: 0,
-            edges: [(NodeId(0), NodeId(0)); ED],
+            edges: [[(NodeId(0), NodeId(0)); 2]; N],
             edge_len: 0,
-            arena: [0; A],
+            arena: [[0; ARG_BYTES_PER_NODE]; N],
             arena_len: 0,
         }
     }
@@ -158,7 +130,7 @@ impl<const N: usize, const ED: usize, const A: usize> Graph<N, ED, A> {
 
     /// The edges `(from, to)`: `to` runs after `from`.
     pub fn edges(&self) -> &[(NodeId, NodeId)] {
-        self.edges.get(..self.edge_len).unwrap_or(&[])
+        self.edges.as_flattened().get(..self.edge_len).unwrap_or(&[])
     }
 
     /// The dependencies of `id`.
@@ -183,7 +155,7 @@ impl<const N: usize, const ED: usize, const A: usize> Graph<N, ED, A> {
     pub fn store_args(&mut self, args: &[u8]) -> Result<u32> {
         let start = self.arena_len.div_ceil(16) * 16;
         let end = start.checked_add(args.len()).ok_or(Error::OutOfMemory)?;
-        let dst = self.arena.get_mut(start..end).ok_or(Error::OutOfMemory)?;
+        let dst = self.arena.as_flattened_mut().get_mut(start..end).ok_or(Error::OutOfMemory)?;
         dst.copy_from_slice(args);
         self.arena_len = end;
         u32::try_from(start).map_err(|_| Error::OutOfMemory)
@@ -192,7 +164,7 @@ impl<const N: usize, const ED: usize, const A: usize> Graph<N, ED, A> {
     /// The argument bytes of a dispatch node.
     pub fn args(&self, offset: u32, len: u32) -> &[u8] {
         let start = offset as usize;
-        self.arena.get(start..start + len as usize).unwrap_or(&[])
+        self.arena.as_flattened().get(start..start + len as usize).unwrap_or(&[])
     }
 
     /// Adds a node after `deps` (each must exist; duplicates are dropped).
@@ -203,7 +175,7 @@ impl<const N: usize, const ED: usize, const A: usize> Graph<N, ED, A> {
             }
         }
         let distinct = deps.iter().enumerate().filter(|(i, d)| !deps.iter().take(*i).any(|e| e == *d)).count();
-        if self.edge_len + distinct > ED {
+        if self.edge_len + distinct > 2 * N {
             return Err(Error::OutOfMemory);
         }
         let index = self.len;
@@ -227,7 +199,7 @@ impl<const N: usize, const ED: usize, const A: usize> Graph<N, ED, A> {
         if self.edges().contains(&(from, to)) {
             return Ok(());
         }
-        let slot = self.edges.get_mut(self.edge_len).ok_or(Error::OutOfMemory)?;
+        let slot = self.edges.as_flattened_mut().get_mut(self.edge_len).ok_or(Error::OutOfMemory)?;
         *slot = (from, to);
         self.edge_len += 1;
         Ok(())
@@ -240,10 +212,11 @@ impl<const N: usize, const ED: usize, const A: usize> Graph<N, ED, A> {
         }
         let id = NodeId((self.len - 1) as u16);
         let mut w = 0;
+        let edges = self.edges.as_flattened_mut();
         for r in 0..self.edge_len {
-            if let Some(&e) = self.edges.get(r) {
+            if let Some(&e) = edges.get(r) {
                 if e.0 != id && e.1 != id {
-                    if let Some(slot) = self.edges.get_mut(w) {
+                    if let Some(slot) = edges.get_mut(w) {
                         *slot = e;
                     }
                     w += 1;
@@ -297,19 +270,27 @@ impl<const N: usize, const ED: usize, const A: usize> Graph<N, ED, A> {
         }
     }
 
-    /// Flattens the graph into an in-order packet sequence (see the module docs).
-    pub fn plan<const P: usize>(&self) -> Result<Plan<P>> {
-        let mut order = [NodeId(0); N];
-        self.topological_order(&mut order)?;
-        let mut plan = Plan { steps: [None; P], len: 0, signal_slots: 0 };
-        // Signal slot of each node that has dependents.
-        let mut slot_of = [None::<u16>; N];
-        for (i, s) in slot_of.iter_mut().enumerate().take(self.len) {
-            if !self.is_leaf(NodeId(i as u16)) {
-                *s = Some(plan.signal_slots);
-                plan.signal_slots += 1;
+    /// Which nodes get a completion signal of their own (those something waits on): writes the
+    /// signal slot of each node into `slots` and returns how many slots there are.
+    pub fn signal_slots(&self, slots: &mut [Option<u16>; N]) -> u16 {
+        let mut n = 0u16;
+        for (i, s) in slots.iter_mut().enumerate() {
+            *s = None;
+            if i < self.len && !self.is_leaf(NodeId(i as u16)) {
+                *s = Some(n);
+                n += 1;
             }
         }
+        n
+    }
+
+    /// Flattens the graph into an in-order packet sequence (see the module docs), handing each
+    /// step to `emit` in publish order.
+    pub fn plan(&self, mut emit: impl FnMut(Planned) -> Result<()>) -> Result<()> {
+        let mut order = [NodeId(0); N];
+        self.topological_order(&mut order)?;
+        let mut slot_of = [None::<u16>; N];
+        self.signal_slots(&mut slot_of);
         // Nodes known complete at the current point of the sequence.
         let mut done = [false; N];
         let mut first = true;
@@ -322,7 +303,7 @@ impl<const N: usize, const ED: usize, const A: usize> Graph<N, ED, A> {
                 }
                 let slot = slot_of.get(usize::from(d.0)).copied().flatten().ok_or(Error::InvalidValue)?;
                 if k == 5 {
-                    plan.push(Planned::Wait { slots: wait, barrier: first })?;
+                    emit(Planned::Wait { slots: wait, barrier: first })?;
                     first = false;
                     wait = [None; 5];
                     k = 0;
@@ -336,15 +317,14 @@ impl<const N: usize, const ED: usize, const A: usize> Graph<N, ED, A> {
                 }
             }
             if k > 0 {
-                plan.push(Planned::Wait { slots: wait, barrier: first })?;
+                emit(Planned::Wait { slots: wait, barrier: first })?;
                 first = false;
             }
             let signal = slot_of.get(usize::from(id.0)).copied().flatten();
-            plan.push(Planned::Node { node: id, barrier: first, signal })?;
+            emit(Planned::Node { node: id, barrier: first, signal })?;
             first = false;
         }
-        plan.push(Planned::Wait { slots: [None; 5], barrier: true })?;
-        Ok(plan)
+        emit(Planned::Wait { slots: [None; 5], barrier: true })
     }
 }
 
@@ -352,7 +332,19 @@ impl<const N: usize, const ED: usize, const A: usize> Graph<N, ED, A> {
 mod tests {
     use super::*;
 
-    type G = Graph<16, 32, 256>;
+    type G = Graph<16>;
+
+    fn plan_of(g: &G) -> Result<([Option<Planned>; 16], usize)> {
+        let mut steps = [None; 16];
+        let mut n = 0;
+        g.plan(|p| {
+            let slot = steps.get_mut(n).ok_or(Error::OutOfMemory)?;
+            *slot = Some(p);
+            n += 1;
+            Ok(())
+        })?;
+        Ok((steps, n))
+    }
 
     fn empty(g: &mut G, deps: &[NodeId]) -> NodeId {
         g.add_node(NodeKind::Empty, deps).unwrap()
@@ -368,15 +360,8 @@ mod tests {
         let d = empty(&mut g, &[b, c, b]);
         assert_eq!(g.node_count(), 4);
         assert_eq!(g.edge_count(), 4);
-        let plan: Plan<16> = g.plan().unwrap();
-        let steps: [Option<Planned>; 8] = {
-            let mut s = [None; 8];
-            for (o, p) in s.iter_mut().zip(plan.steps()) {
-                *o = Some(p);
-            }
-            s
-        };
-        assert_eq!(plan.signal_slots, 3);
+        let (steps, len) = plan_of(&g).unwrap();
+        assert_eq!(g.signal_slots(&mut [None; 16]), 3);
         assert_eq!(steps[0], Some(Planned::Node { node: a, barrier: true, signal: Some(0) }));
         assert_eq!(steps[1], Some(Planned::Wait { slots: [Some(0), None, None, None, None], barrier: false }));
         assert_eq!(steps[2], Some(Planned::Node { node: b, barrier: false, signal: Some(1) }));
@@ -385,7 +370,7 @@ mod tests {
         assert_eq!(steps[4], Some(Planned::Wait { slots: [Some(1), Some(2), None, None, None], barrier: false }));
         assert_eq!(steps[5], Some(Planned::Node { node: d, barrier: false, signal: None }));
         assert_eq!(steps[6], Some(Planned::Wait { slots: [None; 5], barrier: true }));
-        assert_eq!(plan.len(), 7);
+        assert_eq!(len, 7);
     }
 
     #[test]
@@ -396,7 +381,7 @@ mod tests {
         assert_eq!(g.add_edge(a, a), Err(Error::InvalidValue));
         assert_eq!(g.add_node(NodeKind::Empty, &[NodeId(9)]).err(), Some(Error::InvalidValue));
         g.add_edge(b, a).unwrap();
-        assert_eq!(g.plan::<16>().err(), Some(Error::InvalidValue));
+        assert_eq!(plan_of(&g).err(), Some(Error::InvalidValue));
         g.pop_node();
         assert_eq!(g.node_count(), 1);
         assert_eq!(g.edge_count(), 0);
@@ -411,9 +396,10 @@ mod tests {
         let mut g = G::new();
         let roots: [NodeId; 7] = core::array::from_fn(|_| g.add_node(NodeKind::Empty, &[]).unwrap());
         let j = empty(&mut g, &roots);
-        let plan: Plan<32> = g.plan().unwrap();
-        let waits = plan.steps().filter(|p| matches!(p, Planned::Wait { barrier: false, .. })).count();
+        let (steps, len) = plan_of(&g).unwrap();
+        let steps = &steps[..len];
+        let waits = steps.iter().flatten().filter(|p| matches!(p, Planned::Wait { barrier: false, .. })).count();
         assert_eq!(waits, 2);
-        assert!(plan.steps().any(|p| p == Planned::Node { node: j, barrier: false, signal: None }));
+        assert!(steps.contains(&Some(Planned::Node { node: j, barrier: false, signal: None })));
     }
 }
