@@ -53,6 +53,7 @@ mod fmt;
 
 pub mod aql;
 pub mod backend;
+pub mod capture;
 pub mod error;
 pub mod event;
 pub mod graph;
