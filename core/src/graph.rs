@@ -24,7 +24,7 @@ use crate::backend::HostFn;
 use crate::error::{Error, Result};
 
 /// Index of a node inside its graph.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct NodeId(pub u16);
 
