@@ -902,7 +902,13 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         consumer: usize,
     ) -> Result<SignalHandle> {
         let marker = self.take_marker(st, consumer)?;
-        self.publish(st, producer, &[Spec::Mark(marker), Spec::Deps([0; 5])])?;
+        if let Err(e) = self.publish(st, producer, &[Spec::Mark(marker), Spec::Deps([0; 5])]) {
+            // Never published, so nothing would ever complete it and the pool would lose it:
+            // complete it here; it comes free once the consumer's release point passes.
+            // SAFETY: pool markers stay allocated for the runtime's life.
+            unsafe { marker.get() }.reset(0);
+            return Err(e);
+        }
         Ok(marker)
     }
 
