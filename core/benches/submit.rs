@@ -1,1 +1,579 @@
-fn main() {}
+//! Submit-path benchmarks for DESIGN.md's "Performance budget", each figure beside the floor
+//! measured in the same process run.
+//!
+//! Criterion groups first, then a summary table from a quick `Instant` loop (best of 5):
+//!
+//! - **packet floor**: atomic add on a 64-bit write index, a 64-byte packet written with plain
+//!   stores, a release store of dword 0, a 64-bit doorbell store — hand-written on a 64-byte
+//!   aligned ring in ordinary memory;
+//! - **ring**: [`AqlRing::reserve`] + [`Reservation::write`] of a [`KernelDispatchPacket`] +
+//!   `finish` + the same doorbell store, on a ring over this file's memory;
+//! - **launch_kernel, submit only**: [`Runtime::launch_kernel`] over a backend that wraps the
+//!   loopback but defers its doorbell, so packets run outside the timed region;
+//! - **launch_kernel on the loopback**: the loopback runs the dispatch synchronously when the
+//!   doorbell rings, so this figure includes execution;
+//! - **stream create + destroy** on the loopback, steady state;
+//! - **handle validation** (`stream_priority`) with 1 and with 1024 live streams.
+//!
+//! Rings are refilled between timed chunks of `RING` operations (read index caught up, or the
+//! deferred doorbells rung) outside the timed region.
+//!
+//! [`AqlRing::reserve`]: aqueduct::aql::AqlRing::reserve
+//! [`Reservation::write`]: aqueduct::aql::Reservation::write
+
+use std::cell::UnsafeCell;
+use std::hint::black_box;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use aqueduct::aql::{
+    AqlRing, Condition, KernelDispatchPacket, Packet, QueueFault, DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
+};
+use aqueduct::loopback::{Dispatch, Loopback, LoopbackMemory, LoopbackQueue};
+use aqueduct::{
+    Backend, BuiltinKernel, CuMask, DeviceInfo, HostFn, KernelLaunch, MemoryKind, Priority, QueueDesc, Result, Runtime,
+    SignalHandle, SingleThread, StreamHandle, Timeout,
+};
+use criterion::Criterion;
+
+/// Packets per ring (floor, direct ring and the launch runtimes): operations per timed chunk.
+const RING: usize = 1024;
+const RING_MASK: u64 = RING as u64 - 1;
+/// Kernel-argument bytes per ring slot on the loopbacks.
+const KARG: usize = 64;
+/// Queues of the launch loopbacks.
+const LAUNCH_Q: usize = 4;
+
+type LaunchMem = LoopbackMemory<LAUNCH_Q, RING, KARG, 32, 4096>;
+type LaunchLoopback = Loopback<'static, LAUNCH_Q, RING, KARG, 32, 4096>;
+
+/// Create/destroy: the loopback's default queue and signal counts, the runtime's default capacities.
+const CREATE_Q: usize = 40;
+type CreateMem = LoopbackMemory<CREATE_Q, 8, KARG, 160, 4096>;
+type CreateLoopback = Loopback<'static, CREATE_Q, 8, KARG, 160, 4096>;
+
+/// Validation: 1100 stream slots, one queue and one progress signal per stream.
+const VALIDATE_S: usize = 1100;
+type ValidateMem = LoopbackMemory<VALIDATE_S, 8, KARG, 1200, 4096>;
+type ValidateLoopback = Loopback<'static, VALIDATE_S, 8, KARG, 1200, 4096>;
+
+static EXEC_MEM: LaunchMem = LoopbackMemory::new();
+static DEFERRED_MEM: LaunchMem = LoopbackMemory::new();
+static CREATE_MEM: CreateMem = LoopbackMemory::new();
+static VALIDATE_ONE_MEM: ValidateMem = LoopbackMemory::new();
+static VALIDATE_MANY_MEM: ValidateMem = LoopbackMemory::new();
+
+// ----- the packet floor ------------------------------------------------------------------------
+
+#[repr(C, align(64))]
+struct Slot(UnsafeCell<[u32; 16]>);
+
+/// A ring in ordinary memory with its indices and doorbell, for the floor and the direct ring.
+struct Ring {
+    slots: Box<[Slot; RING]>,
+    write: AtomicU64,
+    read: AtomicU64,
+    doorbell: AtomicU64,
+}
+
+impl Ring {
+    fn new() -> Self {
+        Ring {
+            slots: Box::new([const { Slot(UnsafeCell::new([0; 16])) }; RING]),
+            write: AtomicU64::new(0),
+            read: AtomicU64::new(0),
+            doorbell: AtomicU64::new(0),
+        }
+    }
+
+    /// The minimum publish: reserve, write 64 bytes, release dword 0, store the doorbell.
+    #[inline]
+    fn floor_submit(&self, packet: &[u32; 16]) {
+        let index = self.write.fetch_add(1, Ordering::AcqRel);
+        let slot = self.slots[(index & RING_MASK) as usize].0.get().cast::<u32>();
+        // SAFETY: the slot lies inside the ring and is owned by this (single) producer between
+        // its reservation and the header store; nothing consumes the floor ring.
+        unsafe {
+            std::ptr::copy_nonoverlapping(packet.as_ptr().add(1), slot.add(1), 15);
+            AtomicU32::from_ptr(slot).store(packet[0], Ordering::Release);
+        }
+        self.doorbell.store(index, Ordering::Release);
+    }
+
+    /// The floor with the SeqCst fence core's publish puts before the doorbell store.
+    #[inline]
+    fn floor_submit_fenced(&self, packet: &[u32; 16]) {
+        let index = self.write.fetch_add(1, Ordering::AcqRel);
+        let slot = self.slots[(index & RING_MASK) as usize].0.get().cast::<u32>();
+        // SAFETY: as in `floor_submit`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(packet.as_ptr().add(1), slot.add(1), 15);
+            AtomicU32::from_ptr(slot).store(packet[0], Ordering::Release);
+        }
+        fence(Ordering::SeqCst);
+        self.doorbell.store(index, Ordering::Release);
+    }
+
+    /// An [`AqlRing`] over this ring's memory.
+    fn aql(&self) -> AqlRing {
+        let base = NonNull::from(&*self.slots).cast::<u8>();
+        // SAFETY: `slots` is RING * 64 bytes, 64-byte aligned, and lives (boxed) as long as
+        // `self`; the indices are `AtomicU64`s with the same in-memory representation as `u64`
+        // (std's and portable-atomic's alike), cast to the type `AqlRing::new` takes. The caller
+        // uses the returned ring only while `self` lives.
+        unsafe { AqlRing::new(base, RING as u32, NonNull::from(&self.write).cast(), NonNull::from(&self.read).cast()) }
+            .expect("ring of a power-of-two size, 64-byte aligned")
+    }
+
+    /// Retires everything published (outside the timed region): the ring has room for RING again.
+    fn catch_up(&self) {
+        self.read.store(self.write.load(Ordering::Acquire), Ordering::Release);
+    }
+}
+
+fn dispatch_template() -> KernelDispatchPacket {
+    KernelDispatchPacket {
+        header: DISPATCH_HEADER.0,
+        setup: 3,
+        workgroup_size_x: 64,
+        workgroup_size_y: 1,
+        workgroup_size_z: 1,
+        grid_size_x: 1024,
+        grid_size_y: 1,
+        grid_size_z: 1,
+        kernel_object: 0x7f00_0000_1000,
+        kernarg_address: 0x1000,
+        completion_signal: 0x40,
+        ..Default::default()
+    }
+}
+
+/// The direct ring path: reserve, write the dispatch, finish, doorbell (as the floor stores it).
+#[inline]
+fn ring_submit(aql: &AqlRing, doorbell: &AtomicU64, packet: &KernelDispatchPacket) {
+    let mut res = aql.reserve(1, DEFAULT_ROOM_SPINS).expect("room: the ring is caught up every RING operations");
+    res.write(packet);
+    let last = res.finish();
+    doorbell.store(last, Ordering::Release);
+}
+
+// ----- a loopback whose doorbell is deferred -----------------------------------------------------
+
+/// The loopback with its doorbell deferred: `ring_doorbell` only stores the value (what a
+/// hardware doorbell is), and [`Deferred::drain`] rings the loopback's own doorbell later, outside
+/// the timed region, so the loopback runs the packets then.
+struct Deferred {
+    inner: LaunchLoopback,
+    /// Per queue: last doorbell value + 1, 0 when nothing is pending.
+    pending: [AtomicU64; LAUNCH_Q],
+}
+
+impl Deferred {
+    fn drain(&self) {
+        for (q, p) in self.pending.iter().enumerate() {
+            let v = p.swap(0, Ordering::AcqRel);
+            if v != 0 {
+                self.inner.ring_doorbell(&LoopbackQueue(q as u32), v - 1);
+            }
+        }
+    }
+}
+
+// SAFETY: every call goes to the loopback, which upholds the contract, except `ring_doorbell`,
+// whose packets are announced to the loopback by `drain`; `signal_wait` drains first, and the
+// bench drains before each timed chunk, so every published packet is eventually processed.
+unsafe impl Backend for Deferred {
+    type Queue = LoopbackQueue;
+
+    fn device_count(&self) -> u32 {
+        self.inner.device_count()
+    }
+    fn device_info(&self, device: u32) -> Result<DeviceInfo> {
+        self.inner.device_info(device)
+    }
+    fn queue_create(&self, device: u32, priority: Priority, cu_mask: Option<&CuMask>) -> Result<LoopbackQueue> {
+        self.inner.queue_create(device, priority, cu_mask)
+    }
+    fn queue_desc(&self, queue: &LoopbackQueue) -> Result<QueueDesc> {
+        self.inner.queue_desc(queue)
+    }
+    fn ring_doorbell(&self, queue: &LoopbackQueue, index: u64) {
+        if let Some(p) = self.pending.get(queue.0 as usize) {
+            p.store(index.wrapping_add(1), Ordering::Release);
+        }
+    }
+    fn queue_fault(&self, queue: &LoopbackQueue) -> Option<aqueduct::Error> {
+        self.inner.queue_fault(queue)
+    }
+    fn queue_destroy(&self, queue: LoopbackQueue) {
+        self.inner.queue_destroy(queue)
+    }
+    fn signal_create(&self, initial: i64) -> Result<SignalHandle> {
+        self.inner.signal_create(initial)
+    }
+    fn signal_destroy(&self, signal: SignalHandle) {
+        self.inner.signal_destroy(signal)
+    }
+    fn signal_wait(&self, signal: SignalHandle, cond: Condition, expected: i64, timeout: Timeout) -> Result<i64> {
+        self.drain();
+        self.inner.signal_wait(signal, cond, expected, timeout)
+    }
+    fn memory_alloc(&self, device: u32, bytes: usize, kind: MemoryKind) -> Result<u64> {
+        self.inner.memory_alloc(device, bytes, kind)
+    }
+    fn memory_free(&self, address: u64) -> Result<()> {
+        self.inner.memory_free(address)
+    }
+    fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {
+        self.inner.builtin_kernel(device, kernel)
+    }
+    fn host_call(&self, start: SignalHandle, done: SignalHandle, f: HostFn) -> Result<()> {
+        self.inner.host_call(start, done, f)
+    }
+    fn timestamp(&self) -> u64 {
+        self.inner.timestamp()
+    }
+}
+
+// ----- fixtures ----------------------------------------------------------------------------------
+
+fn noop_kernel(_: &Dispatch) -> core::result::Result<(), QueueFault> {
+    Ok(())
+}
+
+const KERNARG: [u8; 16] = [7; 16];
+
+struct Fixtures {
+    ring: Ring,
+    dispatch: KernelDispatchPacket,
+    floor_packet: [u32; 16],
+    deferred: Box<Runtime<Deferred, SingleThread, 4, 4, 1, 4>>,
+    deferred_stream: StreamHandle,
+    deferred_kernel: u64,
+    exec: Box<Runtime<LaunchLoopback, SingleThread, 4, 4, 1, 4>>,
+    exec_stream: StreamHandle,
+    exec_kernel: u64,
+    create: Box<Runtime<CreateLoopback, SingleThread>>,
+    /// A runtime with one live stream.
+    validate_one: Box<ValidateRuntime>,
+    validate_one_stream: StreamHandle,
+    /// The same configuration with 1024 live streams.
+    validate_many: Box<ValidateRuntime>,
+    validate_many_streams: Vec<StreamHandle>,
+}
+
+type ValidateRuntime = Runtime<ValidateLoopback, SingleThread, VALIDATE_S, 4, 1, 4>;
+
+impl Fixtures {
+    fn new() -> Self {
+        let dispatch = dispatch_template();
+        let floor_packet = *dispatch.words();
+
+        let deferred = Box::new(Runtime::new(
+            Deferred { inner: Loopback::new(&DEFERRED_MEM), pending: [const { AtomicU64::new(0) }; LAUNCH_Q] },
+            SingleThread,
+        ));
+        let deferred_kernel = deferred.backend().inner.register_kernel(noop_kernel).expect("kernel slot");
+        let deferred_stream = deferred.stream_create(0).expect("stream");
+
+        let exec = Box::new(Runtime::new(Loopback::new(&EXEC_MEM), SingleThread));
+        let exec_kernel = exec.backend().register_kernel(noop_kernel).expect("kernel slot");
+        let exec_stream = exec.stream_create(0).expect("stream");
+
+        let create = Box::new(Runtime::new(Loopback::new(&CREATE_MEM), SingleThread));
+        let validate_one = Box::new(Runtime::new(Loopback::new(&VALIDATE_ONE_MEM), SingleThread));
+        let validate_one_stream = validate_one.stream_create(0).expect("stream");
+        let validate_many = Box::new(Runtime::new(Loopback::new(&VALIDATE_MANY_MEM), SingleThread));
+        let validate_many_streams: Vec<StreamHandle> =
+            (0..1024).map(|_| validate_many.stream_create(0).expect("stream slot")).collect();
+
+        Fixtures {
+            ring: Ring::new(),
+            dispatch,
+            floor_packet,
+            deferred,
+            deferred_stream,
+            deferred_kernel,
+            exec,
+            exec_stream,
+            exec_kernel,
+            create,
+            validate_one,
+            validate_one_stream,
+            validate_many,
+            validate_many_streams,
+        }
+    }
+
+    fn launch(&self, kernel_object: u64) -> KernelLaunch<'static> {
+        KernelLaunch {
+            kernel_object,
+            grid: [1024, 1, 1],
+            workgroup: [64, 1, 1],
+            group_segment_size: 0,
+            private_segment_size: 0,
+            kernarg: &KERNARG,
+        }
+    }
+
+    /// Checks that the launch runtimes did their work (after the timed loops).
+    fn verify(&self) {
+        self.deferred.stream_synchronize(self.deferred_stream).expect("deferred stream drains");
+        self.exec.stream_synchronize(self.exec_stream).expect("loopback stream completes");
+        assert!(self.deferred.backend().inner.queues_in_use() >= 1);
+    }
+}
+
+// ----- timing ------------------------------------------------------------------------------------
+
+/// Times `iters` calls of `op` in chunks of at most `chunk`, running `reset` (untimed) before each.
+fn chunked(iters: u64, chunk: u64, mut reset: impl FnMut(), mut op: impl FnMut()) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut left = iters;
+    while left > 0 {
+        let n = left.min(chunk);
+        reset();
+        let t = Instant::now();
+        for _ in 0..n {
+            op();
+        }
+        total += t.elapsed();
+        left -= n;
+    }
+    total
+}
+
+/// Nanoseconds per operation: best of `runs` runs of `iters` operations.
+fn best_ns(runs: u32, iters: u64, mut run: impl FnMut(u64) -> Duration) -> f64 {
+    (0..runs).map(|_| run(iters).as_secs_f64() * 1e9 / iters as f64).fold(f64::INFINITY, f64::min)
+}
+
+// Each operation once, so criterion and the summary time the same code.
+
+fn op_floor(f: &Fixtures, iters: u64) -> Duration {
+    let packet = black_box(&f.floor_packet);
+    chunked(iters, RING as u64, || {}, || f.ring.floor_submit(packet))
+}
+
+fn op_floor_fenced(f: &Fixtures, iters: u64) -> Duration {
+    let packet = black_box(&f.floor_packet);
+    chunked(iters, RING as u64, || {}, || f.ring.floor_submit_fenced(packet))
+}
+
+fn op_ring(f: &Fixtures, iters: u64) -> Duration {
+    let aql = f.ring.aql();
+    let packet = black_box(&f.dispatch);
+    chunked(iters, RING as u64, || f.ring.catch_up(), || ring_submit(&aql, &f.ring.doorbell, packet))
+}
+
+fn op_launch_deferred(f: &Fixtures, iters: u64) -> Duration {
+    let launch = f.launch(f.deferred_kernel);
+    let rt = &*f.deferred;
+    chunked(
+        iters,
+        RING as u64,
+        || rt.backend().drain(),
+        || rt.launch_kernel(black_box(f.deferred_stream), black_box(&launch)).expect("launch"),
+    )
+}
+
+fn op_launch_exec(f: &Fixtures, iters: u64) -> Duration {
+    let launch = f.launch(f.exec_kernel);
+    let rt = &*f.exec;
+    chunked(iters, u64::MAX, || {}, || rt.launch_kernel(black_box(f.exec_stream), black_box(&launch)).expect("launch"))
+}
+
+fn op_create_destroy(f: &Fixtures, iters: u64) -> Duration {
+    let rt = &*f.create;
+    chunked(
+        iters,
+        u64::MAX,
+        || {},
+        || {
+            let s = rt.stream_create(black_box(0)).expect("stream create");
+            rt.stream_destroy(black_box(s)).expect("stream destroy");
+        },
+    )
+}
+
+fn op_validate_one(f: &Fixtures, iters: u64) -> Duration {
+    let rt = &*f.validate_one;
+    let h = f.validate_one_stream;
+    chunked(
+        iters,
+        u64::MAX,
+        || {},
+        || {
+            black_box(rt.stream_priority(black_box(h)).expect("live"));
+        },
+    )
+}
+
+fn op_validate_many_last(f: &Fixtures, iters: u64) -> Duration {
+    let rt = &*f.validate_many;
+    let h = *f.validate_many_streams.last().expect("a stream");
+    chunked(
+        iters,
+        u64::MAX,
+        || {},
+        || {
+            black_box(rt.stream_priority(black_box(h)).expect("live"));
+        },
+    )
+}
+
+fn op_validate_cycle(f: &Fixtures, iters: u64) -> Duration {
+    let rt = &*f.validate_many;
+    let hs = &f.validate_many_streams;
+    let mut k = 0usize;
+    chunked(
+        iters,
+        u64::MAX,
+        || {},
+        || {
+            black_box(rt.stream_priority(black_box(hs[k])).expect("live"));
+            k += 1;
+            if k == hs.len() {
+                k = 0;
+            }
+        },
+    )
+}
+
+// ----- criterion -----------------------------------------------------------------------------------
+
+fn criterion_groups(c: &mut Criterion, f: &Fixtures) {
+    {
+        let mut g = c.benchmark_group("submit");
+        g.bench_function("packet_floor", |b| b.iter_custom(|n| op_floor(f, n)));
+        g.bench_function("packet_floor_seqcst_fence", |b| b.iter_custom(|n| op_floor_fenced(f, n)));
+        g.bench_function("aql_ring_reserve_write_finish_doorbell", |b| b.iter_custom(|n| op_ring(f, n)));
+        g.bench_function("launch_kernel_submit_only", |b| b.iter_custom(|n| op_launch_deferred(f, n)));
+        g.bench_function("launch_kernel_loopback_with_execution", |b| b.iter_custom(|n| op_launch_exec(f, n)));
+        g.finish();
+    }
+    {
+        let mut g = c.benchmark_group("stream");
+        g.bench_function("create_destroy", |b| b.iter_custom(|n| op_create_destroy(f, n)));
+        g.finish();
+    }
+    {
+        let mut g = c.benchmark_group("validate");
+        g.bench_function("stream_priority_1_live", |b| b.iter_custom(|n| op_validate_one(f, n)));
+        g.bench_function("stream_priority_1024_live_same", |b| b.iter_custom(|n| op_validate_many_last(f, n)));
+        g.bench_function("stream_priority_1024_live_cycling", |b| b.iter_custom(|n| op_validate_cycle(f, n)));
+        g.finish();
+    }
+}
+
+// ----- summary ---------------------------------------------------------------------------------
+
+struct Row {
+    operation: &'static str,
+    measured: f64,
+    floor: Option<(&'static str, f64)>,
+    target: &'static str,
+}
+
+fn print_table(rows: &[Row], runs: u32) {
+    println!();
+    println!("summary (std::time::Instant, best of {runs}; ns per operation)");
+    println!("operation | measured | floor | ratio | target");
+    println!("--- | --- | --- | --- | ---");
+    for r in rows {
+        let (floor, ratio) = match r.floor {
+            Some((name, ns)) => (format!("{ns:.2} ns ({name})"), format!("{:.2}x", r.measured / ns)),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        println!("{} | {:.2} ns | {} | {} | {}", r.operation, r.measured, floor, ratio, r.target);
+    }
+}
+
+/// The summary table: fast operations `fast` times, slow ones `slow` times, best of `runs`.
+fn summary(f: &Fixtures, runs: u32, fast: u64, slow: u64) {
+    let floor = best_ns(runs, fast, |n| op_floor(f, n));
+    let floor_fenced = best_ns(runs, fast, |n| op_floor_fenced(f, n));
+    let ring = best_ns(runs, fast, |n| op_ring(f, n));
+    let deferred = best_ns(runs, fast, |n| op_launch_deferred(f, n));
+    let exec = best_ns(runs, slow, |n| op_launch_exec(f, n));
+    let create = best_ns(runs, slow, |n| op_create_destroy(f, n));
+    let v1 = best_ns(runs, fast, |n| op_validate_one(f, n));
+    let v1024 = best_ns(runs, fast, |n| op_validate_many_last(f, n));
+    let v1024c = best_ns(runs, fast, |n| op_validate_cycle(f, n));
+
+    let pf = Some(("packet floor", floor));
+    let rows = [
+        Row {
+            operation: "packet floor (hand-written)",
+            measured: floor,
+            floor: pf,
+            target: "~5 ns on a current x86 core",
+        },
+        Row {
+            operation: "packet floor + SeqCst fence before doorbell (as core's publish)",
+            measured: floor_fenced,
+            floor: pf,
+            target: "(reference)",
+        },
+        Row {
+            operation: "AqlRing reserve + write(dispatch) + finish + doorbell store",
+            measured: ring,
+            floor: pf,
+            target: "<= 2x packet floor",
+        },
+        Row {
+            operation: "launch_kernel, submit only (loopback, doorbell deferred)",
+            measured: deferred,
+            floor: pf,
+            target: "<= 2x packet floor",
+        },
+        Row {
+            operation: "launch_kernel on loopback (incl. synchronous execution)",
+            measured: exec,
+            floor: pf,
+            target: "(not a budget row: includes execution)",
+        },
+        Row {
+            operation: "stream create + destroy (loopback, S=32, Q=40)",
+            measured: create,
+            floor: None,
+            target: "<= 200 ns",
+        },
+        Row { operation: "stream_priority, 1 live stream", measured: v1, floor: None, target: "O(1)" },
+        Row {
+            operation: "stream_priority, 1024 live, same handle",
+            measured: v1024,
+            floor: Some(("1 live stream", v1)),
+            target: "flat: ~1.0x",
+        },
+        Row {
+            operation: "stream_priority, 1024 live, cycling all handles",
+            measured: v1024c,
+            floor: Some(("1 live stream", v1)),
+            target: "flat: ~1.0x",
+        },
+    ];
+    print_table(&rows, runs);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    // `cargo bench` passes --bench; `cargo test --benches` does not (criterion then runs each
+    // benchmark once as a test), so the summary shrinks to a smoke run.
+    let benchmarking = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
+    let mut c = Criterion::default()
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_secs(1))
+        .configure_from_args();
+    let f = Fixtures::new();
+    criterion_groups(&mut c, &f);
+    c.final_summary();
+    if benchmarking {
+        summary(&f, 5, 1_000_000, 200_000);
+    } else {
+        summary(&f, 1, 1_000, 1_000);
+    }
+    f.verify();
+}
