@@ -1057,7 +1057,14 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
             return Err(e);
         }
         if let Some((start, done, f)) = host {
-            self.backend.host_call(start, done, f)?;
+            if let Err(e) = self.backend.host_call(start, done, f) {
+                // The barrier after the call waits on `done`, which nobody will complete now:
+                // complete it so the stream's later work is not stuck behind a call that never
+                // runs.
+                // SAFETY: pool markers stay allocated for the runtime's life.
+                unsafe { done.get() }.reset(0);
+                return Err(e);
+            }
         }
         Ok(())
     }

@@ -333,3 +333,47 @@ fn destroy_with_pending_work_seen_through_an_event() {
     assert_eq!(read32(addr32(c)), 2);
     rt.stream_synchronize(other).unwrap();
 }
+
+#[test]
+fn refused_host_function_does_not_wedge_the_stream() {
+    // The loopback's host-call service holds 32 pending calls; the 33rd is refused. Two
+    // streams, so neither ring fills first; 128 marker signals, so the pool does not either.
+    let rt: aqueduct::Runtime<Lb, aqueduct::SingleThread, 32, 64, 8, 128> =
+        aqueduct::Runtime::new(aqueduct::loopback::Loopback::new(mem()), aqueduct::SingleThread);
+    let k = register(rt.backend());
+    let c = cell32(0);
+    let streams = [rt.stream_create(1).unwrap(), rt.stream_create(1).unwrap()];
+    let log = HostLog::watching(addr32(c));
+    let gates: Vec<&AtomicU32> = streams
+        .iter()
+        .map(|&s| {
+            let g = cell32(0);
+            rt.wait_value32(s, addr32(g), 1, EQ, u32::MAX).unwrap();
+            g
+        })
+        .collect();
+    let mut accepted = 0u32;
+    let mut refused = None;
+    for i in 0..40 {
+        let s = streams[i % 2];
+        match rt.launch_host_func(s, log.plain()) {
+            Ok(()) => accepted += 1,
+            Err(e) => {
+                refused = Some((s, e));
+                break;
+            }
+        }
+    }
+    let (s, err) = refused.expect("the host-call service filled up");
+    assert_eq!(err, Error::OutOfMemory);
+    assert_eq!(accepted, 32);
+    launch(&rt, s, k.inc, addr32(c)).unwrap();
+    for g in gates {
+        open(g);
+    }
+    for s in streams {
+        rt.stream_synchronize(s).unwrap();
+    }
+    assert_eq!(log.calls(), accepted, "the refused function never ran");
+    assert_eq!(read32(addr32(c)), 1, "work after the refused call still ran");
+}
