@@ -28,14 +28,14 @@ fn creation_flag_rules() {
         rt.event_destroy(e).unwrap();
     }
     for bad in [
-        0x0800_0000u32,              // unsupported bit
-        0x8,                         // unsupported bit
-        0x4,                         // interprocess without disable-timing
-        0x5,                         // same
-        0x4000_0000 | 0x8000_0000,   // two fence flags
-        0x2000_0000 | 0x4000_0000,   // two fence flags
-        0x2000_0000 | 0x8000_0000,   // two fence flags
-        0xe000_0000,                 // all three
+        0x0800_0000u32,            // unsupported bit
+        0x8,                       // unsupported bit
+        0x4,                       // interprocess without disable-timing
+        0x5,                       // same
+        0x4000_0000 | 0x8000_0000, // two fence flags
+        0x2000_0000 | 0x4000_0000, // two fence flags
+        0x2000_0000 | 0x8000_0000, // two fence flags
+        0xe000_0000,               // all three
         u32::MAX,
     ] {
         assert_eq!(rt.event_create(bad), Err(Error::InvalidValue), "flags {bad:#x}");

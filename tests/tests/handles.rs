@@ -140,10 +140,10 @@ fn garbage_stream_handles() {
         StreamHandle(3),
         StreamHandle(0xdead_beef),
         StreamHandle(u64::MAX),
-        StreamHandle(live.0 + 1),                // the next slot, never issued
-        StreamHandle(live.0 + (1 << 16)),        // a future generation of the live slot
+        StreamHandle(live.0 + 1),                 // the next slot, never issued
+        StreamHandle(live.0 + (1 << 16)),         // a future generation of the live slot
         StreamHandle(live.0 & !0xffff_ffff_0000), // generation 0
-        StreamHandle(e.0),                       // an event handle
+        StreamHandle(e.0),                        // an event handle
     ];
     for g in garbage {
         assert_eq!(rt.stream_query(g), Err(IH), "{g:?}");

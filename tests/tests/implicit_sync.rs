@@ -50,9 +50,9 @@ fn sync_edge(pkts: &[Pkt], producer: u32, consumer: u32) -> (usize, usize) {
 
 /// Whether any barrier of `consumer` depends on a marker completed on `producer`.
 fn has_edge(pkts: &[Pkt], producer: u32, consumer: u32) -> bool {
-    pkts.iter().filter(|p| p.queue == consumer).any(|c| {
-        c.deps().iter().any(|&d| pkts.iter().any(|p| p.queue == producer && p.barrier_completion() == d))
-    })
+    pkts.iter()
+        .filter(|p| p.queue == consumer)
+        .any(|c| c.deps().iter().any(|&d| pkts.iter().any(|p| p.queue == producer && p.barrier_completion() == d)))
 }
 
 fn pos_of_launch(pkts: &[Pkt], queue: u32, kernel: u64, arg: u64) -> Vec<usize> {

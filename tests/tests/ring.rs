@@ -72,7 +72,7 @@ fn blocked_work_across_the_wrap() {
         // Doorbells only move forward (by wrapping distance) and end at the last packet.
         for w in bells.windows(2) {
             let step = w[1].wrapping_sub(w[0]);
-            assert!(step >= 1 && step < 16, "doorbell {:#x} then {:#x}", w[0], w[1]);
+            assert!((1..16).contains(&step), "doorbell {:#x} then {:#x}", w[0], w[1]);
         }
         let idx: Vec<u64> = packets(rt.backend()).iter().filter(|p| p.queue == q).map(|p| p.index).collect();
         assert_eq!(idx.first(), Some(&start));

@@ -44,17 +44,7 @@ fn creation_flags() {
 fn priorities_clamp_never_error() {
     let rt = runtime();
     assert_eq!(rt.stream_priority_range(), (1, -1));
-    let cases = [
-        (i32::MIN, -1),
-        (-1000, -1),
-        (-2, -1),
-        (-1, -1),
-        (0, 0),
-        (1, 1),
-        (2, 1),
-        (77, 1),
-        (i32::MAX, 1),
-    ];
+    let cases = [(i32::MIN, -1), (-1000, -1), (-2, -1), (-1, -1), (0, 0), (1, 1), (2, 1), (77, 1), (i32::MAX, 1)];
     for (p, want) in cases {
         for flags in [0, 1] {
             let s = rt.stream_create_with_priority(flags, p).unwrap();
