@@ -128,6 +128,9 @@ struct EventSlot {
     flags: EventFlags,
     device: u32,
     signal: SignalHandle,
+    /// A second signal, swapped in when the event is recorded again while its last record is
+    /// still pending, so the event stands for the latest record only. Reused only once drained.
+    spare: SignalHandle,
     recorded: Recorded,
 }
 
@@ -139,6 +142,7 @@ impl EventSlot {
             flags: EventFlags::empty(),
             device: 0,
             signal: SignalHandle::NULL,
+            spare: SignalHandle::NULL,
             recorded: Recorded::Never,
         }
     }
@@ -1430,6 +1434,31 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         Ok(EventHandle(table::encode(EVENT_TAG, g, i)))
     }
 
+    /// If the event's last record is still pending, makes the drained spare signal (created
+    /// on first need) the event's signal, so a new record does not add to the old one's count
+    /// (hipEventQuery reflects the latest record only). Returns whether it swapped. Without a
+    /// drained spare (or a signal for one) the record shares the pending signal, as before.
+    fn swap_if_pending(&self, ev: &mut EventSlot) -> bool {
+        // SAFETY: a live event's signal is live.
+        if unsafe { ev.signal.get() }.load() <= 0 {
+            return false;
+        }
+        if ev.spare.is_null() {
+            match self.backend.signal_create(0) {
+                Ok(sig) => ev.spare = sig,
+                Err(_) => return false,
+            }
+        }
+        // SAFETY: a spare, once created, stays allocated with its slot.
+        let spare = unsafe { ev.spare.get() };
+        if spare.load() > 0 {
+            return false;
+        }
+        spare.reset(0);
+        core::mem::swap(&mut ev.signal, &mut ev.spare);
+        true
+    }
+
     fn event_slot(st: &State<B::Queue, S, E, T, M>, e: EventHandle) -> Result<usize> {
         if e == EventHandle::NULL {
             return Err(Error::InvalidHandle);
@@ -1454,7 +1483,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     /// on `s` so far has completed.
     pub fn event_record(&self, e: EventHandle, s: StreamHandle, flags: u32) -> Result<()> {
         check_record_flags(flags)?;
-        let (i, recorded) = {
+        let i_recorded = {
             let mut st = self.state.lock();
             let i = Self::event_slot(&st, e)?;
             let si = self.resolve(&mut st, s, Error::ContextIsDestroyed)?;
@@ -1464,14 +1493,21 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
             }
             let recorded =
                 if skind == StreamKind::Null { Recorded::OnNull } else { Recorded::On(Self::handle_of(&st, si).0) };
-            (i, recorded)
+            let swapped = st.events.get_mut(i).is_some_and(|ev| self.swap_if_pending(ev));
+            (i, recorded, swapped)
         };
-        self.submit(s, Command::EventRecord(i))?;
+        let (i, recorded, swapped) = i_recorded;
+        let result = self.submit(s, Command::EventRecord(i));
         let mut st = self.state.lock();
         if let Some(ev) = st.events.get_mut(i) {
-            ev.recorded = recorded;
+            match result {
+                Ok(()) => ev.recorded = recorded,
+                // The record never happened: the event goes back to its previous record.
+                Err(_) if swapped => core::mem::swap(&mut ev.signal, &mut ev.spare),
+                Err(_) => {}
+            }
         }
-        Ok(())
+        result
     }
 
     /// `hipEventQuery`: `Ok` if complete or never recorded, `NotReady` otherwise.

@@ -92,6 +92,24 @@ fn record_on_null_and_per_thread_streams() {
 }
 
 #[test]
+fn re_record_tracks_the_latest_record() {
+    let rt = runtime();
+    let a = rt.stream_create(1).unwrap();
+    let b = rt.stream_create(1).unwrap();
+    let e = rt.event_create(0).unwrap();
+    let g = gate(&rt, a);
+    rt.event_record(e, a, 0).unwrap();
+    assert_eq!(rt.event_query(e), Err(Error::NotReady));
+    // Recorded again on an idle stream: the event now stands for that record only.
+    rt.event_record(e, b, 0).unwrap();
+    assert_eq!(rt.event_query(e), Ok(()));
+    assert_eq!(rt.event_synchronize_timeout(e, Timeout::ZERO), Ok(()));
+    open(g);
+    rt.device_synchronize().unwrap();
+    assert_eq!(rt.event_query(e), Ok(()));
+}
+
+#[test]
 fn elapsed_time_rules() {
     let rt = runtime();
     let k = register(rt.backend());

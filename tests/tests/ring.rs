@@ -172,3 +172,26 @@ fn full_producer_ring_does_not_leak_markers() {
     }
     assert_eq!(read32(addr32(c)), want);
 }
+
+#[test]
+fn refused_re_record_keeps_the_previous_record() {
+    let rt = small_runtime();
+    let k = register(rt.backend());
+    let c = cell32(0);
+    let a = rt.stream_create(1).unwrap();
+    let b = rt.stream_create(1).unwrap();
+    let e = rt.event_create(0).unwrap();
+    let ga = gate(&rt, a);
+    rt.event_record(e, a, 0).unwrap();
+    let gb = gate(&rt, b);
+    for _ in 0..7 {
+        launch(&rt, b, k.inc, addr32(c)).unwrap();
+    }
+    assert_eq!(rt.event_record(e, b, 0), Err(Error::NotReady));
+    assert_eq!(rt.event_query(e), Err(Error::NotReady), "still the pending record on a");
+    open(ga);
+    assert_eq!(rt.event_query(e), Ok(()), "and it completes with a");
+    open(gb);
+    rt.device_synchronize().unwrap();
+    assert_eq!(read32(addr32(c)), 7);
+}
