@@ -15,7 +15,7 @@
 
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
-use portable_atomic::{AtomicBool, AtomicU64, Ordering};
+use portable_atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 use crate::aql::{
     self, AqlRing, Condition, KernelDispatchPacket, Outcome, PacketExecutor, PacketWords, QueueFault, Step,
@@ -113,7 +113,7 @@ impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, con
                     doorbell: AtomicU64::new(0),
                 }
             }; Q],
-            signals: [const { AmdSignal::new() }; SIG],
+            signals: [const { AmdSignal::zeroed() }; SIG],
             heap: Heap(UnsafeCell::new([0; HEAP])),
         }
     }
@@ -176,7 +176,6 @@ struct HostCall {
 
 struct State<const Q: usize, const SIG: usize> {
     queue_used: [bool; Q],
-    queue_fault: [Option<QueueFault>; Q],
     queue_priority: [Priority; Q],
     queue_cu_mask: [Option<CuMask>; Q],
     signal_used: [bool; SIG],
@@ -186,7 +185,6 @@ struct State<const Q: usize, const SIG: usize> {
     trace: [Option<TraceEntry>; TRACE_CAPACITY],
     trace_len: usize,
     trace_dropped: usize,
-    devices: u32,
 }
 
 /// The loopback backend over a borrowed [`LoopbackMemory`].
@@ -200,6 +198,9 @@ pub struct Loopback<
 > {
     mem: &'m LoopbackMemory<Q, RING, KARG, SIG, HEAP>,
     state: spin::Mutex<State<Q, SIG>>,
+    /// Per queue: 0, or the [`QueueFault::code`] that stopped it (read without the lock).
+    faults: [AtomicU8; Q],
+    devices: u32,
     clock: AtomicU64,
     pumping: AtomicBool,
     start_index: Option<u64>,
@@ -277,7 +278,6 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
             mem,
             state: spin::Mutex::new(State {
                 queue_used: [false; Q],
-                queue_fault: [None; Q],
                 queue_priority: [Priority::Normal; Q],
                 queue_cu_mask: [None; Q],
                 signal_used: [false; SIG],
@@ -287,8 +287,9 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
                 trace: [None; TRACE_CAPACITY],
                 trace_len: 0,
                 trace_dropped: 0,
-                devices,
             }),
+            faults: [const { AtomicU8::new(0) }; Q],
+            devices,
             clock: AtomicU64::new(0),
             pumping: AtomicBool::new(false),
             start_index: None,
@@ -364,10 +365,19 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
 
     /// Stops a queue as if the device had faulted on its current packet (fault injection).
     pub fn inject_fault(&self, queue: &LoopbackQueue, fault: QueueFault) {
-        let mut st = self.state.lock();
-        if let Some(f) = st.queue_fault.get_mut(queue.0 as usize) {
-            *f = Some(fault);
+        self.set_fault(queue.0 as usize, Some(fault));
+    }
+
+    fn set_fault(&self, q: usize, fault: Option<QueueFault>) {
+        if let Some(f) = self.faults.get(q) {
+            // Ordering: Release, so a reader that sees the fault sees the trace written before.
+            f.store(fault.map_or(0, QueueFault::code), Ordering::Release);
         }
+    }
+
+    fn fault_of(&self, q: usize) -> Option<QueueFault> {
+        // Ordering: Acquire pairs with set_fault.
+        self.faults.get(q).and_then(|f| QueueFault::from_code(f.load(Ordering::Acquire)))
     }
 
     /// Number of queues in use.
@@ -414,7 +424,7 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
     fn run_queue(&self, q: usize) -> bool {
         {
             let st = self.state.lock();
-            if !st.queue_used.get(q).copied().unwrap_or(false) || st.queue_fault.get(q).copied().flatten().is_some() {
+            if !st.queue_used.get(q).copied().unwrap_or(false) || self.fault_of(q).is_some() {
                 return false;
             }
         }
@@ -434,11 +444,7 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
                     }
                 }
                 Step::Faulted(_, fault) => {
-                    let mut st = self.state.lock();
-                    if let Some(f) = st.queue_fault.get_mut(q) {
-                        *f = Some(fault);
-                    }
-                    drop(st);
+                    self.set_fault(q, Some(fault));
                     self.push_trace(TraceEntry::Fault { queue: q as u32, fault });
                     return true;
                 }
@@ -575,7 +581,7 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
     type Queue = LoopbackQueue;
 
     fn device_count(&self) -> u32 {
-        self.state.lock().devices
+        self.devices
     }
 
     fn device_info(&self, device: u32) -> Result<DeviceInfo> {
@@ -595,9 +601,7 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
             if let Some(u) = st.queue_used.get_mut(q) {
                 *u = true;
             }
-            if let Some(f) = st.queue_fault.get_mut(q) {
-                *f = None;
-            }
+            self.set_fault(q, None);
             if let Some(p) = st.queue_priority.get_mut(q) {
                 *p = priority;
             }
@@ -641,8 +645,7 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
     }
 
     fn queue_fault(&self, queue: &LoopbackQueue) -> Option<Error> {
-        let st = self.state.lock();
-        st.queue_fault.get(queue.0 as usize).copied().flatten().map(|f| match f {
+        self.fault_of(queue.0 as usize).map(|f| match f {
             QueueFault::MemoryViolation => Error::IllegalAddress,
             _ => Error::LaunchFailure,
         })
@@ -662,6 +665,8 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
         if let Some(u) = st.signal_used.get_mut(i) {
             *u = true;
         }
+        // Ordering: Relaxed; `reset` below publishes with Release.
+        s.kind.store(crate::signal::kind::USER, Ordering::Relaxed);
         s.reset(initial);
         Ok(s.handle())
     }
@@ -697,19 +702,16 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
         }
         let size = bytes.div_ceil(16) * 16;
         let mut st = self.state.lock();
-        // First fit over the sorted list of live blocks.
-        let mut cursor = 0usize;
-        let mut used: [(usize, usize); MAX_ALLOCATIONS] = st.allocations;
-        used.sort_unstable();
-        for &(off, len) in used.iter().filter(|(_, len)| *len != 0) {
-            if off >= cursor + size {
-                break;
-            }
-            cursor = cursor.max(off + len);
-        }
-        if cursor + size > HEAP {
-            return Err(Error::OutOfMemory);
-        }
+        // First fit: the lowest of 0 and the block ends where `size` bytes fit.
+        let live = st.allocations;
+        let fits = |at: usize| {
+            at + size <= HEAP && live.iter().all(|&(off, len)| len == 0 || at + size <= off || off + len <= at)
+        };
+        let cursor = core::iter::once(0)
+            .chain(live.iter().filter(|(_, len)| *len != 0).map(|&(off, len)| off + len))
+            .filter(|&at| fits(at))
+            .min()
+            .ok_or(Error::OutOfMemory)?;
         let slot = st.allocations.iter_mut().find(|(_, len)| *len == 0).ok_or(Error::OutOfMemory)?;
         *slot = (cursor, size);
         let base = self.mem.heap.0.get() as *mut u8;

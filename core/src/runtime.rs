@@ -187,6 +187,8 @@ struct State<Q, const S: usize, const E: usize, const T: usize, const M: usize> 
     events: [EventSlot; E],
     threads: [ThreadSlot; T],
     markers: [MarkerSlot; M],
+    /// Markers taken by the operation being submitted (their `release_at` is still PENDING).
+    markers_taken: u32,
     devices: [DeviceSlot; MAX_DEVICES],
 }
 
@@ -337,6 +339,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
                 events: [const { EventSlot::new() }; E],
                 threads: [const { ThreadSlot::new() }; T],
                 markers: [const { MarkerSlot::new() }; M],
+                markers_taken: 0,
                 devices: [const { DeviceSlot { null_stream: 0 } }; MAX_DEVICES],
             }),
         }
@@ -399,7 +402,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         let pts = st.threads.get(t).map(|ts| ts.per_thread).unwrap_or([0; MAX_DEVICES]);
         for raw in pts {
             if let Lookup::Live(i) = lookup_stream(&st.streams, raw) {
-                Self::retire_stream(&mut st, i);
+                self.retire_stream(&mut st, i);
             }
         }
         if let Some(ts) = st.threads.get_mut(t) {
@@ -540,11 +543,13 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         StreamHandle(table::encode(STREAM_TAG, g, i))
     }
 
-    /// Ends a live stream: handles go stale now, the slot frees once its work is done.
-    fn retire_stream(st: &mut State<B::Queue, S, E, T, M>, i: usize) {
+    /// Ends a live stream: handles go stale now; the slot frees now if its work is done, else
+    /// once it is (see [`reap`](Self::reap)).
+    fn retire_stream(&self, st: &mut State<B::Queue, S, E, T, M>, i: usize) {
+        let idle = st.streams.get(i).is_some_and(|s| self.is_idle(s));
         if let Some(s) = st.streams.get_mut(i) {
             s.generation.vacate();
-            s.state = SlotState::Draining;
+            s.state = if idle { SlotState::Free } else { SlotState::Draining };
         }
     }
 
@@ -575,11 +580,23 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         }
     }
 
-    /// Whether every counted packet of the stream completed (polls the backend once).
+    /// Whether every counted packet of the stream has completed, read straight from the
+    /// progress signal (no backend call: bookkeeping paths use this).
     fn is_idle(&self, s: &StreamSlot<B::Queue>) -> bool {
         match &s.hw {
+            // SAFETY: a bound slot's progress signal is live until its hardware is released.
+            Some(hw) => unsafe { hw.signal.get() }.load() <= -(s.submitted as i64),
+            None => true,
+        }
+    }
+
+    /// Like [`is_idle`](Self::is_idle), but lets the backend make progress first (a zero-time
+    /// wait): the answer `hipStreamQuery` gives.
+    fn poll_idle(&self, s: &StreamSlot<B::Queue>) -> bool {
+        match &s.hw {
             Some(hw) => {
-                self.backend.signal_wait(hw.signal, Condition::Lt, 1 - s.submitted as i64, Timeout::ZERO).is_ok()
+                self.is_idle(s)
+                    || self.backend.signal_wait(hw.signal, Condition::Lt, 1 - s.submitted as i64, Timeout::ZERO).is_ok()
             }
             None => true,
         }
@@ -681,7 +698,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         if st.streams.get(i).is_some_and(|sl| sl.kind != StreamKind::Created) {
             return Err(Error::InvalidHandle);
         }
-        Self::retire_stream(&mut st, i);
+        self.retire_stream(&mut st, i);
         trace!("stream {} destroyed", s.0);
         Ok(())
     }
@@ -817,8 +834,9 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         }
         let last = res.finish();
         slot.submitted += counted;
-        // Ordering: the doorbell store follows a SeqCst fence (kfd-aql.md §2).
-        core::sync::atomic::fence(CoreOrdering::SeqCst);
+        // Ordering: a Release fence orders the headers before the doorbell store (kfd-aql.md §2);
+        // a backend whose doorbell or ring sits in write-combined memory adds its own store fence.
+        core::sync::atomic::fence(CoreOrdering::Release);
         self.backend.ring_doorbell(&hw.queue, last);
         Ok(())
     }
@@ -858,6 +876,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         m.consumer = consumer;
         m.consumer_generation = consumer_generation;
         m.release_at = PENDING;
+        st.markers_taken += 1;
         Ok(m.signal)
     }
 
@@ -972,9 +991,12 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         let result = self.submit_locked(&mut st, i, &cmd);
         // Markers taken for this operation are released after its last counted packet (or at
         // once if nothing was published); `take_marker` left them pending.
-        let submitted = st.streams.get(i).map_or(0, |sl| sl.submitted);
-        for m in st.markers.iter_mut().filter(|m| m.busy && m.consumer == i && m.release_at == PENDING) {
-            m.release_at = submitted;
+        if st.markers_taken > 0 {
+            st.markers_taken = 0;
+            let submitted = st.streams.get(i).map_or(0, |sl| sl.submitted);
+            for m in st.markers.iter_mut().filter(|m| m.busy && m.consumer == i && m.release_at == PENDING) {
+                m.release_at = submitted;
+            }
         }
         result
     }
@@ -983,6 +1005,23 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         let device = st.streams.get(i).map_or(0, |sl| sl.device);
         let mut deps = heapless_deps::Deps::new();
         self.implicit_deps(st, i, &mut deps)?;
+        // The common case, a dispatch with nothing to wait for, skips the batch.
+        if deps.is_empty() {
+            match cmd {
+                Command::Kernel(k) => {
+                    let spec = self.dispatch_spec(st, i, *k)?;
+                    return self.publish(st, i, core::slice::from_ref(&spec));
+                }
+                Command::Builtin { kernel, args, len } => {
+                    let spec = Spec::Dispatch(
+                        Self::dispatch_packet(self.backend.builtin_kernel(device, *kernel)?, [1, 1, 1], [1, 1, 1], 0, 0),
+                        args.get(..*len).ok_or(Error::InvalidValue)?,
+                    );
+                    return self.publish(st, i, core::slice::from_ref(&spec));
+                }
+                _ => {}
+            }
+        }
         let mut host: Option<(SignalHandle, SignalHandle, HostFn)> = None;
         match *cmd {
             Command::WaitEvent(sig) => deps.push(sig.0)?,
@@ -1285,7 +1324,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         let n = self.sync_set(&mut st, s, &mut set)?;
         for &i in set.iter().take(n) {
             self.check_fault(&st, i)?;
-            if st.streams.get(i).is_some_and(|sl| !self.is_idle(sl)) {
+            if st.streams.get(i).is_some_and(|sl| !self.poll_idle(sl)) {
                 self.check_fault(&st, i)?;
                 return Err(Error::NotReady);
             }
@@ -1605,6 +1644,10 @@ mod heapless_deps {
     impl Deps {
         pub(super) fn new() -> Self {
             Deps { items: [0; MAX_DEPS], len: 0 }
+        }
+
+        pub(super) fn is_empty(&self) -> bool {
+            self.len == 0
         }
 
         pub(super) fn push(&mut self, d: u64) -> Result<()> {

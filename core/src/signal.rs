@@ -78,6 +78,21 @@ impl AmdSignal {
         }
     }
 
+    /// An all-zero signal (kind INVALID): pools start from this so they can live in `.bss`.
+    pub const fn zeroed() -> Self {
+        AmdSignal {
+            kind: AtomicI64::new(kind::INVALID),
+            value: AtomicI64::new(0),
+            event_mailbox_ptr: AtomicU64::new(0),
+            event_id: AtomicU32::new(0),
+            reserved1: AtomicU32::new(0),
+            start_ts: AtomicU64::new(0),
+            end_ts: AtomicU64::new(0),
+            queue_ptr: AtomicU64::new(0),
+            reserved3: [AtomicU32::new(0), AtomicU32::new(0)],
+        }
+    }
+
     /// This signal's handle (its address).
     pub fn handle(&self) -> SignalHandle {
         SignalHandle((self as *const AmdSignal).expose_provenance() as u64)

@@ -36,6 +36,31 @@ pub enum QueueFault {
     KernelError,
 }
 
+impl QueueFault {
+    /// A non-zero byte naming the fault (for lock-free fault words).
+    pub const fn code(self) -> u8 {
+        match self {
+            QueueFault::UnsupportedPacket => 1,
+            QueueFault::InvalidDispatch => 2,
+            QueueFault::UnknownKernel => 3,
+            QueueFault::MemoryViolation => 4,
+            QueueFault::KernelError => 5,
+        }
+    }
+
+    /// The fault of a [`code`](Self::code); `None` for 0 and unknown values.
+    pub const fn from_code(code: u8) -> Option<QueueFault> {
+        Some(match code {
+            1 => QueueFault::UnsupportedPacket,
+            2 => QueueFault::InvalidDispatch,
+            3 => QueueFault::UnknownKernel,
+            4 => QueueFault::MemoryViolation,
+            5 => QueueFault::KernelError,
+            _ => return None,
+        })
+    }
+}
+
 /// The device side of packet processing: what the step needs from its surroundings.
 pub trait PacketExecutor {
     /// Reads the value of a signal for a dependency or barrier-value check, with `mask` applied
