@@ -289,6 +289,28 @@ impl<'a> Batch<'a> {
     }
 }
 
+/// Dependency signals of one operation (implicit and explicit), five per barrier-AND.
+type Deps = heapless::Vec<u64, 20>;
+
+/// Adds a dependency signal (0 means none); `OutOfMemory` when the list is full.
+fn push_dep(deps: &mut Deps, d: u64) -> Result<()> {
+    if d == 0 {
+        return Ok(());
+    }
+    deps.push(d).map_err(|_| Error::OutOfMemory)
+}
+
+/// The dependency list as barrier-AND payloads.
+fn dep_chunks(deps: &Deps) -> impl Iterator<Item = [u64; 5]> + '_ {
+    deps.chunks(5).map(|c| {
+        let mut a = [0u64; 5];
+        for (d, s) in a.iter_mut().zip(c) {
+            *d = *s;
+        }
+        a
+    })
+}
+
 /// `release_at` of a marker whose consuming batch is not published yet.
 const PENDING: u64 = u64::MAX;
 
@@ -936,12 +958,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     }
 
     /// The implicit dependencies of work on slot `i` (hip-semantics.md §3 rules 1, 2, 4, 5).
-    fn implicit_deps(
-        &self,
-        st: &mut State<B::Queue, S, E, T, M>,
-        i: usize,
-        deps: &mut heapless_deps::Deps,
-    ) -> Result<()> {
+    fn implicit_deps(&self, st: &mut State<B::Queue, S, E, T, M>, i: usize, deps: &mut Deps) -> Result<()> {
         let Some(s) = st.streams.get(i) else { return Err(Error::InvalidHandle) };
         let device = s.device;
         match s.kind {
@@ -953,7 +970,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
                         .is_some_and(|ps| ps.is_blocking_user() && ps.device == device && !self.is_idle(ps));
                     if busy {
                         let m = self.point_in_time(st, p, i)?;
-                        deps.push(m.0)?;
+                        push_dep(deps, m.0)?;
                     }
                 }
             }
@@ -963,7 +980,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
                     let busy = st.streams.get(n).is_some_and(|ns| !self.is_idle(ns));
                     if busy {
                         let m = self.point_in_time(st, n, i)?;
-                        deps.push(m.0)?;
+                        push_dep(deps, m.0)?;
                     }
                 }
             }
@@ -1003,7 +1020,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
 
     fn submit_locked(&self, st: &mut State<B::Queue, S, E, T, M>, i: usize, cmd: &Command<'_>) -> Result<()> {
         let device = st.streams.get(i).map_or(0, |sl| sl.device);
-        let mut deps = heapless_deps::Deps::new();
+        let mut deps = Deps::new();
         self.implicit_deps(st, i, &mut deps)?;
         // The common case, a dispatch with nothing to wait for, skips the batch.
         if deps.is_empty() {
@@ -1014,7 +1031,13 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
                 }
                 Command::Builtin { kernel, args, len } => {
                     let spec = Spec::Dispatch(
-                        Self::dispatch_packet(self.backend.builtin_kernel(device, *kernel)?, [1, 1, 1], [1, 1, 1], 0, 0),
+                        Self::dispatch_packet(
+                            self.backend.builtin_kernel(device, *kernel)?,
+                            [1, 1, 1],
+                            [1, 1, 1],
+                            0,
+                            0,
+                        ),
                         args.get(..*len).ok_or(Error::InvalidValue)?,
                     );
                     return self.publish(st, i, core::slice::from_ref(&spec));
@@ -1024,7 +1047,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         }
         let mut host: Option<(SignalHandle, SignalHandle, HostFn)> = None;
         match *cmd {
-            Command::WaitEvent(sig) => deps.push(sig.0)?,
+            Command::WaitEvent(sig) => push_dep(&mut deps, sig.0)?,
             Command::HostFn(f) => {
                 let start = self.take_marker(st, i)?;
                 let done = match self.take_marker(st, i) {
@@ -1041,7 +1064,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
             _ => {}
         }
         let mut batch = Batch::new();
-        for chunk in deps.chunks() {
+        for chunk in dep_chunks(&deps) {
             batch.push(Spec::Deps(chunk))?;
         }
         match cmd {
@@ -1626,48 +1649,6 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         match signal {
             Some(sig) => self.submit(s, Command::WaitEvent(sig)),
             None => Ok(()),
-        }
-    }
-}
-
-/// A small fixed list of dependency signals, split into barrier-AND packets of five.
-mod heapless_deps {
-    use crate::error::{Error, Result};
-
-    const MAX_DEPS: usize = 20;
-
-    pub(super) struct Deps {
-        items: [u64; MAX_DEPS],
-        len: usize,
-    }
-
-    impl Deps {
-        pub(super) fn new() -> Self {
-            Deps { items: [0; MAX_DEPS], len: 0 }
-        }
-
-        pub(super) fn is_empty(&self) -> bool {
-            self.len == 0
-        }
-
-        pub(super) fn push(&mut self, d: u64) -> Result<()> {
-            if d == 0 {
-                return Ok(());
-            }
-            let slot = self.items.get_mut(self.len).ok_or(Error::OutOfMemory)?;
-            *slot = d;
-            self.len += 1;
-            Ok(())
-        }
-
-        pub(super) fn chunks(&self) -> impl Iterator<Item = [u64; 5]> + '_ {
-            self.items.get(..self.len).unwrap_or(&[]).chunks(5).map(|c| {
-                let mut a = [0u64; 5];
-                for (d, s) in a.iter_mut().zip(c) {
-                    *d = *s;
-                }
-                a
-            })
         }
     }
 }
