@@ -1,0 +1,32 @@
+//! Build script: compiles `tests/c/layout.c` against the system's `linux/kfd_ioctl.h` and ROCr's
+//! `hsa/*.h` when they are installed, so the layout test can compare against the real headers.
+//! When a header is missing the test is told which Debian package provides it and fails.
+
+use std::path::Path;
+
+fn main() {
+    println!("cargo::rustc-check-cfg=cfg(emu_layout_headers)");
+    println!("cargo::rerun-if-changed=tests/c/layout.c");
+    println!("cargo::rerun-if-changed=build.rs");
+    let kfd = Path::new("/usr/include/linux/kfd_ioctl.h");
+    let hsa = Path::new("/usr/include/hsa/amd_hsa_queue.h");
+    let mut missing = Vec::new();
+    if !kfd.exists() {
+        missing.push("linux-libc-dev (/usr/include/linux/kfd_ioctl.h)");
+    }
+    if !hsa.exists() {
+        missing.push("libhsa-runtime-dev (/usr/include/hsa/*.h)");
+    }
+    if missing.is_empty() {
+        let mut b = cc::Build::new();
+        b.file("tests/c/layout.c").include("/usr/include/hsa").warnings(false);
+        match b.try_compile("aqueduct_emu_layout") {
+            Ok(()) => {
+                println!("cargo::rustc-cfg=emu_layout_headers");
+                return;
+            }
+            Err(e) => missing.push(Box::leak(format!("a working C compiler ({e})").into_boxed_str())),
+        }
+    }
+    println!("cargo::rustc-env=EMU_LAYOUT_MISSING=missing: {}", missing.join(", "));
+}

@@ -1,0 +1,1 @@
+int aqueduct_emu_layout_placeholder;
