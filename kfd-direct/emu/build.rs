@@ -20,6 +20,14 @@ fn main() {
     if missing.is_empty() {
         let mut b = cc::Build::new();
         b.file("tests/c/layout.c").include("/usr/include/hsa").warnings(false);
+        // kfd_ioctl.h includes <drm/drm.h> only for the __u32/__u64 types; Debian ships that
+        // header in libdrm-dev, not linux-libc-dev, so stand in for it when it is absent.
+        if !Path::new("/usr/include/drm/drm.h").exists() {
+            let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default()).join("stub");
+            let _ = std::fs::create_dir_all(out.join("drm"));
+            let _ = std::fs::write(out.join("drm/drm.h"), "#include <linux/types.h>\n");
+            b.include(out);
+        }
         match b.try_compile("aqueduct_emu_layout") {
             Ok(()) => {
                 println!("cargo::rustc-cfg=emu_layout_headers");
