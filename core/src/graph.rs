@@ -19,7 +19,7 @@
 //! - a final barrier-AND with the barrier bit closes the launch, so later stream work waits for
 //!   every node.
 
-use crate::aql::{BarrierValuePacket, KernelDispatchPacket};
+use crate::aql::Condition;
 use crate::backend::HostFn;
 use crate::error::{Error, Result};
 
@@ -28,28 +28,67 @@ use crate::error::{Error, Result};
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct NodeId(pub u16);
 
+/// A kernel dispatch node: the packet fields, and where its arguments sit in the arena.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DispatchNode {
+    /// Kernel object.
+    pub kernel_object: u64,
+    /// Grid size in work-items.
+    pub grid: [u32; 3],
+    /// Work-group size in work-items.
+    pub workgroup: [u16; 3],
+    /// Group (LDS) bytes per work-group.
+    pub group_segment_size: u32,
+    /// Private bytes per work-item.
+    pub private_segment_size: u32,
+    /// Offset of the arguments in the graph's arena.
+    pub arg_offset: u32,
+    /// Length of the arguments.
+    pub arg_len: u32,
+}
+
+/// A wait-value node (`hipStreamWaitValue*`): `(*address & mask) cond value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitValueNode {
+    /// Address of the value.
+    pub address: u64,
+    /// Compared against.
+    pub value: i64,
+    /// Applied first.
+    pub mask: i64,
+    /// The comparison.
+    pub cond: Condition,
+}
+
 /// What a node does.
 #[derive(Debug, Clone, Copy)]
 pub enum NodeKind {
     /// Nothing: an ordering point.
     Empty,
-    /// A kernel dispatch; its arguments are `args` bytes at `offset` in the graph's arena.
-    Dispatch {
-        /// The packet (kernarg address and completion signal are filled at instantiate).
-        packet: KernelDispatchPacket,
-        /// Offset of the arguments in the arena.
-        offset: u32,
-        /// Length of the arguments.
-        len: u32,
-    },
-    /// A wait on a memory value (`hipStreamWaitValue*`).
-    WaitValue(BarrierValuePacket),
+    /// A kernel dispatch (kernels, copies, fills, value writes).
+    Dispatch(DispatchNode),
+    /// A wait on a memory value.
+    WaitValue(WaitValueNode),
     /// A host function.
     Host(HostFn),
-    /// An event record (`hipEventRecordWithFlags(.., hipEventRecordExternal)`): the event slot.
-    EventRecord(u32),
-    /// A wait on an event recorded outside the graph (`hipEventWaitExternal`): its signal.
+    /// An event record (`hipEventRecordExternal` during capture): the event's raw handle.
+    EventRecord(u64),
+    /// A wait on an event (`hipEventWaitExternal` during capture): the event's raw handle.
     EventWait(u64),
+}
+
+impl NodeKind {
+    /// A short name of the kind.
+    pub fn name(&self) -> &'static str {
+        match self {
+            NodeKind::Empty => "empty",
+            NodeKind::Dispatch(_) => "kernel",
+            NodeKind::WaitValue(_) => "wait-value",
+            NodeKind::Host(_) => "host",
+            NodeKind::EventRecord(_) => "event-record",
+            NodeKind::EventWait(_) => "event-wait",
+        }
+    }
 }
 
 /// One node.

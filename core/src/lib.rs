@@ -65,9 +65,11 @@ mod table;
 pub mod thread;
 
 pub use backend::{Backend, BuiltinKernel, DeviceInfo, HostFn, MemoryKind, QueueDesc, Timeout};
+pub use capture::{CaptureInfo, CaptureMode, CaptureStatus, DepSet};
 pub use error::{Error, Result};
 pub use event::{EventFlags, EventHandle};
-pub use runtime::{KernelLaunch, Runtime, WaitValueOp, MAX_DEVICES};
+pub use graph::{NodeId, NodeKind};
+pub use runtime::{ContextHandle, GraphExecHandle, GraphHandle, KernelLaunch, Runtime, WaitValueOp, MAX_DEVICES};
 pub use signal::{AmdSignal, SignalHandle};
 pub use stream::{CuMask, Priority, StreamFlags, StreamHandle};
 pub use table::Lookup;

@@ -25,9 +25,20 @@ use crate::aql::{
     BarrierPacket, BarrierValuePacket, Condition, FenceScope, Header, KernelDispatchPacket, PacketType,
     DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
 };
+mod capture;
+mod context;
+mod graphs;
+
+use capture::CaptureSlot;
+pub use context::ContextHandle;
+use context::{ContextSlot, MAX_CONTEXTS};
+use graphs::{ExecSlot, GraphSlot};
+pub use graphs::{GraphExecHandle, GraphHandle};
+
 use crate::backend::{
     Backend, BuiltinKernel, CopyArgs, DeviceInfo, FillArgs, HostFn, MemoryKind, QueueDesc, Timeout, WriteValueArgs,
 };
+use crate::capture::{CaptureMode, CaptureStatus, DepSet};
 use crate::error::{Error, Result};
 use crate::event::{check_record_flags, EventFlags, EventHandle};
 use crate::signal::SignalHandle;
@@ -90,6 +101,16 @@ struct StreamSlot<Q> {
     /// Counted packets published since the hardware was bound.
     submitted: u64,
     hw: Option<Hw<Q>>,
+    /// The capture this stream takes part in (index into the capture table).
+    capture: Option<u8>,
+    /// What `hipStreamIsCapturing` reports.
+    capture_status: CaptureStatus,
+    /// The dependency set of the next captured node (`lastCapturedNodes_`).
+    capture_deps: DepSet,
+    /// The execution context that owns the stream.
+    context: Option<u8>,
+    /// Set when its execution context was destroyed.
+    detached: bool,
 }
 
 impl<Q> StreamSlot<Q> {
@@ -105,6 +126,11 @@ impl<Q> StreamSlot<Q> {
             id: 0,
             submitted: 0,
             hw: None,
+            capture: None,
+            capture_status: CaptureStatus::None,
+            capture_deps: DepSet::EMPTY,
+            context: None,
+            detached: false,
         }
     }
 
@@ -132,6 +158,10 @@ struct EventSlot {
     /// still pending, so the event stands for the latest record only. Reused only once drained.
     spare: SignalHandle,
     recorded: Recorded,
+    /// Set when last recorded inside a capture: (capture slot, capture id).
+    captured: Option<(u8, u64)>,
+    /// The recording stream's dependency set at that record.
+    snapshot: DepSet,
 }
 
 impl EventSlot {
@@ -144,6 +174,8 @@ impl EventSlot {
             signal: SignalHandle::NULL,
             spare: SignalHandle::NULL,
             recorded: Recorded::Never,
+            captured: None,
+            snapshot: DepSet::EMPTY,
         }
     }
 }
@@ -169,11 +201,13 @@ struct ThreadSlot {
     key: Option<ThreadKey>,
     device: u32,
     per_thread: [u64; MAX_DEVICES],
+    /// The thread's capture mode (`hipThreadExchangeStreamCaptureMode`), initially Global.
+    mode: CaptureMode,
 }
 
 impl ThreadSlot {
     const fn new() -> Self {
-        ThreadSlot { key: None, device: 0, per_thread: [0; MAX_DEVICES] }
+        ThreadSlot { key: None, device: 0, per_thread: [0; MAX_DEVICES], mode: CaptureMode::Global }
     }
 }
 
@@ -182,7 +216,16 @@ struct DeviceSlot {
     null_stream: u64,
 }
 
-struct State<Q, const S: usize, const E: usize, const T: usize, const M: usize> {
+struct State<
+    Q,
+    const S: usize,
+    const E: usize,
+    const T: usize,
+    const M: usize,
+    const G: usize,
+    const N: usize,
+    const X: usize,
+> {
     streams: [StreamSlot<Q>; S],
     events: [EventSlot; E],
     threads: [ThreadSlot; T],
@@ -190,6 +233,14 @@ struct State<Q, const S: usize, const E: usize, const T: usize, const M: usize> 
     /// Markers taken by the operation being submitted (their `release_at` is still PENDING).
     markers_taken: u32,
     devices: [DeviceSlot; MAX_DEVICES],
+    /// Graphs (user-created or capture-owned).
+    graphs: [GraphSlot<N>; G],
+    /// Captures in progress; each owns or borrows one graph.
+    captures: [CaptureSlot; G],
+    /// Instantiated graphs.
+    execs: [ExecSlot<N>; X],
+    /// Execution (green) contexts.
+    contexts: [ContextSlot; MAX_CONTEXTS],
 }
 
 /// A kernel launch (`hipModuleLaunchKernel`'s arguments in AQL terms).
@@ -325,10 +376,13 @@ pub struct Runtime<
     const E: usize = 64,
     const T: usize = 8,
     const M: usize = 64,
+    const G: usize = 4,
+    const N: usize = 32,
+    const X: usize = 2,
 > {
     backend: B,
     keys: K,
-    state: spin::Mutex<State<B::Queue, S, E, T, M>>,
+    state: spin::Mutex<State<B::Queue, S, E, T, M, G, N, X>>,
 }
 
 fn lookup_stream<Q>(streams: &[StreamSlot<Q>], raw: u64) -> Lookup {
@@ -347,8 +401,17 @@ fn ticks_to_ms(ticks: i64, hz: u64) -> f32 {
     (ticks as f64 * 1000.0 / hz as f64) as f32
 }
 
-impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, const M: usize>
-    Runtime<B, K, S, E, T, M>
+impl<
+        B: Backend,
+        K: ThreadKeys,
+        const S: usize,
+        const E: usize,
+        const T: usize,
+        const M: usize,
+        const G: usize,
+        const N: usize,
+        const X: usize,
+    > Runtime<B, K, S, E, T, M, G, N, X>
 {
     /// A runtime over `backend`, with `keys` naming host threads. `const`, so it can live in a
     /// `static`.
@@ -362,6 +425,10 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
                 threads: [const { ThreadSlot::new() }; T],
                 markers: [const { MarkerSlot::new() }; M],
                 markers_taken: 0,
+                graphs: [const { GraphSlot::new() }; G],
+                captures: [const { CaptureSlot::new() }; G],
+                execs: [const { ExecSlot::new() }; X],
+                contexts: [const { ContextSlot::new() }; MAX_CONTEXTS],
                 devices: [const { DeviceSlot { null_stream: 0 } }; MAX_DEVICES],
             }),
         }
@@ -432,12 +499,12 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         }
     }
 
-    fn current_device(&self, st: &State<B::Queue, S, E, T, M>) -> u32 {
+    fn current_device(&self, st: &State<B::Queue, S, E, T, M, G, N, X>) -> u32 {
         let key = self.keys.current();
         st.threads.iter().find(|ts| ts.key == Some(key)).map_or(0, |ts| ts.device)
     }
 
-    fn thread_slot(&self, st: &mut State<B::Queue, S, E, T, M>) -> Result<usize> {
+    fn thread_slot(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>) -> Result<usize> {
         let key = self.keys.current();
         if let Some(i) = st.threads.iter().position(|ts| ts.key == Some(key)) {
             return Ok(i);
@@ -454,7 +521,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     /// Binds hardware to slot `i`, reusing the slot's cached queue when it matches.
     fn bind(
         &self,
-        st: &mut State<B::Queue, S, E, T, M>,
+        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
         i: usize,
         device: u32,
         priority: Priority,
@@ -520,14 +587,14 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     /// Takes a free slot (reaping drained ones if needed) and makes it a live stream.
     fn create_slot(
         &self,
-        st: &mut State<B::Queue, S, E, T, M>,
+        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
         kind: StreamKind,
         device: u32,
         flags: StreamFlags,
         priority: Priority,
         cu_mask: Option<CuMask>,
     ) -> Result<usize> {
-        let free = |st: &State<B::Queue, S, E, T, M>| {
+        let free = |st: &State<B::Queue, S, E, T, M, G, N, X>| {
             // Prefer a slot whose cached queue already matches.
             st.streams
                 .iter()
@@ -556,18 +623,24 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         slot.priority = priority;
         slot.cu_mask = cu_mask;
         slot.id = next_stream_id();
+        slot.capture = None;
+        slot.capture_status = CaptureStatus::None;
+        slot.capture_deps = DepSet::EMPTY;
+        slot.context = None;
+        slot.detached = false;
         debug!("stream slot {} live, id {}", i, slot.id);
         Ok(i)
     }
 
-    fn handle_of(st: &State<B::Queue, S, E, T, M>, i: usize) -> StreamHandle {
+    fn handle_of(st: &State<B::Queue, S, E, T, M, G, N, X>, i: usize) -> StreamHandle {
         let g = st.streams.get(i).map_or(0, |s| s.generation.current);
         StreamHandle(table::encode(STREAM_TAG, g, i))
     }
 
     /// Ends a live stream: handles go stale now; the slot frees now if its work is done, else
     /// once it is (see [`reap`](Self::reap)).
-    fn retire_stream(&self, st: &mut State<B::Queue, S, E, T, M>, i: usize) {
+    fn retire_stream(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize) {
+        Self::capture_on_destroy(st, i);
         let idle = st.streams.get(i).is_some_and(|s| self.is_idle(s));
         if let Some(s) = st.streams.get_mut(i) {
             s.generation.vacate();
@@ -576,7 +649,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     }
 
     /// Frees draining slots whose queues are idle (or dead).
-    fn reap(&self, st: &mut State<B::Queue, S, E, T, M>) {
+    fn reap(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>) {
         for i in 0..S {
             let Some(s) = st.streams.get(i) else { continue };
             if s.state != SlotState::Draining {
@@ -624,7 +697,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         }
     }
 
-    fn null_stream(&self, st: &mut State<B::Queue, S, E, T, M>, device: u32) -> Result<usize> {
+    fn null_stream(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, device: u32) -> Result<usize> {
         let raw = st.devices.get(device as usize).ok_or(Error::InvalidDevice)?.null_stream;
         if let Lookup::Live(i) = lookup_stream(&st.streams, raw) {
             return Ok(i);
@@ -637,7 +710,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         Ok(i)
     }
 
-    fn per_thread_stream(&self, st: &mut State<B::Queue, S, E, T, M>) -> Result<usize> {
+    fn per_thread_stream(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>) -> Result<usize> {
         let t = self.thread_slot(st)?;
         let ts = st.threads.get(t).copied().ok_or(Error::OutOfMemory)?;
         let device = ts.device;
@@ -656,7 +729,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     /// Resolves a handle to a live slot: `0`/`hipStreamLegacy` to the current device's null
     /// stream, `hipStreamPerThread` to the calling thread's stream; stale handles answer
     /// `stale`, never-issued ones `InvalidHandle`.
-    fn resolve(&self, st: &mut State<B::Queue, S, E, T, M>, s: StreamHandle, stale: Error) -> Result<usize> {
+    fn resolve(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, s: StreamHandle, stale: Error) -> Result<usize> {
         self.device_count()?;
         match s {
             StreamHandle::NULL | StreamHandle::LEGACY => {
@@ -815,7 +888,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     // ----- publishing ----------------------------------------------------------------------
 
     /// Publishes `specs` on stream slot `i` as one batch and rings its doorbell once.
-    fn publish(&self, st: &mut State<B::Queue, S, E, T, M>, i: usize, specs: &[Spec<'_>]) -> Result<()> {
+    fn publish(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize, specs: &[Spec<'_>]) -> Result<()> {
         let slot = st.streams.get_mut(i).ok_or(Error::InvalidHandle)?;
         let hw = slot.hw.as_ref().ok_or(Error::InvalidHandle)?;
         let desc = hw.desc;
@@ -865,7 +938,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
 
     /// Takes a marker signal (value 1) that stream `consumer` will read in the barrier it
     /// publishes next; it comes free once that barrier has completed.
-    fn take_marker(&self, st: &mut State<B::Queue, S, E, T, M>, consumer: usize) -> Result<SignalHandle> {
+    fn take_marker(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, consumer: usize) -> Result<SignalHandle> {
         let consumer_generation = st.streams.get(consumer).map_or(0, |s| s.generation.current);
         let idx = match self.free_marker(st) {
             Some(m) => m,
@@ -903,7 +976,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     }
 
     /// A free marker slot, reclaiming those whose consumer has passed them.
-    fn free_marker(&self, st: &mut State<B::Queue, S, E, T, M>) -> Option<usize> {
+    fn free_marker(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>) -> Option<usize> {
         for idx in 0..M {
             let m = *st.markers.get(idx)?;
             if !m.busy {
@@ -942,7 +1015,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     /// on the producer, returned as the dependency to put in the consumer's next barrier.
     fn point_in_time(
         &self,
-        st: &mut State<B::Queue, S, E, T, M>,
+        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
         producer: usize,
         consumer: usize,
     ) -> Result<SignalHandle> {
@@ -958,7 +1031,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     }
 
     /// The implicit dependencies of work on slot `i` (hip-semantics.md §3 rules 1, 2, 4, 5).
-    fn implicit_deps(&self, st: &mut State<B::Queue, S, E, T, M>, i: usize, deps: &mut Deps) -> Result<()> {
+    fn implicit_deps(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize, deps: &mut Deps) -> Result<()> {
         let Some(s) = st.streams.get(i) else { return Err(Error::InvalidHandle) };
         let device = s.device;
         match s.kind {
@@ -990,7 +1063,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     }
 
     /// Checks the queue behind slot `i` for a fault (sticky: the stream keeps failing).
-    fn check_fault(&self, st: &State<B::Queue, S, E, T, M>, i: usize) -> Result<()> {
+    fn check_fault(&self, st: &State<B::Queue, S, E, T, M, G, N, X>, i: usize) -> Result<()> {
         match st.streams.get(i).and_then(|s| s.hw.as_ref()) {
             Some(hw) => match self.backend.queue_fault(&hw.queue) {
                 Some(e) => Err(e),
@@ -1003,11 +1076,44 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     /// Enqueues one operation on stream `s` with its implicit and explicit dependencies.
     fn submit(&self, s: StreamHandle, cmd: Command<'_>) -> Result<()> {
         let mut st = self.state.lock();
-        let i = self.resolve(&mut st, s, Error::ContextIsDestroyed)?;
+        let i = self.resolve_for_work(&mut st, s)?;
+        if matches!(cmd, Command::HostFn(HostFn::StreamCallback { .. })) {
+            self.check_callback_target(&mut st, s, i)?;
+        }
+        match Self::capture_status_of(&st, i) {
+            CaptureStatus::Active if Self::capture_of(&st, i).is_some() => {
+                return self.capture_command(&mut st, i, &cmd);
+            }
+            CaptureStatus::Invalidated if Self::capture_of(&st, i).is_some() => {
+                return Err(Error::StreamCaptureInvalidated);
+            }
+            _ => {}
+        }
         self.check_fault(&st, i)?;
         let result = self.submit_locked(&mut st, i, &cmd);
-        // Markers taken for this operation are released after its last counted packet (or at
-        // once if nothing was published); `take_marker` left them pending.
+        self.release_taken_markers(&mut st, i);
+        result
+    }
+
+    /// Resolves the stream of an async work API (`STREAM_CAPTURE` in clr): an invalid handle is
+    /// `InvalidValue` while any capture exists, a detached stream `StreamDetached`.
+    fn resolve_for_work(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, s: StreamHandle) -> Result<usize> {
+        let i = match self.resolve(st, s, Error::ContextIsDestroyed) {
+            Ok(i) => i,
+            Err(e @ (Error::ContextIsDestroyed | Error::InvalidHandle)) => {
+                return Err(if Self::any_capture(st) { Error::InvalidValue } else { e });
+            }
+            Err(e) => return Err(e),
+        };
+        if st.streams.get(i).is_some_and(|sl| sl.detached) {
+            return Err(Error::StreamDetached);
+        }
+        Ok(i)
+    }
+
+    /// Markers taken for the operation just submitted on slot `i` are released after its last
+    /// counted packet (or at once if nothing was published); `take_marker` left them pending.
+    fn release_taken_markers(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize) {
         if st.markers_taken > 0 {
             st.markers_taken = 0;
             let submitted = st.streams.get(i).map_or(0, |sl| sl.submitted);
@@ -1015,10 +1121,9 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
                 m.release_at = submitted;
             }
         }
-        result
     }
 
-    fn submit_locked(&self, st: &mut State<B::Queue, S, E, T, M>, i: usize, cmd: &Command<'_>) -> Result<()> {
+    fn submit_locked(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize, cmd: &Command<'_>) -> Result<()> {
         let device = st.streams.get(i).map_or(0, |sl| sl.device);
         let mut deps = Deps::new();
         self.implicit_deps(st, i, &mut deps)?;
@@ -1155,7 +1260,12 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         }
     }
 
-    fn dispatch_spec<'a>(&self, st: &State<B::Queue, S, E, T, M>, i: usize, k: KernelLaunch<'a>) -> Result<Spec<'a>> {
+    fn dispatch_spec<'a>(
+        &self,
+        st: &State<B::Queue, S, E, T, M, G, N, X>,
+        i: usize,
+        k: KernelLaunch<'a>,
+    ) -> Result<Spec<'a>> {
         let wg_items: u32 = k.workgroup.iter().map(|&w| u32::from(w)).product();
         if k.workgroup.contains(&0) || k.grid.contains(&0) || wg_items > 1024 {
             return Err(Error::InvalidConfiguration);
@@ -1220,30 +1330,52 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
 
     /// `hipMemcpy`: a copy on the null stream, then waits for the null stream.
     pub fn memcpy(&self, dst: u64, src: u64, bytes: u64) -> Result<()> {
+        self.check_sync_copy()?;
         self.memcpy_async(StreamHandle::NULL, dst, src, bytes)?;
         self.stream_synchronize(StreamHandle::LEGACY)
     }
 
     /// `hipMemset`: a byte fill on the null stream, then waits for the null stream.
     pub fn memset(&self, dst: u64, value: u8, bytes: u64) -> Result<()> {
+        self.check_sync_copy()?;
         self.memset_async(StreamHandle::NULL, dst, u32::from(value), 1, bytes)?;
         self.stream_synchronize(StreamHandle::LEGACY)
     }
 
+    /// Synchronous copies and fills while any capture is active: `StreamCaptureImplicit`, and
+    /// every capture is invalidated (HIP differs from CUDA here).
+    fn check_sync_copy(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        if Self::any_active_capture(&st) {
+            Self::invalidate_all_captures(&mut st);
+            return Err(Error::StreamCaptureImplicit);
+        }
+        Ok(())
+    }
+
+    /// The thread-mode rule for allocation APIs (`CHECK_STREAM_CAPTURE_SUPPORTED`).
+    fn check_alloc_call(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        self.check_unsafe_call(&mut st, Error::StreamCaptureUnsupported)
+    }
+
     /// `hipMalloc` on the current device.
     pub fn malloc(&self, bytes: usize) -> Result<u64> {
+        self.check_alloc_call()?;
         let device = self.device()?;
         self.backend.memory_alloc(device, bytes, MemoryKind::Device)
     }
 
     /// `hipHostMalloc`.
     pub fn host_malloc(&self, bytes: usize) -> Result<u64> {
+        self.check_alloc_call()?;
         let device = self.device()?;
         self.backend.memory_alloc(device, bytes, MemoryKind::Host)
     }
 
     /// `hipFree`: freeing 0 is a no-op.
     pub fn free(&self, address: u64) -> Result<()> {
+        self.check_alloc_call()?;
         if address == 0 {
             return Ok(());
         }
@@ -1317,8 +1449,20 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     // ----- query and synchronize -----------------------------------------------------------
 
     /// The slots `hipStreamQuery`/`hipStreamSynchronize` must look at for `s`, null stream last.
-    fn sync_set(&self, st: &mut State<B::Queue, S, E, T, M>, s: StreamHandle, out: &mut [usize; S]) -> Result<usize> {
+    fn sync_set(
+        &self,
+        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
+        s: StreamHandle,
+        out: &mut [usize; S],
+    ) -> Result<usize> {
         let i = self.resolve(st, s, Error::ContextIsDestroyed)?;
+        if !s.is_null_or_legacy() {
+            if st.streams.get(i).is_some_and(|sl| sl.detached) {
+                return Err(Error::StreamDetached);
+            }
+            // `0` and legacy are not capture-checked (HIP differs from CUDA here).
+            self.check_sync_target(st, i)?;
+        }
         let mut n = 0;
         if s == StreamHandle::NULL {
             // Rule 6/7: the null stream and every blocking stream of the device.
@@ -1404,6 +1548,18 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
 
     /// `hipDeviceSynchronize` with a bound.
     pub fn device_synchronize_timeout(&self, timeout: Timeout) -> Result<()> {
+        {
+            let mut st = self.state.lock();
+            // Any active capture anywhere: unsupported, and every capture is invalidated.
+            if Self::any_active_capture(&st) {
+                Self::invalidate_all_captures(&mut st);
+                return Err(Error::StreamCaptureUnsupported);
+            }
+        }
+        self.wait_device(timeout)
+    }
+
+    fn wait_device(&self, timeout: Timeout) -> Result<()> {
         let mut targets = [(SignalHandle::NULL, 0i64, 0usize); S];
         let mut n = 0;
         {
@@ -1430,10 +1586,13 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     /// stale; the null and per-thread streams come back on next use.
     pub fn device_reset(&self) -> Result<()> {
         // Work that cannot finish (a faulted queue) does not keep the reset from happening.
-        let _ = self.device_synchronize_timeout(Timeout::SECOND);
+        let _ = self.wait_device(Timeout::SECOND);
         let mut st = self.state.lock();
         let device = self.current_device(&st);
         for i in 0..S {
+            if st.streams.get(i).is_some_and(|s| s.state != SlotState::Free && s.device == device) {
+                Self::capture_on_destroy(&mut st, i);
+            }
             let Some(s) = st.streams.get_mut(i) else { continue };
             if s.state == SlotState::Free || s.device != device {
                 continue;
@@ -1521,7 +1680,7 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         true
     }
 
-    fn event_slot(st: &State<B::Queue, S, E, T, M>, e: EventHandle) -> Result<usize> {
+    fn event_slot(st: &State<B::Queue, S, E, T, M, G, N, X>, e: EventHandle) -> Result<usize> {
         if e == EventHandle::NULL {
             return Err(Error::InvalidHandle);
         }
@@ -1548,7 +1707,16 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         let i_recorded = {
             let mut st = self.state.lock();
             let i = Self::event_slot(&st, e)?;
-            let si = self.resolve(&mut st, s, Error::ContextIsDestroyed)?;
+            let si = self.resolve_for_work(&mut st, s)?;
+            match Self::capture_status_of(&st, si) {
+                CaptureStatus::Active if Self::capture_of(&st, si).is_some() => {
+                    return self.capture_event_record(&mut st, si, i, e, flags == 1);
+                }
+                CaptureStatus::Invalidated if Self::capture_of(&st, si).is_some() => {
+                    return Err(Error::StreamCaptureInvalidated);
+                }
+                _ => {}
+            }
             let (sdev, skind) = st.streams.get(si).map(|sl| (sl.device, sl.kind)).ok_or(Error::InvalidHandle)?;
             if st.events.get(i).is_some_and(|ev| ev.device != sdev) {
                 return Err(Error::InvalidHandle);
@@ -1574,13 +1742,32 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
 
     /// `hipEventQuery`: `Ok` if complete or never recorded, `NotReady` otherwise.
     pub fn event_query(&self, e: EventHandle) -> Result<()> {
-        let st = self.state.lock();
+        let mut st = self.state.lock();
         let i = Self::event_slot(&st, e)?;
+        self.check_event_capture(&mut st, i)?;
         let ev = st.events.get(i).ok_or(Error::InvalidHandle)?;
         if ev.recorded == Recorded::Never {
             return Ok(());
         }
         self.backend.signal_wait(ev.signal, Condition::Lt, 1, Timeout::ZERO).map(|_| ())
+    }
+
+    /// Capture checks of `hipEventQuery`/`hipEventSynchronize`: an event recorded in an active
+    /// capture → `CapturedEvent` and that capture invalidated; an event recorded on a created
+    /// stream → the thread-mode rule.
+    fn check_event_capture(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize) -> Result<()> {
+        let (captured, recorded) = st.events.get(i).map(|e| (e.captured, e.recorded)).ok_or(Error::InvalidHandle)?;
+        if let Some((c, id)) = captured {
+            let c = usize::from(c);
+            if st.captures.get(c).is_some_and(|cap| cap.live && cap.id == id && cap.status == CaptureStatus::Active) {
+                Self::set_capture_status(st, c, CaptureStatus::Invalidated);
+                return Err(Error::CapturedEvent);
+            }
+        }
+        match recorded {
+            Recorded::Never | Recorded::OnNull => Ok(()),
+            Recorded::On(_) => self.check_unsafe_call(st, Error::StreamCaptureUnsupported),
+        }
     }
 
     /// `hipEventSynchronize`.
@@ -1591,8 +1778,9 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
     /// `hipEventSynchronize` with a bound (`NotReady` when it runs out).
     pub fn event_synchronize_timeout(&self, e: EventHandle, timeout: Timeout) -> Result<()> {
         let (signal, recorded) = {
-            let st = self.state.lock();
+            let mut st = self.state.lock();
             let i = Self::event_slot(&st, e)?;
+            self.check_event_capture(&mut st, i)?;
             let ev = st.events.get(i).ok_or(Error::InvalidHandle)?;
             (ev.signal, ev.recorded)
         };
@@ -1635,7 +1823,10 @@ impl<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, 
         let signal = {
             let mut st = self.state.lock();
             let i = Self::event_slot(&st, e)?;
-            self.resolve(&mut st, s, Error::ContextIsDestroyed)?;
+            let si = self.resolve_for_work(&mut st, s)?;
+            if self.capture_wait_event(&mut st, s, si, i, e, flags == 1)? {
+                return Ok(());
+            }
             let ev = st.events.get(i).ok_or(Error::InvalidHandle)?;
             let live_source = match ev.recorded {
                 Recorded::Never => false,

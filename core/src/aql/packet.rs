@@ -290,6 +290,11 @@ pub unsafe trait Packet: Copy {
     }
 }
 
+/// Any packet as raw dwords, 64-byte aligned: what a graph executable stores, ready to copy.
+#[repr(C, align(64))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RawPacket(pub PacketWords);
+
 macro_rules! packet_layout {
     ($ty:ty) => {
         // SAFETY: checked below: repr(C), 64 bytes, align 64, integer fields whose sizes add up
@@ -302,6 +307,7 @@ packet_layout!(KernelDispatchPacket);
 packet_layout!(BarrierPacket);
 packet_layout!(AgentDispatchPacket);
 packet_layout!(BarrierValuePacket);
+packet_layout!(RawPacket);
 
 // Offsets as in hsa.h / hsa_ext_amd.h (checked against the headers by the tests crate too).
 const _: () = {

@@ -1,0 +1,107 @@
+//! Execution (green) contexts and detach (hip-semantics.md §2.6, §4.8).
+//!
+//! A context owns a subset of a device's CUs and the streams created in it. Destroying the
+//! context detaches those streams: a capture they take part in is invalidated with all its
+//! branches and torn down (the detached streams keep reporting Invalidated), work and sync APIs
+//! on them return `StreamDetached`, getters keep answering with the values from before, and
+//! `stream_destroy` still succeeds. Null, legacy and per-thread streams never detach.
+
+use super::*;
+
+/// Most execution contexts alive at once.
+pub(super) const MAX_CONTEXTS: usize = 8;
+/// Handle tag of contexts.
+const CONTEXT_TAG: u16 = 0xc7c7;
+
+/// An execution-context handle; 0 is null.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ContextHandle(pub u64);
+
+pub(super) struct ContextSlot {
+    generation: Generation,
+    device: u32,
+    cu_mask: Option<CuMask>,
+}
+
+impl ContextSlot {
+    pub(super) const fn new() -> Self {
+        ContextSlot { generation: Generation::new(), device: 0, cu_mask: None }
+    }
+}
+
+impl<
+        B: Backend,
+        K: ThreadKeys,
+        const S: usize,
+        const E: usize,
+        const T: usize,
+        const M: usize,
+        const G: usize,
+        const N: usize,
+        const X: usize,
+    > Runtime<B, K, S, E, T, M, G, N, X>
+{
+    fn context_slot(st: &State<B::Queue, S, E, T, M, G, N, X>, ctx: ContextHandle) -> Result<usize> {
+        let l = table::lookup(CONTEXT_TAG, ctx.0, &st.contexts, |c| c.generation);
+        table::require(l, Error::InvalidContext, Error::InvalidContext)
+    }
+
+    /// Creates an execution context on the current device owning the CUs in `cu_mask` (an empty
+    /// slice means every CU). A mask enabling no CU is `InvalidValue`.
+    pub fn context_create(&self, cu_mask: &[u32]) -> Result<ContextHandle> {
+        let device = self.device()?;
+        let cus = self.backend.device_info(device)?.cu_count;
+        let mask = if cu_mask.is_empty() { None } else { Some(CuMask::from_words(cu_mask, cus)?) };
+        let mut st = self.state.lock();
+        let i = st.contexts.iter().position(|c| !c.generation.live).ok_or(Error::OutOfMemory)?;
+        let slot = st.contexts.get_mut(i).ok_or(Error::OutOfMemory)?;
+        let generation = slot.generation.occupy();
+        slot.device = device;
+        slot.cu_mask = mask;
+        Ok(ContextHandle(table::encode(CONTEXT_TAG, generation, i)))
+    }
+
+    /// `hipExecutionCtxStreamCreate`: a stream owned by `ctx`, on its device and CUs. Context
+    /// streams never synchronise with the null stream (they behave as non-blocking).
+    pub fn context_stream_create(&self, ctx: ContextHandle, flags: u32, priority: i32) -> Result<StreamHandle> {
+        let priority = Priority::clamp(priority);
+        let flags = StreamFlags::from_raw(flags)? | StreamFlags::NON_BLOCKING;
+        let mut st = self.state.lock();
+        let c = Self::context_slot(&st, ctx)?;
+        let (device, mask) = st.contexts.get(c).map(|c| (c.device, c.cu_mask)).ok_or(Error::InvalidContext)?;
+        let i = self.create_slot(&mut st, StreamKind::Created, device, flags, priority, mask)?;
+        if let Some(s) = st.streams.get_mut(i) {
+            s.context = Some(c as u8);
+        }
+        Ok(Self::handle_of(&st, i))
+    }
+
+    /// Destroys an execution context and detaches every stream it owns.
+    pub fn context_destroy(&self, ctx: ContextHandle) -> Result<()> {
+        let mut st = self.state.lock();
+        let c = Self::context_slot(&st, ctx)?;
+        // Mark every owned stream first, so a capture spanning several of them keeps all of
+        // them visibly Invalidated when it is torn down.
+        for s in st.streams.iter_mut().filter(|s| s.state != SlotState::Free && s.context == Some(c as u8)) {
+            s.detached = true;
+            s.context = None;
+        }
+        for i in 0..S {
+            let detached = st.streams.get(i).is_some_and(|s| s.detached && s.state != SlotState::Free);
+            if let Some(cap) = Self::capture_of(&st, i).filter(|_| detached) {
+                Self::set_capture_status(&mut st, cap, CaptureStatus::Invalidated);
+                Self::teardown_capture(&mut st, cap, false);
+            }
+        }
+        if let Some(slot) = st.contexts.get_mut(c) {
+            slot.generation.vacate();
+        }
+        Ok(())
+    }
+
+    /// Whether `s` is detached (its execution context was destroyed).
+    pub fn stream_is_detached(&self, s: StreamHandle) -> Result<bool> {
+        self.stream_attr(s, Error::ContextIsDestroyed, |sl| sl.detached)
+    }
+}
