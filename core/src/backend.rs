@@ -39,6 +39,12 @@ pub struct QueueDesc {
     pub kernarg_slot_bytes: u32,
 }
 
+// SAFETY: a QueueDesc only describes backend memory (the Backend contract keeps it valid while
+// the queue lives); every access through it follows the AQL protocol, from any thread.
+unsafe impl Send for QueueDesc {}
+// SAFETY: as above; shared access is through atomics and reserved slots only.
+unsafe impl Sync for QueueDesc {}
+
 /// A wait bound in nanoseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

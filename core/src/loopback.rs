@@ -749,3 +749,17 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
         self.clock.load(Ordering::Relaxed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Runtime, SingleThread};
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn runtime_is_send_and_sync() {
+        assert_send_sync::<Loopback<'static>>();
+        assert_send_sync::<Runtime<Loopback<'static>, SingleThread>>();
+    }
+}
