@@ -204,6 +204,7 @@ pub struct Loopback<
     clock: AtomicU64,
     pumping: AtomicBool,
     start_index: Option<u64>,
+    deferred: AtomicBool,
 }
 
 /// The queue handle of the loopback backend.
@@ -293,7 +294,16 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
             clock: AtomicU64::new(0),
             pumping: AtomicBool::new(false),
             start_index: None,
+            deferred: AtomicBool::new(false),
         }
+    }
+
+    /// While deferred, a doorbell only records its value (as a hardware doorbell does) and the
+    /// packets run at the next [`pump`](Self::pump) or wait, not on the ringing thread. Used to
+    /// time the submit path alone, and to hold work pending in tests.
+    pub fn set_deferred(&self, deferred: bool) {
+        // Ordering: Relaxed; a mode flag read by the same thread that rings.
+        self.deferred.store(deferred, Ordering::Relaxed);
     }
 
     /// Makes every queue created from now on start its read and write indices at `index`
@@ -641,7 +651,10 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
             qm.doorbell.store(index.wrapping_add(1), Ordering::Release);
         }
         self.push_trace(TraceEntry::Doorbell { queue: queue.0, value: index });
-        self.pump();
+        // Ordering: Relaxed; see set_deferred.
+        if !self.deferred.load(Ordering::Relaxed) {
+            self.pump();
+        }
     }
 
     fn queue_fault(&self, queue: &LoopbackQueue) -> Option<Error> {
