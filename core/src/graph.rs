@@ -13,9 +13,12 @@
 //!
 //! - the first packet of a launch carries the barrier bit, so the graph starts after the work
 //!   enqueued before it on the stream;
-//! - a node whose dependencies are not all known complete is preceded by barrier-AND packets on
-//!   their completion signals (five per packet); nodes without such a wait may overlap;
-//! - a node some other node waits on gets a completion signal of its own (a "signal slot");
+//! - a node whose unfinished dependencies are exactly the packets still in flight (a chain link,
+//!   or a join of every open branch) carries the barrier bit;
+//! - a node that depends on only some of the packets in flight is preceded by barrier-AND
+//!   packets on their completion signals (five per packet);
+//! - nodes with nothing to wait for carry neither and may overlap what runs before them;
+//! - a node some barrier-AND waits on gets a completion signal of its own (a "signal slot");
 //! - a final barrier-AND with the barrier bit closes the launch, so later stream work waits for
 //!   every node.
 
@@ -309,62 +312,114 @@ impl<const N: usize> Graph<N> {
         }
     }
 
-    /// Which nodes get a completion signal of their own (those something waits on): writes the
-    /// signal slot of each node into `slots` and returns how many slots there are.
-    pub fn signal_slots(&self, slots: &mut [Option<u16>; N]) -> u16 {
+    /// Walks the nodes in topological order deciding how each is ordered in one in-order queue,
+    /// and hands every step to `step` with the node that a wait names in place of a slot.
+    fn walk(&self, mut step: impl FnMut(Walked) -> Result<()>) -> Result<()> {
+        let mut order = [NodeId(0); N];
+        self.topological_order(&mut order)?;
+        // Nodes known complete at the current point of the sequence; nodes published but not
+        // known complete are "in flight".
+        let mut done = [false; N];
+        let mut emitted = [false; N];
+        let mut in_flight = 0usize;
+        let mut first = true;
+        for id in order.iter().take(self.len).copied() {
+            let undone = || self.dependencies(id).filter(|d| !done.get(usize::from(d.0)).copied().unwrap_or(true));
+            let count = undone().count();
+            if count > 0 && count == in_flight {
+                // It waits for everything in flight: the barrier bit says exactly that.
+                step(Walked::Node { node: id, barrier: true })?;
+                for (d, e) in done.iter_mut().zip(emitted.iter()) {
+                    *d |= *e;
+                }
+                in_flight = 0;
+            } else {
+                let mut wait = [None; 5];
+                let mut k = 0;
+                for d in undone() {
+                    if k == 5 {
+                        step(Walked::Wait { nodes: wait, barrier: first })?;
+                        first = false;
+                        wait = [None; 5];
+                        k = 0;
+                    }
+                    if let Some(w) = wait.get_mut(k) {
+                        *w = Some(d);
+                    }
+                    k += 1;
+                }
+                if k > 0 {
+                    step(Walked::Wait { nodes: wait, barrier: first })?;
+                    first = false;
+                }
+                for d in self.dependencies(id) {
+                    if let Some(flag) = done.get_mut(usize::from(d.0)) {
+                        if !*flag {
+                            *flag = true;
+                            in_flight -= 1;
+                        }
+                    }
+                }
+                step(Walked::Node { node: id, barrier: first })?;
+            }
+            first = false;
+            if let Some(e) = emitted.get_mut(usize::from(id.0)) {
+                *e = true;
+            }
+            in_flight += 1;
+        }
+        Ok(())
+    }
+
+    /// Which nodes get a completion signal of their own (those a barrier-AND of the plan waits
+    /// on): writes the signal slot of each node into `slots` and returns how many there are.
+    pub fn signal_slots(&self, slots: &mut [Option<u16>; N]) -> Result<u16> {
+        let mut waited = [false; N];
+        self.walk(|w| {
+            if let Walked::Wait { nodes, .. } = w {
+                for n in nodes.iter().flatten() {
+                    if let Some(f) = waited.get_mut(usize::from(n.0)) {
+                        *f = true;
+                    }
+                }
+            }
+            Ok(())
+        })?;
         let mut n = 0u16;
-        for (i, s) in slots.iter_mut().enumerate() {
+        for (s, w) in slots.iter_mut().zip(waited.iter()) {
             *s = None;
-            if i < self.len && !self.is_leaf(NodeId(i as u16)) {
+            if *w {
                 *s = Some(n);
                 n += 1;
             }
         }
-        n
+        Ok(n)
     }
 
     /// Flattens the graph into an in-order packet sequence (see the module docs), handing each
     /// step to `emit` in publish order.
     pub fn plan(&self, mut emit: impl FnMut(Planned) -> Result<()>) -> Result<()> {
-        let mut order = [NodeId(0); N];
-        self.topological_order(&mut order)?;
         let mut slot_of = [None::<u16>; N];
-        self.signal_slots(&mut slot_of);
-        // Nodes known complete at the current point of the sequence.
-        let mut done = [false; N];
-        let mut first = true;
-        for id in order.iter().take(self.len).copied() {
-            let mut wait = [None; 5];
-            let mut k = 0;
-            for d in self.dependencies(id) {
-                if done.get(usize::from(d.0)).copied().unwrap_or(true) {
-                    continue;
+        self.signal_slots(&mut slot_of)?;
+        let slot = |n: NodeId| slot_of.get(usize::from(n.0)).copied().flatten();
+        self.walk(|w| match w {
+            Walked::Wait { nodes, barrier } => {
+                let mut slots = [None; 5];
+                for (s, n) in slots.iter_mut().zip(nodes) {
+                    *s = n.and_then(slot);
                 }
-                let slot = slot_of.get(usize::from(d.0)).copied().flatten().ok_or(Error::InvalidValue)?;
-                if k == 5 {
-                    emit(Planned::Wait { slots: wait, barrier: first })?;
-                    first = false;
-                    wait = [None; 5];
-                    k = 0;
-                }
-                if let Some(w) = wait.get_mut(k) {
-                    *w = Some(slot);
-                }
-                k += 1;
-                if let Some(flag) = done.get_mut(usize::from(d.0)) {
-                    *flag = true;
-                }
+                emit(Planned::Wait { slots, barrier })
             }
-            if k > 0 {
-                emit(Planned::Wait { slots: wait, barrier: first })?;
-                first = false;
-            }
-            let signal = slot_of.get(usize::from(id.0)).copied().flatten();
-            emit(Planned::Node { node: id, barrier: first, signal })?;
-            first = false;
-        }
+            Walked::Node { node, barrier } => emit(Planned::Node { node, barrier, signal: slot(node) }),
+        })?;
         emit(Planned::Wait { slots: [None; 5], barrier: true })
     }
+}
+
+/// One decision of [`Graph::walk`].
+enum Walked {
+    Wait { nodes: [Option<NodeId>; 5], barrier: bool },
+    Node { node: NodeId, barrier: bool },
 }
 
 #[cfg(test)]
@@ -391,7 +446,7 @@ mod tests {
 
     #[test]
     fn fork_join_plan() {
-        // A → B, A → C, {B, C} → D
+        // A → B, A → C, {B, C} → D: barrier bits do all the work.
         let mut g = G::new();
         let a = empty(&mut g, &[]);
         let b = empty(&mut g, &[a]);
@@ -400,16 +455,31 @@ mod tests {
         assert_eq!(g.node_count(), 4);
         assert_eq!(g.edge_count(), 4);
         let (steps, len) = plan_of(&g).unwrap();
-        assert_eq!(g.signal_slots(&mut [None; 16]), 3);
-        assert_eq!(steps[0], Some(Planned::Node { node: a, barrier: true, signal: Some(0) }));
-        assert_eq!(steps[1], Some(Planned::Wait { slots: [Some(0), None, None, None, None], barrier: false }));
-        assert_eq!(steps[2], Some(Planned::Node { node: b, barrier: false, signal: Some(1) }));
+        assert_eq!(g.signal_slots(&mut [None; 16]).unwrap(), 0);
+        assert_eq!(steps[0], Some(Planned::Node { node: a, barrier: true, signal: None }));
+        assert_eq!(steps[1], Some(Planned::Node { node: b, barrier: true, signal: None }));
         // C's dependency A is already known complete: C may overlap B.
-        assert_eq!(steps[3], Some(Planned::Node { node: c, barrier: false, signal: Some(2) }));
-        assert_eq!(steps[4], Some(Planned::Wait { slots: [Some(1), Some(2), None, None, None], barrier: false }));
-        assert_eq!(steps[5], Some(Planned::Node { node: d, barrier: false, signal: None }));
-        assert_eq!(steps[6], Some(Planned::Wait { slots: [None; 5], barrier: true }));
-        assert_eq!(len, 7);
+        assert_eq!(steps[2], Some(Planned::Node { node: c, barrier: false, signal: None }));
+        // D joins everything in flight.
+        assert_eq!(steps[3], Some(Planned::Node { node: d, barrier: true, signal: None }));
+        assert_eq!(steps[4], Some(Planned::Wait { slots: [None; 5], barrier: true }));
+        assert_eq!(len, 5);
+    }
+
+    #[test]
+    fn partial_dependency_waits_on_a_signal() {
+        // A and B independent; C after A only, published after B: C must wait for A alone.
+        let mut g = G::new();
+        let a = empty(&mut g, &[]);
+        let b = empty(&mut g, &[]);
+        let c = empty(&mut g, &[a]);
+        let (steps, len) = plan_of(&g).unwrap();
+        assert_eq!(g.signal_slots(&mut [None; 16]).unwrap(), 1);
+        assert_eq!(steps[0], Some(Planned::Node { node: a, barrier: true, signal: Some(0) }));
+        assert_eq!(steps[1], Some(Planned::Node { node: b, barrier: false, signal: None }));
+        assert_eq!(steps[2], Some(Planned::Wait { slots: [Some(0), None, None, None, None], barrier: false }));
+        assert_eq!(steps[3], Some(Planned::Node { node: c, barrier: false, signal: None }));
+        assert_eq!(len, 5);
     }
 
     #[test]
@@ -431,14 +501,29 @@ mod tests {
     }
 
     #[test]
-    fn wide_join_splits_waits() {
+    fn wide_partial_join_splits_waits() {
+        // Seven roots, then one more root, then a join of the first seven only.
         let mut g = G::new();
         let roots: [NodeId; 7] = core::array::from_fn(|_| g.add_node(NodeKind::Empty, &[]).unwrap());
+        let _other = empty(&mut g, &[]);
         let j = empty(&mut g, &roots);
         let (steps, len) = plan_of(&g).unwrap();
         let steps = &steps[..len];
         let waits = steps.iter().flatten().filter(|p| matches!(p, Planned::Wait { barrier: false, .. })).count();
         assert_eq!(waits, 2);
+        assert_eq!(g.signal_slots(&mut [None; 16]).unwrap(), 7);
         assert!(steps.contains(&Some(Planned::Node { node: j, barrier: false, signal: None })));
+    }
+
+    #[test]
+    fn chain_uses_barrier_bits_only() {
+        let mut g = G::new();
+        let mut prev = empty(&mut g, &[]);
+        for _ in 0..9 {
+            prev = empty(&mut g, &[prev]);
+        }
+        let (steps, len) = plan_of(&g).unwrap();
+        assert_eq!(len, 11);
+        assert!(steps[..10].iter().flatten().all(|p| matches!(p, Planned::Node { barrier: true, signal: None, .. })));
     }
 }

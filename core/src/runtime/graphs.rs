@@ -287,7 +287,7 @@ impl<
         exec.device = device;
         // Node signals, one per node something waits on, in each of the two sets.
         let mut slot_of = [None::<u16>; N];
-        let count = usize::from(graph.signal_slots(&mut slot_of));
+        let count = usize::from(graph.signal_slots(&mut slot_of)?);
         for set in 0..2 {
             for k in 0..count {
                 let sig = self.backend.signal_create(0)?;
