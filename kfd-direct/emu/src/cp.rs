@@ -421,10 +421,12 @@ impl Device {
     }
 
     fn run_queue(&self, q: &Arc<HwQueue>, jobs: &mut Vec<Job>, rng: &mut Rng) -> bool {
+        // The driver changes scheduling parameters under the cp lock (as amdkfd preempts and
+        // reloads the queue), so check them after taking it.
+        let mut cp = q.lock_cp();
         if !q.runnable() {
             return false;
         }
-        let mut cp = q.lock_cp();
         // SAFETY: the doorbell slot is pool memory that lives as long as the machine.
         let doorbell = unsafe { q.doorbell.as_ref() };
         // Ordering: Acquire pairs with the producer's doorbell store (after its SeqCst fence), so

@@ -917,10 +917,11 @@ impl Emu {
                 *slot = new_bo;
             }
         }
-        drop(cp);
-        // Ordering: Relaxed; scheduling parameters, re-read every CP round.
+        // Ordering: Relaxed; scheduling parameters, stored under the cp lock so the change is in
+        // effect when the ioctl returns (amdkfd preempts and reloads the queue).
         hw.percentage.store(a.queue_percentage, Ordering::Relaxed);
         hw.priority.store(a.queue_priority, Ordering::Relaxed);
+        drop(cp);
         self.m.devices[rec.device].touch();
         Ok(())
     }
@@ -935,7 +936,8 @@ impl Emu {
         let rec = st.queues.get(&a.queue_id).ok_or(Errno::EFAULT)?;
         let cus = self.m.nodes[rec.device].props.cu_count();
         let enabled = (0..bits.min(cus)).filter(|&i| words[(i / 8) as usize] & (1 << (i % 8)) != 0).count() as u32;
-        // Ordering: Relaxed; a scheduling parameter.
+        let _cp = rec.hw.lock_cp();
+        // Ordering: Relaxed; a scheduling parameter, stored under the cp lock (see update_queue).
         rec.hw.cu_enabled.store(enabled, Ordering::Relaxed);
         Ok(())
     }
