@@ -167,6 +167,9 @@ impl<const N: usize> Graph<N> {
 
     /// The node `id`.
     pub fn node(&self, id: NodeId) -> Option<&Node> {
+        if usize::from(id.0) >= self.len {
+            return None;
+        }
         self.nodes.get(usize::from(id.0)).and_then(Option::as_ref)
     }
 
@@ -185,12 +188,21 @@ impl<const N: usize> Graph<N> {
         !self.edges().iter().any(|e| e.0 == id)
     }
 
+    /// Marks in `out` every node that has a dependent (one pass over the edges).
+    pub fn has_dependents(&self, out: &mut [bool; N]) {
+        *out = [false; N];
+        for e in self.edges() {
+            if let Some(f) = out.get_mut(usize::from(e.0 .0)) {
+                *f = true;
+            }
+        }
+    }
+
     /// Removes every node and edge.
     pub fn clear(&mut self) {
         self.len = 0;
         self.edge_len = 0;
         self.arena_len = 0;
-        self.nodes = [None; N];
     }
 
     /// Copies kernel arguments into the arena (16-byte aligned); returns their offset.
@@ -226,11 +238,19 @@ impl<const N: usize> Graph<N> {
         *slot = Some(Node { kind });
         self.len += 1;
         for (i, d) in deps.iter().enumerate() {
+            // The node is new, so only duplicates within `deps` could repeat an edge.
             if !deps.iter().take(i).any(|e| e == d) {
-                self.add_edge(*d, id)?;
+                self.push_edge(*d, id)?;
             }
         }
         Ok(id)
+    }
+
+    fn push_edge(&mut self, from: NodeId, to: NodeId) -> Result<()> {
+        let slot = self.edges.as_flattened_mut().get_mut(self.edge_len).ok_or(Error::OutOfMemory)?;
+        *slot = (from, to);
+        self.edge_len += 1;
+        Ok(())
     }
 
     /// Adds the edge `from → to` (both must exist; an existing edge is not duplicated).
@@ -241,10 +261,7 @@ impl<const N: usize> Graph<N> {
         if self.edges().contains(&(from, to)) {
             return Ok(());
         }
-        let slot = self.edges.as_flattened_mut().get_mut(self.edge_len).ok_or(Error::OutOfMemory)?;
-        *slot = (from, to);
-        self.edge_len += 1;
-        Ok(())
+        self.push_edge(from, to)
     }
 
     /// Removes the last node (and its edges); used to drop a temporary node.
@@ -274,6 +291,7 @@ impl<const N: usize> Graph<N> {
 
     /// Topological order of the nodes into `order`; `InvalidValue` for a cycle.
     pub fn topological_order(&self, order: &mut [NodeId; N]) -> Result<()> {
+        let succ = Adjacency::<N>::build(self.edges(), false);
         let mut indegree = [0u16; N];
         for e in self.edges() {
             if let Some(d) = indegree.get_mut(usize::from(e.1 .0)) {
@@ -293,12 +311,12 @@ impl<const N: usize> Graph<N> {
         while head < tail {
             let n = order.get(head).copied().ok_or(Error::InvalidValue)?;
             head += 1;
-            for e in self.edges().iter().filter(|e| e.0 == n) {
-                if let Some(d) = indegree.get_mut(usize::from(e.1 .0)) {
+            for &t in succ.row(n) {
+                if let Some(d) = indegree.get_mut(usize::from(t.0)) {
                     *d -= 1;
                     if *d == 0 {
                         if let Some(o) = order.get_mut(tail) {
-                            *o = e.1;
+                            *o = t;
                             tail += 1;
                         }
                     }
@@ -317,22 +335,27 @@ impl<const N: usize> Graph<N> {
     fn walk(&self, mut step: impl FnMut(Walked) -> Result<()>) -> Result<()> {
         let mut order = [NodeId(0); N];
         self.topological_order(&mut order)?;
-        // Nodes known complete at the current point of the sequence; nodes published but not
-        // known complete are "in flight".
+        let preds = Adjacency::<N>::build(self.edges(), true);
+        // Nodes known complete at the current point of the sequence; published nodes not known
+        // complete are "in flight" (kept in a list with each node's position in it).
         let mut done = [false; N];
-        let mut emitted = [false; N];
-        let mut in_flight = 0usize;
+        let mut in_flight = [NodeId(0); N];
+        let mut position = [0u16; N];
+        let mut flying = 0usize;
         let mut first = true;
         for id in order.iter().take(self.len).copied() {
-            let undone = || self.dependencies(id).filter(|d| !done.get(usize::from(d.0)).copied().unwrap_or(true));
+            let undone =
+                || preds.row(id).iter().copied().filter(|d| !done.get(usize::from(d.0)).copied().unwrap_or(true));
             let count = undone().count();
-            if count > 0 && count == in_flight {
+            if count > 0 && count == flying {
                 // It waits for everything in flight: the barrier bit says exactly that.
                 step(Walked::Node { node: id, barrier: true })?;
-                for (d, e) in done.iter_mut().zip(emitted.iter()) {
-                    *d |= *e;
+                for n in in_flight.iter().take(flying) {
+                    if let Some(d) = done.get_mut(usize::from(n.0)) {
+                        *d = true;
+                    }
                 }
-                in_flight = 0;
+                flying = 0;
             } else {
                 let mut wait = [None; 5];
                 let mut k = 0;
@@ -352,21 +375,33 @@ impl<const N: usize> Graph<N> {
                     step(Walked::Wait { nodes: wait, barrier: first })?;
                     first = false;
                 }
-                for d in self.dependencies(id) {
-                    if let Some(flag) = done.get_mut(usize::from(d.0)) {
-                        if !*flag {
-                            *flag = true;
-                            in_flight -= 1;
-                        }
+                for &d in preds.row(id) {
+                    let Some(flag) = done.get_mut(usize::from(d.0)) else { continue };
+                    if *flag {
+                        continue;
+                    }
+                    *flag = true;
+                    // Swap-remove `d` from the in-flight list.
+                    let at = position.get(usize::from(d.0)).copied().map_or(0, usize::from);
+                    flying -= 1;
+                    let last = in_flight.get(flying).copied().unwrap_or(d);
+                    if let Some(slot) = in_flight.get_mut(at) {
+                        *slot = last;
+                    }
+                    if let Some(p) = position.get_mut(usize::from(last.0)) {
+                        *p = at as u16;
                     }
                 }
                 step(Walked::Node { node: id, barrier: first })?;
             }
             first = false;
-            if let Some(e) = emitted.get_mut(usize::from(id.0)) {
-                *e = true;
+            if let Some(slot) = in_flight.get_mut(flying) {
+                *slot = id;
             }
-            in_flight += 1;
+            if let Some(p) = position.get_mut(usize::from(id.0)) {
+                *p = flying as u16;
+            }
+            flying += 1;
         }
         Ok(())
     }
@@ -413,6 +448,50 @@ impl<const N: usize> Graph<N> {
             Walked::Node { node, barrier } => emit(Planned::Node { node, barrier, signal: slot(node) }),
         })?;
         emit(Planned::Wait { slots: [None; 5], barrier: true })
+    }
+}
+
+/// Edges grouped by one endpoint (compressed rows), built once per walk so that every lookup of
+/// a node's neighbours is a slice, not a scan of all edges.
+struct Adjacency<const N: usize> {
+    start: [u32; N],
+    count: [u16; N],
+    items: [[NodeId; 2]; N],
+}
+
+impl<const N: usize> Adjacency<N> {
+    /// Rows by target (items: the sources) when `by_target`, else rows by source.
+    fn build(edges: &[(NodeId, NodeId)], by_target: bool) -> Self {
+        let mut a = Adjacency { start: [0; N], count: [0; N], items: [[NodeId(0); 2]; N] };
+        let key = |e: &(NodeId, NodeId)| if by_target { (e.1, e.0) } else { (e.0, e.1) };
+        for e in edges {
+            if let Some(c) = a.count.get_mut(usize::from(key(e).0 .0)) {
+                *c += 1;
+            }
+        }
+        let mut sum = 0u32;
+        for (s, c) in a.start.iter_mut().zip(a.count.iter()) {
+            *s = sum;
+            sum += u32::from(*c);
+        }
+        let mut fill = [0u16; N];
+        let items = a.items.as_flattened_mut();
+        for e in edges {
+            let (row, item) = key(e);
+            let r = usize::from(row.0);
+            let (Some(start), Some(f)) = (a.start.get(r), fill.get_mut(r)) else { continue };
+            if let Some(slot) = items.get_mut(*start as usize + usize::from(*f)) {
+                *slot = item;
+            }
+            *f += 1;
+        }
+        a
+    }
+
+    fn row(&self, n: NodeId) -> &[NodeId] {
+        let r = usize::from(n.0);
+        let (Some(&start), Some(&count)) = (self.start.get(r), self.count.get(r)) else { return &[] };
+        self.items.as_flattened().get(start as usize..start as usize + usize::from(count)).unwrap_or(&[])
     }
 }
 

@@ -29,7 +29,7 @@
 use core::ptr::NonNull;
 use portable_atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::aql::packet::{BarrierPacket, Header, Packet, PacketWords, PACKET_BYTES};
+use crate::aql::packet::{BarrierPacket, Header, Packet, PacketWords, RawPacket, PACKET_BYTES};
 use crate::error::{Error, Result};
 
 /// How many times a producer re-reads the read index before a full ring is reported.
@@ -229,6 +229,43 @@ impl Reservation<'_> {
         Some(index)
     }
 
+    /// Writes and publishes `packets` (at most [`remaining`](Self::remaining)) as one batch:
+    /// every packet but the first is copied whole, header included, then the first packet's
+    /// body, and last the first packet's header with a Release store. The consumer stops at the
+    /// first INVALID header, so it sees none of the batch before that store, and the store orders
+    /// every copy before it (kfd-aql.md §3.3, "publish the first slot last"). Returns how many
+    /// packets were written.
+    pub fn write_batch(&mut self, packets: &[RawPacket]) -> usize {
+        let n = packets.len().min(self.remaining() as usize);
+        let Some((first, rest)) = packets.get(..n).and_then(<[RawPacket]>::split_first) else { return 0 };
+        let start = self.next_index();
+        let size = self.ring.size();
+        // Copy `rest` into slots start+1 .. start+n, in at most two runs (the ring may wrap).
+        let mut copied = 0usize;
+        while copied < rest.len() {
+            let index = start.wrapping_add(1 + copied as u64);
+            let run = ((size - (index & self.ring.mask)) as usize).min(rest.len() - copied);
+            let src = rest.get(copied..copied + run).unwrap_or(&[]);
+            // SAFETY: slots start+1 .. start+n are reserved by this reservation and retired by
+            // the consumer; `run` stops at the end of the ring, so the destination stays inside
+            // it; nobody reads them before the first slot's header is published below.
+            unsafe {
+                core::ptr::copy_nonoverlapping(src.as_ptr().cast::<u8>(), self.ring.slot(index), run * PACKET_BYTES);
+            }
+            copied += run;
+        }
+        let words = &first.0;
+        let slot = self.ring.slot(start);
+        // SAFETY: the first slot is reserved by this reservation, as in `write`.
+        unsafe {
+            core::ptr::copy_nonoverlapping(words.as_ptr().add(1), slot.add(4).cast::<u32>(), 15);
+        }
+        // Ordering: Release publishes the whole batch written above.
+        self.ring.dword0(start).store(words[0], Ordering::Release);
+        self.written += n as u64;
+        n
+    }
+
     /// The doorbell value for what was written so far: the index of the last packet written.
     pub fn doorbell_value(&self) -> Option<u64> {
         (self.written > 0).then(|| self.next_index().wrapping_sub(1))
@@ -250,5 +287,44 @@ impl Reservation<'_> {
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         self.fill_rest();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aql::Decoded;
+
+    #[repr(C, align(64))]
+    struct Mem([u8; 8 * 64]);
+
+    #[test]
+    fn batch_across_the_wrap_publishes_in_order() {
+        let mut mem = Mem([0; 8 * 64]);
+        let write = AtomicU64::new(u64::MAX - 2);
+        let read = AtomicU64::new(u64::MAX - 2);
+        let base = NonNull::new(mem.0.as_mut_ptr()).unwrap();
+        // SAFETY: `mem` outlives the ring; the indices are live atomics.
+        let ring = unsafe { AqlRing::new(base, 8, NonNull::from(&write), NonNull::from(&read)) }.unwrap();
+        ring.invalidate_all();
+        let packets: [RawPacket; 6] = core::array::from_fn(|i| {
+            let mut b = BarrierPacket::and([i as u64 + 1, 0, 0, 0, 0], 0);
+            b.header = crate::aql::BARRIER_AND_HEADER.0;
+            RawPacket(*b.words())
+        });
+        let mut res = ring.reserve(6, 0).unwrap();
+        assert_eq!(res.write_batch(&packets), 6);
+        assert_eq!(res.finish(), 2);
+        for (k, p) in packets.iter().enumerate() {
+            let index = (u64::MAX - 2).wrapping_add(k as u64);
+            let words = ring.read(index).unwrap();
+            assert_eq!(&words, &p.0);
+            assert!(matches!(Decoded::decode(&words), Some(Decoded::BarrierAnd(b)) if b.dep_signal[0] == k as u64 + 1));
+            ring.retire(index);
+        }
+        assert_eq!(ring.read_index(), 3);
+        // A full ring refuses without reserving.
+        let _r = ring.reserve(8, 0).unwrap();
+        assert_eq!(ring.reserve(1, 3).err(), Some(Error::NotReady));
     }
 }

@@ -538,12 +538,15 @@ impl<
         let origin_deps = st.streams.get(i).map(|s| s.capture_deps).unwrap_or_default();
         // A temporary node after the origin's tail: every other leaf is unjoined work.
         let is_tail = |n: NodeId| origin_deps.contains(n);
+        let mut has_dependents = [false; N];
+        graph.has_dependents(&mut has_dependents);
+        let leaf = |n: NodeId| !has_dependents.get(usize::from(n.0)).copied().unwrap_or(false);
         let mut leaves = 1usize; // the temporary node
         let mut any_removed = false;
         let mut counted_manual = 0usize;
         for id in 0..graph.node_count() {
             let n = NodeId(id as u16);
-            if is_tail(n) || !graph.is_leaf(n) {
+            if is_tail(n) || !leaf(n) {
                 continue;
             }
             if id < usize::from(cap.manual) {

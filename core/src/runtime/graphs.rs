@@ -625,21 +625,30 @@ impl<
         let ring = hw.desc.ring;
         let mut close = BarrierPacket::and([0; 5], progress);
         close.header = header(PacketType::BarrierAnd, true);
-        let dep_packets = dep_chunks(&deps).map(|d| {
+        let counted = deps.len().div_ceil(5) as u64 + 1;
+        let mut deps_left = dep_chunks(&deps).map(|d| {
             let mut b = BarrierPacket::and(d, progress);
             b.header = BARRIER_AND_HEADER.0;
-            RawPacket(*b.words())
+            b
         });
-        let counted = deps.len().div_ceil(5) as u64 + 1;
-        let mut all = dep_packets.chain(body.iter().copied()).chain(core::iter::once(raw(&close)));
-        let total = counted - 1 + body.len() as u64 + 1;
+        let mut body_left = body;
+        let mut close_left = true;
+        let total = counted + body.len() as u64;
         let mut left = total;
         while left > 0 {
             let n = left.min(ring.size());
             let mut res = ring.reserve(n as u32, DEFAULT_ROOM_SPINS)?;
-            for _ in 0..n {
-                if let Some(p) = all.next() {
-                    res.write(&p);
+            while res.remaining() > 0 {
+                if let Some(b) = deps_left.next() {
+                    res.write(&b);
+                } else if !body_left.is_empty() {
+                    let k = res.write_batch(body_left);
+                    body_left = body_left.get(k..).unwrap_or(&[]);
+                } else if close_left {
+                    res.write(&close);
+                    close_left = false;
+                } else {
+                    break;
                 }
             }
             let last = res.finish();
