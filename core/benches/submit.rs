@@ -101,7 +101,8 @@ impl Ring {
         self.doorbell.store(index, Ordering::Release);
     }
 
-    /// The floor with the SeqCst fence core's publish puts before the doorbell store.
+    /// The floor with a SeqCst fence before the doorbell store (what a device-memory ring needs;
+    /// core's publish uses a Release fence, free on x86).
     #[inline]
     fn floor_submit_fenced(&self, packet: &[u32; 16]) {
         let index = self.write.fetch_add(1, Ordering::AcqRel);
@@ -511,7 +512,7 @@ fn summary(f: &Fixtures, runs: u32, fast: u64, slow: u64) {
             target: "~5 ns on a current x86 core",
         },
         Row {
-            operation: "packet floor + SeqCst fence before doorbell (as core's publish)",
+            operation: "packet floor + SeqCst fence before doorbell (reference)",
             measured: floor_fenced,
             floor: pf,
             target: "(reference)",

@@ -19,7 +19,7 @@ use aqueduct::{Error, KernelLaunch, Runtime, SingleThread, StreamHandle};
 type Mem = LoopbackMemory<34, 8, 64, 80, 4096>;
 type Backend = Loopback<'static, 34, 8, 64, 80, 4096>;
 /// 34 stream slots, 16 events, 2 threads, 32 marker signals.
-type Rt = Runtime<Backend, SingleThread, 34, 16, 2, 32>;
+type Rt = Runtime<Backend, SingleThread, 34, 16, 2, 32, 1, 8, 1>;
 
 const STREAMS: usize = 32;
 
