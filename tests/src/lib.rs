@@ -8,7 +8,7 @@ use aqueduct::aql::{
     BarrierPacket, BarrierValuePacket, KernelDispatchPacket, Packet, PacketType, PacketWords, QueueFault,
 };
 use aqueduct::loopback::{Dispatch, Loopback, LoopbackMemory, LoopbackQueue, TraceEntry};
-use aqueduct::{Backend, HostFn, KernelLaunch, Result, Runtime, SingleThread, StreamHandle, ThreadKeys};
+use aqueduct::{Backend, HostFn, KernelLaunch, Result, Runtime, SingleThread, StreamHandle, ThreadKey, ThreadKeys};
 
 /// The default loopback memory (40 queues of 64 packets).
 pub type Mem = LoopbackMemory<40, 64, 256, 160, 65536>;
@@ -35,6 +35,44 @@ pub fn mem() -> &'static Mem {
 /// A runtime over a fresh one-device loopback.
 pub fn runtime() -> Rt {
     Runtime::new(Loopback::new(mem()), SingleThread)
+}
+
+/// Thread keys for std threads: each thread gets its own key from a process-wide counter.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StdThreads;
+
+static NEXT_THREAD_KEY: AtomicU64 = AtomicU64::new(1);
+
+std::thread_local! {
+    static THREAD_KEY: u64 = NEXT_THREAD_KEY.fetch_add(1, Ordering::Relaxed);
+}
+
+impl ThreadKeys for StdThreads {
+    fn current(&self) -> ThreadKey {
+        let k = THREAD_KEY.with(|k| *k);
+        ThreadKey(core::num::NonZeroU64::new(k).expect("keys start at 1"))
+    }
+}
+
+/// A runtime that tells std threads apart.
+pub type MtRt = Runtime<Lb, StdThreads>;
+
+/// A runtime over a fresh one-device loopback whose threads each have their own key.
+pub fn mt_runtime() -> MtRt {
+    Runtime::new(Loopback::new(mem()), StdThreads)
+}
+
+/// [`runtime`], moved to the heap for the rest of the process. A runtime is about 90 KB, so
+/// tests that build several keep them out of their stack frames this way.
+#[inline(never)]
+pub fn leaked_runtime() -> &'static Rt {
+    leak(runtime())
+}
+
+/// [`mt_runtime`], moved to the heap for the rest of the process.
+#[inline(never)]
+pub fn leaked_mt_runtime() -> &'static MtRt {
+    leak(mt_runtime())
 }
 
 /// A runtime over a fresh loopback with `devices` devices.
@@ -73,6 +111,61 @@ pub fn failing_kernel(_d: &Dispatch) -> core::result::Result<(), QueueFault> {
     Err(QueueFault::KernelError)
 }
 
+/// Where [`log_kernel`] appends: a count and the ids in the order the kernels ran.
+#[derive(Debug)]
+pub struct OrderLog {
+    /// Entries written.
+    pub len: AtomicU32,
+    /// The ids, in run order.
+    pub ids: [AtomicU32; 64],
+}
+
+impl OrderLog {
+    /// A fresh log, alive for the rest of the process.
+    pub fn new() -> &'static OrderLog {
+        leak(OrderLog { len: AtomicU32::new(0), ids: core::array::from_fn(|_| AtomicU32::new(0)) })
+    }
+
+    /// The ids logged so far.
+    pub fn ids(&self) -> Vec<u32> {
+        let n = self.len.load(Ordering::SeqCst) as usize;
+        self.ids.iter().take(n).map(|a| a.load(Ordering::SeqCst)).collect()
+    }
+
+    /// The kernel arguments making [`log_kernel`] append `id` here.
+    pub fn args(&'static self, id: u32) -> [u8; 16] {
+        let mut a = [0u8; 16];
+        a[..8].copy_from_slice(&(self as *const OrderLog as usize as u64).to_le_bytes());
+        a[8..].copy_from_slice(&u64::from(id).to_le_bytes());
+        a
+    }
+}
+
+/// Host twin: appends its id to an [`OrderLog`]; arguments `[log address: u64, id: u64]`.
+pub fn log_kernel(d: &Dispatch) -> core::result::Result<(), QueueFault> {
+    // SAFETY: every launch of this kernel passes OrderLog::args: a leaked log's address and an id.
+    let (addr, id): (u64, u64) = unsafe { d.args() };
+    // SAFETY: as above; the log lives for the rest of the process.
+    let log = unsafe { &*(addr as usize as *const OrderLog) };
+    let at = log.len.fetch_add(1, Ordering::SeqCst) as usize;
+    if let Some(slot) = log.ids.get(at) {
+        slot.store(id as u32, Ordering::SeqCst);
+    }
+    Ok(())
+}
+
+/// A kernel launch of `kernel` with `args`, one work-item.
+pub fn kernel_launch(kernel: u64, args: &[u8]) -> KernelLaunch<'_> {
+    KernelLaunch {
+        kernel_object: kernel,
+        grid: [1, 1, 1],
+        workgroup: [1, 1, 1],
+        group_segment_size: 0,
+        private_segment_size: 0,
+        kernarg: args,
+    }
+}
+
 /// Kernel objects of the test kernels on one loopback.
 #[derive(Debug, Clone, Copy)]
 pub struct Kernels {
@@ -82,6 +175,8 @@ pub struct Kernels {
     pub double: u64,
     /// [`failing_kernel`].
     pub fail: u64,
+    /// [`log_kernel`].
+    pub log: u64,
 }
 
 /// Registers the test kernels on a loopback.
@@ -92,6 +187,7 @@ pub fn register<const Q: usize, const R: usize, const KA: usize, const SIG: usiz
         inc: lb.register_kernel(inc_kernel).expect("register inc"),
         double: lb.register_kernel(double_kernel).expect("register double"),
         fail: lb.register_kernel(failing_kernel).expect("register fail"),
+        log: lb.register_kernel(log_kernel).expect("register log"),
     }
 }
 
@@ -210,6 +306,12 @@ impl Pkt {
     /// The completion signal of a barrier-AND (0 for other packets).
     pub fn barrier_completion(&self) -> u64 {
         self.barrier_and().map_or(0, |b| b.completion_signal)
+    }
+
+    /// The `k`-th u64 of a dispatch's kernel arguments (`None` for other packets).
+    pub fn arg(&self, k: u64) -> Option<u64> {
+        // SAFETY: as in `is_launch`; callers ask only for arguments the kernel takes.
+        self.dispatch().map(|d| unsafe { read_u64(d.kernarg_address + 8 * k) })
     }
 
     /// Whether this is a dispatch of `kernel_object` with argument `arg`.
