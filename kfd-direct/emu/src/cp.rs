@@ -120,6 +120,8 @@ pub(crate) struct HwQueue {
     read_dispatch_id: NonNull<AtomicU64>,
     pub(crate) write_dispatch_id: NonNull<RingIndex>,
     doorbell: NonNull<AtomicU64>,
+    /// The doorbell value the CP last acted on (lets the idle loop peek without locking).
+    seen_doorbell: AtomicU64,
     /// Set when the ring BO is not GPU-executable: the first fetch faults (NoExecute).
     noexec_ring: Option<u64>,
     queue_properties: NonNull<AtomicU32>,
@@ -188,6 +190,7 @@ impl HwQueue {
             read_dispatch_id: read,
             write_dispatch_id: write,
             doorbell,
+            seen_doorbell: AtomicU64::new(u64::MAX),
             noexec_ring,
             queue_properties: NonNull::new(ptrs.queue_properties.cast())?,
             cwsr_va,
@@ -208,6 +211,14 @@ impl HwQueue {
         self.cp.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether the doorbell changed since the CP last looked (a lock-free peek).
+    fn doorbell_rung(&self) -> bool {
+        // SAFETY: the doorbell slot is pool memory that lives as long as the machine.
+        let d = unsafe { self.doorbell.as_ref() };
+        // Ordering: Relaxed; a hint only, run_queue reloads with Acquire.
+        d.load(Ordering::Relaxed) != self.seen_doorbell.load(Ordering::Relaxed)
+    }
+
     fn runnable(&self) -> bool {
         // Ordering: Relaxed; the flags are re-read every round.
         self.status.load(Ordering::Relaxed) == status::ACTIVE
@@ -224,9 +235,13 @@ impl HwQueue {
 
     /// Marks `index` complete and moves the visible read index over the completed prefix.
     fn complete(&self, cp: &mut CpState, index: u64) {
-        cp.done.insert(index);
-        while cp.done.remove(&cp.next_retire) {
+        if index == cp.next_retire && cp.done.is_empty() {
             cp.next_retire = cp.next_retire.wrapping_add(1);
+        } else {
+            cp.done.insert(index);
+            while cp.done.remove(&cp.next_retire) {
+                cp.next_retire = cp.next_retire.wrapping_add(1);
+            }
         }
         // SAFETY: constructor contract: the read index is live while the queue is.
         let read = unsafe { self.read_dispatch_id.as_ref() };
@@ -378,6 +393,7 @@ impl Device {
         let mut idle = 0u32;
         let mut rng = Rng::new(self.adversarial.unwrap_or(0) ^ u64::from(self.node.gpu_id));
         let mut jobs: Vec<Job> = Vec::new();
+        let mut twins = TwinCache::default();
         loop {
             // Ordering: Acquire pairs with shutdown/kill's Release store.
             if self.stop.load(Ordering::Acquire) || self.kill.load(Ordering::Acquire) {
@@ -396,12 +412,22 @@ impl Device {
                 // Higher priority first; stable by creation order.
                 snapshot.sort_by_key(|q| std::cmp::Reverse(q.priority.load(Ordering::Relaxed)));
             }
+            // While idle, only peek at the doorbells; a full pass (which also re-polls barrier
+            // dependencies and stalled headers) runs on a doorbell or every 64th idle round.
+            if idle > 0 && idle % 64 != 0 && jobs.is_empty() && !snapshot.iter().any(|q| q.doorbell_rung()) {
+                idle = idle.saturating_add(1);
+                std::hint::spin_loop();
+                if idle >= 20_000 {
+                    idle = idle.next_multiple_of(64);
+                }
+                continue;
+            }
             let mut progress = false;
             for q in &snapshot {
-                progress |= self.run_queue(q, &mut jobs, &mut rng);
+                progress |= self.run_queue(q, &mut jobs, &mut rng, &mut twins);
             }
             if !jobs.is_empty() {
-                progress |= self.run_jobs(&mut jobs, &mut rng);
+                progress |= self.run_jobs(&mut jobs, &mut rng, &mut twins);
             }
             if progress {
                 idle = 0;
@@ -420,7 +446,7 @@ impl Device {
         self.alive.store(false, Ordering::Release);
     }
 
-    fn run_queue(&self, q: &Arc<HwQueue>, jobs: &mut Vec<Job>, rng: &mut Rng) -> bool {
+    fn run_queue(&self, q: &Arc<HwQueue>, jobs: &mut Vec<Job>, rng: &mut Rng, twins: &mut TwinCache) -> bool {
         // The driver changes scheduling parameters under the cp lock (as amdkfd preempts and
         // reloads the queue), so check them after taking it.
         let mut cp = q.lock_cp();
@@ -432,6 +458,8 @@ impl Device {
         // Ordering: Acquire pairs with the producer's doorbell store (after its SeqCst fence), so
         // the published headers up to the value are visible.
         let db = doorbell.load(Ordering::Acquire);
+        // Ordering: Relaxed; only this thread writes it, the idle loop compares it.
+        q.seen_doorbell.store(db, Ordering::Relaxed);
         if db != cp.last_doorbell {
             cp.last_doorbell = db;
             cp.limit = db.wrapping_add(1);
@@ -444,7 +472,7 @@ impl Device {
                 return true;
             }
         }
-        let budget = 1 + q.priority.load(Ordering::Relaxed);
+        let budget = 4 * (1 + q.priority.load(Ordering::Relaxed));
         let max_pending = q.cu_enabled.load(Ordering::Relaxed).clamp(1, 8) as usize;
         let vm = q.vm.read().unwrap_or_else(|e| e.into_inner());
         let mut progress = false;
@@ -464,6 +492,7 @@ impl Device {
                 deferred: None,
                 error: None,
                 profiling: q.profiling(),
+                twins: &mut *twins,
             };
             let step = aql::step(&cp.ring, cp.limit, &mut exec);
             let Exec { deferred, error, .. } = exec;
@@ -514,7 +543,7 @@ impl Device {
         progress
     }
 
-    fn run_jobs(&self, jobs: &mut Vec<Job>, rng: &mut Rng) -> bool {
+    fn run_jobs(&self, jobs: &mut Vec<Job>, rng: &mut Rng, twins: &mut TwinCache) -> bool {
         let mut progress = false;
         for j in jobs.iter_mut() {
             j.rounds = j.rounds.saturating_sub(1);
@@ -552,6 +581,7 @@ impl Device {
                 deferred: None,
                 error: None,
                 profiling: q.profiling(),
+                twins: &mut *twins,
             };
             match exec.run_twin(&job.twin, &job.packet, &job.kernarg) {
                 Ok(()) => {
@@ -667,6 +697,32 @@ struct Exec<'a> {
     deferred: Option<Job>,
     error: Option<Failure>,
     profiling: bool,
+    twins: &'a mut TwinCache,
+}
+
+/// The CP thread's own kernel-object → twin cache (no lock, no SipHash on the hot path).
+#[derive(Default)]
+struct TwinCache {
+    generation: u64,
+    map: std::collections::HashMap<u64, Twin, std::hash::BuildHasherDefault<IdHasher>>,
+}
+
+/// Kernel objects are 64-byte aligned addresses: mixing the bits is hash enough.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 impl Exec<'_> {
@@ -742,7 +798,22 @@ impl Exec<'_> {
         Ok(())
     }
 
-    fn find_twin(&self, object: u64) -> Option<Twin> {
+    fn find_twin(&mut self, object: u64) -> Option<Twin> {
+        // Ordering: Acquire pairs with register_at's Release increment.
+        let g = self.dev.registry.generation.load(Ordering::Acquire);
+        if g != self.twins.generation {
+            self.twins.map.clear();
+            self.twins.generation = g;
+        }
+        if let Some(t) = self.twins.map.get(&object) {
+            return Some(t.clone());
+        }
+        let t = self.find_twin_slow(object)?;
+        self.twins.map.insert(object, t.clone());
+        Some(t)
+    }
+
+    fn find_twin_slow(&self, object: u64) -> Option<Twin> {
         if let Some(t) = self.dev.registry.lookup(object) {
             return Some(t);
         }
@@ -813,7 +884,15 @@ impl PacketExecutor for Exec<'_> {
         let Some(twin) = self.find_twin(packet.kernel_object) else {
             return Outcome::Fault(QueueFault::UnknownKernel);
         };
-        let mut args = vec![0u8; twin.kernarg_size as usize];
+        let len = twin.kernarg_size as usize;
+        let mut small = [0u8; 256];
+        let mut large = Vec::new();
+        let args: &mut [u8] = if len <= small.len() {
+            &mut small[..len]
+        } else {
+            large.resize(len, 0);
+            &mut large
+        };
         if !args.is_empty() {
             match self.vm.translate(&self.dev.pool, self.q.gpu_id, kernarg, args.len() as u64) {
                 // SAFETY: `args.len()` live bytes inside a mapped BO.
@@ -824,20 +903,21 @@ impl PacketExecutor for Exec<'_> {
                 }
             }
         }
+        let args: &[u8] = args;
         if self.adversarial && !Header(packet.header).barrier() {
             self.deferred = Some(Job {
                 queue: Arc::clone(self.q),
                 index: 0,
                 twin,
                 packet: *packet,
-                kernarg: args,
+                kernarg: args.to_vec(),
                 signal: 0,
                 start: self.dev.clock.gpu_ticks(),
                 rounds: 0,
             });
             return Outcome::Done;
         }
-        match self.run_twin(&twin, packet, &args) {
+        match self.run_twin(&twin, packet, args) {
             Ok(()) => {
                 self.release(packet);
                 Outcome::Done
@@ -853,7 +933,12 @@ impl PacketExecutor for Exec<'_> {
     }
 
     fn timestamp(&mut self) -> u64 {
-        self.dev.clock.gpu_ticks()
+        // Only profiling queues get timestamps; skip the clock read otherwise.
+        if self.profiling {
+            self.dev.clock.gpu_ticks()
+        } else {
+            0
+        }
     }
 
     fn in_flight(&self) -> bool {

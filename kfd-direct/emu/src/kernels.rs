@@ -62,7 +62,7 @@ pub type TwinFn = dyn Fn(&KernelCtx<'_>, [u32; 3]) -> Result<(), KernelError> + 
 #[derive(Clone)]
 pub struct Twin {
     /// Name (the symbol without `.kd`).
-    pub name: String,
+    pub name: Arc<str>,
     /// Kernel-argument bytes read at dispatch.
     pub kernarg_size: u32,
     /// The function.
@@ -82,7 +82,7 @@ impl Twin {
         kernarg_size: u32,
         f: impl Fn(&KernelCtx<'_>, [u32; 3]) -> Result<(), KernelError> + Send + Sync + 'static,
     ) -> Twin {
-        Twin { name: name.to_owned(), kernarg_size, f: Arc::new(f) }
+        Twin { name: Arc::from(name), kernarg_size, f: Arc::new(f) }
     }
 }
 
@@ -105,6 +105,8 @@ pub(crate) struct Registry {
     by_name: RwLock<HashMap<String, Twin>>,
     fingerprints: RwLock<Vec<Fingerprint>>,
     next_direct: std::sync::atomic::AtomicU64,
+    /// Bumped whenever an object's binding may change (CP-side caches flush on a change).
+    pub(crate) generation: std::sync::atomic::AtomicU64,
 }
 
 impl Registry {
@@ -125,10 +127,12 @@ impl Registry {
 
     pub(crate) fn register_at(&self, object: u64, twin: Twin) {
         self.by_object.write().unwrap_or_else(|e| e.into_inner()).insert(object, twin);
+        // Ordering: Release pairs with the CP's Acquire check of its cache.
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
     pub(crate) fn register_name(&self, twin: Twin) {
-        self.by_name.write().unwrap_or_else(|e| e.into_inner()).insert(twin.name.clone(), twin);
+        self.by_name.write().unwrap_or_else(|e| e.into_inner()).insert(twin.name.to_string(), twin);
     }
 
     pub(crate) fn by_name(&self, name: &str) -> Option<Twin> {
