@@ -119,6 +119,15 @@ impl AqlRing {
     /// Reserves `n` consecutive slots (steps 1 and 2 of the protocol), waiting at most `spins`
     /// re-reads of the read index for room. `n` must be between 1 and the ring size.
     pub fn reserve(&self, n: u32, spins: u32) -> Result<Reservation<'_>> {
+        let mut hint = self.read_index();
+        self.reserve_hinted(n, spins, &mut hint)
+    }
+
+    /// [`reserve`](Self::reserve) with a producer-side copy of the read index: the room check
+    /// trusts `read_hint` (a value this producer loaded before with Acquire; the index only
+    /// grows, so a stale hint only underestimates the room) and reloads the shared index, which
+    /// the consumer keeps writing, only when the hint says the ring is full.
+    pub fn reserve_hinted(&self, n: u32, spins: u32, read_hint: &mut u64) -> Result<Reservation<'_>> {
         let n = u64::from(n);
         if n == 0 || n > self.size() {
             return Err(Error::InvalidValue);
@@ -128,7 +137,11 @@ impl AqlRing {
             // Ordering: Relaxed is enough for the room estimate; the reservation itself is the
             // AcqRel fetch_add below.
             let w = self.write_index_atomic().load(Ordering::Relaxed);
-            if self.has_room(w.wrapping_add(n), self.read_index()) {
+            if self.has_room(w.wrapping_add(n), *read_hint) {
+                break;
+            }
+            *read_hint = self.read_index();
+            if self.has_room(w.wrapping_add(n), *read_hint) {
                 break;
             }
             if tries >= spins {
@@ -141,7 +154,8 @@ impl AqlRing {
         let first = self.write_index_atomic().fetch_add(n, Ordering::AcqRel);
         // Another producer may have taken the room; its reservation is ahead of ours and will be
         // consumed, so this wait ends once the consumer runs.
-        while !self.has_room(first.wrapping_add(n), self.read_index()) {
+        while !self.has_room(first.wrapping_add(n), *read_hint) {
+            *read_hint = self.read_index();
             core::hint::spin_loop();
         }
         Ok(Reservation { ring: self, first, n, written: 0 })
