@@ -87,6 +87,8 @@ struct Hw<Q> {
     device: u32,
     priority: Priority,
     cu_mask: Option<CuMask>,
+    /// This producer's copy of the ring's read index ([`AqlRing::reserve_hinted`]).
+    read_hint: u64,
 }
 
 struct StreamSlot<Q> {
@@ -576,7 +578,8 @@ impl<
                 return Err(e);
             }
         };
-        Ok(Hw { queue, desc, signal, device, priority, cu_mask: cu_mask.copied() })
+        let read_hint = desc.ring.read_index();
+        Ok(Hw { queue, desc, signal, device, priority, cu_mask: cu_mask.copied(), read_hint })
     }
 
     fn release_hw(&self, hw: Hw<B::Queue>) {
@@ -890,11 +893,11 @@ impl<
     /// Publishes `specs` on stream slot `i` as one batch and rings its doorbell once.
     fn publish(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize, specs: &[Spec<'_>]) -> Result<()> {
         let slot = st.streams.get_mut(i).ok_or(Error::InvalidHandle)?;
-        let hw = slot.hw.as_ref().ok_or(Error::InvalidHandle)?;
+        let hw = slot.hw.as_mut().ok_or(Error::InvalidHandle)?;
         let desc = hw.desc;
         let progress = hw.signal.0;
         let n = u32::try_from(specs.len()).map_err(|_| Error::InvalidValue)?;
-        let mut res = desc.ring.reserve(n, DEFAULT_ROOM_SPINS)?;
+        let mut res = desc.ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, &mut hw.read_hint)?;
         let mut counted = 0u64;
         for spec in specs {
             let index = res.next_index();

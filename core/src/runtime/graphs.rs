@@ -242,6 +242,24 @@ impl<
         })
     }
 
+    /// `hipGraphAddDependencies`: `to[k]` runs after `from[k]`. Lists of different lengths,
+    /// unknown nodes and self-edges are `InvalidValue` (and add nothing); a cycle is only
+    /// detected when the graph is instantiated.
+    pub fn graph_add_dependencies(&self, g: GraphHandle, from: &[NodeId], to: &[NodeId]) -> Result<()> {
+        if from.len() != to.len() {
+            return Err(Error::InvalidValue);
+        }
+        self.with_graph_mut(g, |gr| {
+            if from.iter().zip(to).any(|(f, t)| f == t || gr.node(*f).is_none() || gr.node(*t).is_none()) {
+                return Err(Error::InvalidValue);
+            }
+            for (f, t) in from.iter().zip(to) {
+                gr.add_edge(*f, *t)?;
+            }
+            Ok(())
+        })
+    }
+
     // ----- instantiate ---------------------------------------------------------------------
 
     /// `hipGraphInstantiate`.
@@ -301,10 +319,15 @@ impl<
                 exec.signal_count = exec.signal_count.max(k + 1);
             }
         }
-        // Kernel arguments, copied once into backend memory.
+        // Kernel arguments, copied once into backend memory in node order; `arg_at` holds each
+        // node's offset there, since packets are laid out in plan order, which differs.
         let mut arg_bytes = 0usize;
+        let mut arg_at = [0u64; N];
         for id in 0..graph.node_count() {
             if let Some(NodeKind::Dispatch(d)) = graph.node(NodeId(id as u16)).map(|n| n.kind) {
+                if let Some(at) = arg_at.get_mut(id) {
+                    *at = arg_bytes as u64;
+                }
                 arg_bytes += (d.arg_len as usize).div_ceil(16) * 16;
             }
         }
@@ -312,7 +335,6 @@ impl<
             exec.kernarg = self.backend.memory_alloc(device, arg_bytes, MemoryKind::Host)?;
         }
         let kernarg = exec.kernarg;
-        let mut arg_cursor = 0u64;
         let signals = exec.signals;
         let mut len = 0usize;
         let mut patches: heapless::Vec<Patch, MAX_PATCHES> = heapless::Vec::new();
@@ -363,7 +385,8 @@ impl<
                                 n = 1;
                             }
                             NodeKind::Dispatch(d) => {
-                                let address = if d.arg_len > 0 { kernarg + arg_cursor } else { 0 };
+                                let at = arg_at.get(usize::from(node.0)).copied().unwrap_or(0);
+                                let address = if d.arg_len > 0 { kernarg + at } else { 0 };
                                 let mut p = Self::dispatch_packet(
                                     d.kernel_object,
                                     d.grid,
@@ -424,7 +447,6 @@ impl<
                         NodeKind::EventWait(event) => patches
                             .push(Patch::EventWait { index: first as u16, event })
                             .map_err(|_| Error::NotSupported)?,
-                        NodeKind::Dispatch(d) => arg_cursor += u64::from(d.arg_len.div_ceil(16) * 16),
                         _ => {}
                     }
                     for k in 0..n {
@@ -439,7 +461,7 @@ impl<
         len = len.saturating_sub(1);
         exec.len = len;
         exec.patches = patches;
-        // Kernel arguments into backend memory, in node order (the cursor order above).
+        // Kernel arguments into backend memory, in node order (the `arg_at` offsets above).
         let mut cursor = 0u64;
         for id in 0..graph.node_count() {
             if let Some(NodeKind::Dispatch(d)) = graph.node(NodeId(id as u16)).map(|n| n.kind) {
@@ -620,7 +642,7 @@ impl<
         let exec = st.execs.get(xi).ok_or(Error::InvalidValue)?;
         let body = exec.packets.get(set).map(|s| s.as_flattened()).and_then(|s| s.get(..exec.len)).unwrap_or(&[]);
         let slot = st.streams.get_mut(i).ok_or(Error::InvalidHandle)?;
-        let hw = slot.hw.as_ref().ok_or(Error::InvalidHandle)?;
+        let hw = slot.hw.as_mut().ok_or(Error::InvalidHandle)?;
         let progress = hw.signal.0;
         let ring = hw.desc.ring;
         let mut close = BarrierPacket::and([0; 5], progress);
@@ -637,7 +659,7 @@ impl<
         let mut left = total;
         while left > 0 {
             let n = left.min(ring.size());
-            let mut res = ring.reserve(n as u32, DEFAULT_ROOM_SPINS)?;
+            let mut res = ring.reserve_hinted(n as u32, DEFAULT_ROOM_SPINS, &mut hw.read_hint)?;
             while res.remaining() > 0 {
                 if let Some(b) = deps_left.next() {
                     res.write(&b);
