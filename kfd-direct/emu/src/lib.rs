@@ -36,7 +36,7 @@
 //!
 //! ## Memory ordering
 //!
-//! The producer publishes packets with core's protocol (body, Release header store, SeqCst fence,
+//! The producer publishes packets with core's protocol (body, Release header store, Release fence,
 //! doorbell store). The CP loads the doorbell with Acquire, reads headers with Acquire (inside
 //! the step), applies an Acquire fence for packets with an acquire scope and a Release fence
 //! before completing a signal with an AcqRel decrement, then stores the mailbox with Release and

@@ -221,6 +221,8 @@ pub struct Queue {
     pub doorbell: *mut u64,
     pub args: CreateQueueArgs,
     pub gpu_index: usize,
+    /// The producer's copy of the read index (core's `AqlRing::reserve_hinted`).
+    pub read_hint: std::cell::Cell<u64>,
 }
 
 pub struct QueueSpec {
@@ -323,7 +325,8 @@ impl Harness {
             )
         }
         .unwrap();
-        Queue { id: args.queue_id, amd_queue, ring_buf, eop, cwsr, ring, doorbell, args, gpu_index }
+        let read_hint = std::cell::Cell::new(ring.read_index());
+        Queue { id: args.queue_id, amd_queue, ring_buf, eop, cwsr, ring, doorbell, args, gpu_index, read_hint }
     }
 
     pub fn create_queue(&self) -> Queue {
@@ -339,7 +342,9 @@ impl Harness {
 impl Queue {
     /// Publishes packets with core's protocol and rings the doorbell once.
     pub fn submit<P: Packet>(&self, packets: &[P]) -> u64 {
-        let mut r = self.ring.reserve(packets.len() as u32, 1 << 20).unwrap();
+        let mut hint = self.read_hint.get();
+        let mut r = self.ring.reserve_hinted(packets.len() as u32, 1 << 20, &mut hint).unwrap();
+        self.read_hint.set(hint);
         for p in packets {
             r.write(p).unwrap();
         }
@@ -349,7 +354,8 @@ impl Queue {
     }
 
     pub fn ring_doorbell(&self, value: u64) {
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        // Ordering: Release orders the published headers before the doorbell (core's publish).
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
         // SAFETY: the doorbell is inside the mapped slice.
         unsafe { std::ptr::write_volatile(self.doorbell, value) };
     }
