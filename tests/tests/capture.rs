@@ -1131,3 +1131,44 @@ fn plain_host_functions_are_captured_as_host_nodes() {
     rt.device_synchronize().unwrap();
     assert_eq!(log.calls(), 0);
 }
+
+#[test]
+fn membership_cycles_among_forks_still_end() {
+    let rt = leaked_runtime();
+    let k = register(rt.backend());
+    let c = cell32(0);
+    let (a, b) = (rt.stream_create(0).unwrap(), rt.stream_create(0).unwrap());
+    rt.stream_begin_capture(a, GLOBAL).unwrap();
+    launch(rt, a, k.inc, addr32(c)).unwrap(); // 0
+    fork(rt, a, b);
+    launch(rt, b, k.inc, addr32(c)).unwrap(); // 1
+    join(rt, b, a);
+    launch(rt, a, k.inc, addr32(c)).unwrap(); // 2
+                                              // b, already a member, waits on a again: it only gains dependencies.
+    join(rt, a, b);
+    assert_eq!(rt.stream_capture_info(b).unwrap().dependencies.as_slice(), &[NodeId(1), NodeId(2)]);
+    launch(rt, b, k.inc, addr32(c)).unwrap(); // 3
+    join(rt, b, a);
+    launch(rt, a, k.inc, addr32(c)).unwrap(); // 4
+    let g = rt.stream_end_capture(a).unwrap();
+    assert_eq!(rt.graph_node_count(g), Ok(5));
+    assert_eq!(edges(rt, g), vec![(0, 1), (0, 2), (1, 2), (1, 3), (2, 3), (2, 4), (3, 4)]);
+    let x = rt.graph_instantiate(g).unwrap();
+    rt.graph_exec_destroy(x).unwrap();
+}
+
+#[test]
+fn per_thread_stream_captures_like_a_blocking_stream() {
+    let rt = leaked_runtime();
+    let k = register(rt.backend());
+    let c = cell32(0);
+    const PT: StreamHandle = StreamHandle::PER_THREAD;
+    rt.stream_begin_capture(PT, GLOBAL).unwrap();
+    launch(rt, PT, k.inc, addr32(c)).unwrap();
+    assert_eq!(status(rt, PT), CaptureStatus::Active);
+    // The per-thread stream is blocking: the legacy stream would depend on it.
+    assert_eq!(rt.stream_is_capturing(NULL), Err(Error::StreamCaptureImplicit));
+    let g = rt.stream_end_capture(PT).unwrap();
+    assert_eq!(rt.graph_node_count(g), Ok(1));
+    assert_eq!(c.load(Ordering::SeqCst), 0);
+}
