@@ -897,7 +897,9 @@ impl<
         let desc = hw.desc;
         let progress = hw.signal.0;
         let n = u32::try_from(specs.len()).map_err(|_| Error::InvalidValue)?;
-        let mut res = desc.ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, &mut hw.read_hint)?;
+        // SAFETY: a stream's ring has one producer, this runtime, which publishes into it only
+        // while holding the state lock (held here through `st`).
+        let mut res = unsafe { desc.ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, &mut hw.read_hint) }?;
         let mut counted = 0u64;
         for spec in specs {
             let index = res.next_index();
@@ -1114,6 +1116,17 @@ impl<
         Ok(i)
     }
 
+    /// The checks an async work API makes on its stream when there is nothing to enqueue
+    /// (a zero-byte copy): the stream must resolve and must not be detached.
+    fn check_work_stream(&self, s: StreamHandle) -> Result<()> {
+        let mut st = self.state.lock();
+        let i = self.resolve_for_work(&mut st, s)?;
+        match Self::capture_status_of(&st, i) {
+            CaptureStatus::Invalidated if Self::capture_of(&st, i).is_some() => Err(Error::StreamCaptureInvalidated),
+            _ => Ok(()),
+        }
+    }
+
     /// Markers taken for the operation just submitted on slot `i` are released after its last
     /// counted packet (or at once if nothing was published); `take_marker` left them pending.
     fn release_taken_markers(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize) {
@@ -1312,7 +1325,7 @@ impl<
             return Err(Error::InvalidValue);
         }
         if bytes == 0 {
-            self.stream_attr(s, Error::ContextIsDestroyed, |_| ())?;
+            self.check_work_stream(s)?;
             return Ok(());
         }
         self.builtin(s, BuiltinKernel::Copy, CopyArgs { dst, src, bytes })
@@ -1325,7 +1338,7 @@ impl<
             return Err(Error::InvalidValue);
         }
         if count == 0 {
-            self.stream_attr(s, Error::ContextIsDestroyed, |_| ())?;
+            self.check_work_stream(s)?;
             return Ok(());
         }
         self.builtin(s, BuiltinKernel::Fill, FillArgs { dst, count, value, element_bytes })

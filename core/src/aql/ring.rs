@@ -161,6 +161,39 @@ impl AqlRing {
         Ok(Reservation { ring: self, first, n, written: 0 })
     }
 
+    /// The single-producer reservation HSA allows for a queue only one agent writes
+    /// (`hsa_queue_store_write_index` instead of the atomic add, kfd-aql.md §3.3 step 1): a load
+    /// and a store of the write index, with the room check of
+    /// [`reserve_hinted`](Self::reserve_hinted). A full ring is `NotReady` and reserves nothing.
+    ///
+    /// # Safety
+    /// No other producer may reserve in this ring until the returned reservation is dropped
+    /// (core's runtime publishes into a stream's ring only under its lock).
+    pub unsafe fn reserve_single_producer(&self, n: u32, spins: u32, read_hint: &mut u64) -> Result<Reservation<'_>> {
+        let n = u64::from(n);
+        if n == 0 || n > self.size() {
+            return Err(Error::InvalidValue);
+        }
+        // Ordering: Relaxed; this producer is the only writer of the index.
+        let first = self.write_index_atomic().load(Ordering::Relaxed);
+        let mut tries = 0u32;
+        while !self.has_room(first.wrapping_add(n), *read_hint) {
+            *read_hint = self.read_index();
+            if self.has_room(first.wrapping_add(n), *read_hint) {
+                break;
+            }
+            if tries >= spins {
+                return Err(Error::NotReady);
+            }
+            tries += 1;
+            core::hint::spin_loop();
+        }
+        // Ordering: Relaxed; packets are published by their Release headers and the doorbell,
+        // not by the write index.
+        self.write_index_atomic().store(first.wrapping_add(n), Ordering::Relaxed);
+        Ok(Reservation { ring: self, first, n, written: 0 })
+    }
+
     /// Reads the published packet at `index` (consumer side): `None` while the slot is INVALID.
     pub fn read(&self, index: u64) -> Option<PacketWords> {
         // Ordering: Acquire pairs with the producer's Release publish of dword 0.

@@ -659,7 +659,8 @@ impl<
         let mut left = total;
         while left > 0 {
             let n = left.min(ring.size());
-            let mut res = ring.reserve_hinted(n as u32, DEFAULT_ROOM_SPINS, &mut hw.read_hint)?;
+            // SAFETY: a stream's ring has one producer, this runtime, under the state lock.
+            let mut res = unsafe { ring.reserve_single_producer(n as u32, DEFAULT_ROOM_SPINS, &mut hw.read_hint) }?;
             while res.remaining() > 0 {
                 if let Some(b) = deps_left.next() {
                     res.write(&b);
