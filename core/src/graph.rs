@@ -99,6 +99,10 @@ impl NodeKind {
 pub struct Node {
     /// What it does.
     pub kind: NodeKind,
+    /// Where this node's incoming edges start in the edge list (they are contiguous while the
+    /// graph is built with [`Graph::add_node`] only).
+    in_start: u32,
+    in_len: u16,
 }
 
 /// A fixed-capacity DAG.
@@ -109,6 +113,9 @@ pub struct Graph<const N: usize> {
     edge_len: usize,
     arena: [[u8; ARG_BYTES_PER_NODE]; N],
     arena_len: usize,
+    /// True while every edge came from `add_node`: node ids are then a topological order and
+    /// each node's incoming edges are one contiguous run, so planning needs no adjacency build.
+    ordered: bool,
 }
 
 /// Kernel-argument bytes a graph holds per node of capacity.
@@ -152,6 +159,7 @@ impl<const N: usize> Graph<N> {
             edge_len: 0,
             arena: [[0; ARG_BYTES_PER_NODE]; N],
             arena_len: 0,
+            ordered: true,
         }
     }
 
@@ -203,6 +211,7 @@ impl<const N: usize> Graph<N> {
         self.len = 0;
         self.edge_len = 0;
         self.arena_len = 0;
+        self.ordered = true;
     }
 
     /// Copies kernel arguments into the arena (16-byte aligned); returns their offset.
@@ -234,8 +243,9 @@ impl<const N: usize> Graph<N> {
         }
         let index = self.len;
         let id = NodeId(u16::try_from(index).map_err(|_| Error::OutOfMemory)?);
+        let in_start = u32::try_from(self.edge_len).map_err(|_| Error::OutOfMemory)?;
         let slot = self.nodes.get_mut(index).ok_or(Error::OutOfMemory)?;
-        *slot = Some(Node { kind });
+        *slot = Some(Node { kind, in_start, in_len: distinct as u16 });
         self.len += 1;
         for (i, d) in deps.iter().enumerate() {
             // The node is new, so only duplicates within `deps` could repeat an edge.
@@ -261,6 +271,7 @@ impl<const N: usize> Graph<N> {
         if self.edges().contains(&(from, to)) {
             return Ok(());
         }
+        self.ordered = false;
         self.push_edge(from, to)
     }
 
@@ -333,9 +344,30 @@ impl<const N: usize> Graph<N> {
     /// Walks the nodes in topological order deciding how each is ordered in one in-order queue,
     /// and hands every step to `step` with the node that a wait names in place of a slot.
     fn walk(&self, mut step: impl FnMut(Walked) -> Result<()>) -> Result<()> {
-        let mut order = [NodeId(0); N];
-        self.topological_order(&mut order)?;
-        let preds = Adjacency::<N>::build(self.edges(), true);
+        // Built with `add_node` only: ids are a topological order and incoming edges contiguous.
+        // Otherwise: Kahn's order and an adjacency of incoming edges.
+        let (order, adjacency) = if self.ordered {
+            (None, None)
+        } else {
+            let mut order = [NodeId(0); N];
+            self.topological_order(&mut order)?;
+            (Some(order), Some(Adjacency::<N>::build(self.edges(), true)))
+        };
+        let edges = self.edges();
+        let preds = |id: NodeId| -> &[(NodeId, NodeId)] {
+            match self.node(id) {
+                Some(n) => edges.get(n.in_start as usize..n.in_start as usize + usize::from(n.in_len)).unwrap_or(&[]),
+                None => &[],
+            }
+        };
+        let pred_ids = |id: NodeId, f: &mut dyn FnMut(NodeId)| match &adjacency {
+            Some(a) => a.row(id).iter().for_each(|&d| f(d)),
+            None => preds(id).iter().for_each(|e| f(e.0)),
+        };
+        let node_at = |k: usize| match &order {
+            Some(o) => o.get(k).copied().unwrap_or(NodeId(0)),
+            None => NodeId(k as u16),
+        };
         // Nodes known complete at the current point of the sequence; published nodes not known
         // complete are "in flight" (kept in a list with each node's position in it).
         let mut done = [false; N];
@@ -343,10 +375,11 @@ impl<const N: usize> Graph<N> {
         let mut position = [0u16; N];
         let mut flying = 0usize;
         let mut first = true;
-        for id in order.iter().take(self.len).copied() {
-            let undone =
-                || preds.row(id).iter().copied().filter(|d| !done.get(usize::from(d.0)).copied().unwrap_or(true));
-            let count = undone().count();
+        let is_done = |d: NodeId, done: &[bool; N]| done.get(usize::from(d.0)).copied().unwrap_or(true);
+        for k in 0..self.len {
+            let id = node_at(k);
+            let mut count = 0usize;
+            pred_ids(id, &mut |d| count += usize::from(!is_done(d, &done)));
             if count > 0 && count == flying {
                 // It waits for everything in flight: the barrier bit says exactly that.
                 step(Walked::Node { node: id, barrier: true })?;
@@ -359,9 +392,13 @@ impl<const N: usize> Graph<N> {
             } else {
                 let mut wait = [None; 5];
                 let mut k = 0;
-                for d in undone() {
+                let mut result = Ok(());
+                pred_ids(id, &mut |d| {
+                    if is_done(d, &done) || result.is_err() {
+                        return;
+                    }
                     if k == 5 {
-                        step(Walked::Wait { nodes: wait, barrier: first })?;
+                        result = step(Walked::Wait { nodes: wait, barrier: first });
                         first = false;
                         wait = [None; 5];
                         k = 0;
@@ -370,15 +407,16 @@ impl<const N: usize> Graph<N> {
                         *w = Some(d);
                     }
                     k += 1;
-                }
+                });
+                result?;
                 if k > 0 {
                     step(Walked::Wait { nodes: wait, barrier: first })?;
                     first = false;
                 }
-                for &d in preds.row(id) {
-                    let Some(flag) = done.get_mut(usize::from(d.0)) else { continue };
+                let mut newly_done = |d: NodeId| {
+                    let Some(flag) = done.get_mut(usize::from(d.0)) else { return };
                     if *flag {
-                        continue;
+                        return;
                     }
                     *flag = true;
                     // Swap-remove `d` from the in-flight list.
@@ -391,7 +429,8 @@ impl<const N: usize> Graph<N> {
                     if let Some(p) = position.get_mut(usize::from(last.0)) {
                         *p = at as u16;
                     }
-                }
+                };
+                pred_ids(id, &mut newly_done);
                 step(Walked::Node { node: id, barrier: first })?;
             }
             first = false;
