@@ -4,9 +4,15 @@
 //!
 //! Layouts follow `linux/kfd_ioctl.h` (KFD ABI 1.17; kfd-aql.md §1.3) and ROCr's
 //! `amd_hsa_queue.h` / `hsa.h` (§4.2, §4.3). Every struct is `repr(C)` with `const` size and
-//! offset assertions here; the test suite additionally compares them with the system headers
-//! (`tests/layout.rs`). Packets and `amd_signal_t` are not repeated here: they live in core
-//! ([`aqueduct::aql`], [`aqueduct::AmdSignal`]).
+//! offset assertions here; the emulator's test suite additionally compares them with the system
+//! headers (`kfd-direct/emu/tests/layout.rs`). Packets and `amd_signal_t` are not repeated here:
+//! they live in core (`aqueduct::aql`, `aqueduct::AmdSignal`).
+//!
+//! The crate is `#![no_std]` without dependencies: the kfd-direct backend (`aqueduct-kfd`) and its
+//! emulator (`aqueduct-kfd-emu`) both build on it, so the emulator never links the backend it
+//! emulates for (DESIGN.md).
+
+#![no_std]
 
 use core::mem::{offset_of, size_of};
 

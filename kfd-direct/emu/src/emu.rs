@@ -409,15 +409,23 @@ impl Emu {
     /// readable and writable for the sizes the ioctl uses, as a real kernel would require.
     pub unsafe fn ioctl(&self, fd: Fd, request: u64, arg: *mut c_void) -> SysResult<i32> {
         let entry = self.fd_entry(fd)?;
-        if entry.kind != FdKind::Kfd {
-            return Err(Errno::ENOTTY);
+        let req = Request::decode(request);
+        if let FdKind::Render(i) = entry.kind {
+            if req.ty != crate::drm::DRM_IOCTL_BASE {
+                return Err(Errno::ENOTTY);
+            }
+            // SAFETY: forwarded caller contract.
+            return unsafe { crate::drm::ioctl(&self.m.nodes[i], request, arg) };
         }
         let proc = self.process().ok_or(Errno::EBADF)?;
-        let req = Request::decode(request);
         if let Some(e) = self.injected_ioctl_fault(req.nr) {
             return Err(e);
         }
-        let kreq = Request::decode(abi::kernel_request(req.nr).ok_or(Errno::EINVAL)?);
+        let Some(kreq) = abi::kernel_request(req.nr) else {
+            // SAFETY: forwarded caller contract.
+            return unsafe { crate::dialect::ioctl(self, req, arg) };
+        };
+        let kreq = Request::decode(kreq);
         let usize_ = req.size;
         let mut buf = vec![0u8; usize_.max(kreq.size)];
         let addr = arg as u64;
@@ -787,8 +795,19 @@ impl Emu {
         let sizes = node.props.queue_sizes();
         let mut vm = proc.vm.write().unwrap_or_else(|e| e.into_inner());
         let gpu = a.gpu_id;
-        let wptr_bo = Self::queue_buffer(&vm, gpu, a.write_pointer_address, limits::PAGE_SIZE)?;
-        let rptr_bo = Self::queue_buffer(&vm, gpu, a.read_pointer_address, limits::PAGE_SIZE)?;
+        // Queue-buffer validation (`kfd_queue_acquire_buffers`) arrived with KFD 1.16 (Linux
+        // 6.12); older drivers, such as the 1.8–1.11 ROCm 5.2 talks to, only need the buffers to
+        // be reachable. They are then pinned by whichever BO holds them.
+        let legacy = self.m.config.version < (1, 16);
+        let queue_buffer = |vm: &Vm, addr: u64, size: u64| {
+            if legacy {
+                vm.bo_at(addr).filter(|b| b.mapped.contains(&gpu)).map(|b| b.handle).ok_or(Errno::EINVAL)
+            } else {
+                Self::queue_buffer(vm, gpu, addr, size)
+            }
+        };
+        let wptr_bo = queue_buffer(&vm, a.write_pointer_address, limits::PAGE_SIZE)?;
+        let rptr_bo = queue_buffer(&vm, a.read_pointer_address, limits::PAGE_SIZE)?;
         // AQL: both indices live in one amd_queue_t at +56 / +128.
         let page = a.read_pointer_address & !(limits::PAGE_SIZE - 1);
         if a.read_pointer_address - page != abi::AMD_QUEUE_READ_DISPATCH_ID
@@ -796,7 +815,7 @@ impl Emu {
         {
             return Err(Errno::EINVAL);
         }
-        let ring_bo = Self::queue_buffer(&vm, gpu, a.ring_base_address, u64::from(a.ring_size))?;
+        let ring_bo = queue_buffer(&vm, a.ring_base_address, u64::from(a.ring_size))?;
         if a.ring_base_address % limits::PAGE_SIZE != 0 {
             return Err(Errno::EINVAL);
         }
@@ -805,13 +824,15 @@ impl Emu {
             if a.eop_buffer_size != sizes.eop_buffer_size {
                 return Err(Errno::EINVAL);
             }
-            bos.push(Self::queue_buffer(&vm, gpu, a.eop_buffer_address, a.eop_buffer_size)?);
+            bos.push(queue_buffer(&vm, a.eop_buffer_address, a.eop_buffer_size)?);
         }
-        if a.ctl_stack_size != sizes.ctl_stack_size || a.ctx_save_restore_size < sizes.cwsr_size {
-            return Err(Errno::EINVAL);
+        if !legacy || a.ctx_save_restore_address != 0 {
+            if a.ctl_stack_size != sizes.ctl_stack_size || a.ctx_save_restore_size < sizes.cwsr_size {
+                return Err(Errno::EINVAL);
+            }
+            let cwsr_total = node.props.cwsr_bo_size_for(a.ctx_save_restore_size);
+            bos.push(queue_buffer(&vm, a.ctx_save_restore_address, cwsr_total)?);
         }
-        let cwsr_total = node.props.cwsr_bo_size_for(a.ctx_save_restore_size);
-        bos.push(Self::queue_buffer(&vm, gpu, a.ctx_save_restore_address, cwsr_total)?);
 
         let ring_exec = vm.bos.get(&ring_bo).is_some_and(|b| b.flags & mem_flags::EXECUTABLE != 0);
         let tr = |va: u64, len: u64| vm.translate(&self.m.pool, gpu, va, len).map_err(|_| Errno::EINVAL);

@@ -45,6 +45,8 @@
 pub mod abi;
 pub mod codeobj;
 mod cp;
+pub mod dialect;
+pub mod drm;
 mod emu;
 mod errno;
 mod events;

@@ -223,8 +223,31 @@ pub struct GpuNode {
 }
 
 /// `HSA_CAPABILITY` bits the GPU nodes advertise: 4 watch points (bits 7..11), doorbell type 2
-/// (bits 13:12), debug trap (15), SVM API (27), debugger-supported firmware (29).
-pub const GPU_CAPABILITY: u32 = (1 << 7) | (2 << 8) | (2 << 12) | (1 << 15) | (1 << 27) | (1 << 29);
+/// (bits 13:12), debug trap (15), SRAM ECC (26, so the ISA is `sramecc+`), SVM API (27),
+/// debugger-supported firmware (29).
+pub const GPU_CAPABILITY: u32 = (1 << 7) | (2 << 8) | (2 << 12) | (1 << 15) | (1 << 26) | (1 << 27) | (1 << 29);
+
+/// One cache of a GPU node's `caches/N/properties`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheProps {
+    /// Cache level (1, 2).
+    pub level: u32,
+    /// Size in KiB.
+    pub size_kib: u32,
+    /// Line size in bytes.
+    pub line_bytes: u32,
+    /// Ways.
+    pub association: u32,
+    /// `HSA_CACHE_TYPE` bits: 1 data, 2 instruction, 4 CPU, 8 HSA CU.
+    pub ty: u32,
+}
+
+/// The data caches every GPU node advertises (ROCr keeps the HSA-CU data caches and asserts
+/// that there is at least one).
+pub const GPU_CACHES: [CacheProps; 2] = [
+    CacheProps { level: 1, size_kib: 16, line_bytes: 64, association: 4, ty: 9 },
+    CacheProps { level: 2, size_kib: 8192, line_bytes: 128, association: 16, ty: 9 },
+];
 
 /// Builds the GPU nodes for a list of profiles: node `i + 1`, distinct gpu ids, render minors
 /// 128, 129, …
@@ -317,7 +340,7 @@ impl SysfsTree {
             ("cpu_cores_count", 0),
             ("simd_count", p.simd_count.into()),
             ("mem_banks_count", 1),
-            ("caches_count", 0),
+            ("caches_count", GPU_CACHES.len() as u64),
             ("io_links_count", 1),
             ("p2p_links_count", 0),
             ("cpu_core_id_base", 0),
@@ -358,6 +381,16 @@ impl SysfsTree {
         let _ = writeln!(s, "max_engine_clk_ccompute 3700");
         self.put(&format!("{dir}/properties"), s);
         self.put(&format!("{dir}/mem_banks/0/properties"), mem_bank(1, p.vram_bytes, 1600));
+        let simd_id_base = 0x8000_0000 + (g.node - 1) * 0x1000;
+        for (i, c) in GPU_CACHES.iter().enumerate() {
+            self.put(
+                &format!("{dir}/caches/{i}/properties"),
+                format!(
+                    "processor_id_low {simd_id_base}\nlevel {}\nsize {}\ncache_line_size {}\ncache_lines_per_tag 1\nassociation {}\nlatency 1\ntype {}\nsibling_map 1\n",
+                    c.level, c.size_kib, c.line_bytes, c.association, c.ty
+                ),
+            );
+        }
         self.put(
             &format!("{dir}/io_links/0/properties"),
             format!(

@@ -1,0 +1,266 @@
+//! Typed amdkfd ioctls (kfd-aql.md §1.3) and GPU buffers (§1.4) over a [`Sys`].
+//!
+//! Each call fills the real argument struct from [`crate::abi`], issues the ioctl by its full
+//! request number and turns a failure into [`KfdError::Sys`] naming the step and the errno.
+//!
+//! # Buffers
+//!
+//! A buffer is made in four steps, each undone in reverse order if a later one fails
+//! ([`Driver::alloc`]): reserve CPU VA (`PROT_NONE` anonymous mapping; GPU VA == CPU VA on GFX9+
+//! dGPUs), `ALLOC_MEMORY_OF_GPU` at that VA, `MAP_MEMORY_TO_GPU` on every device that must reach
+//! it, and — when the CPU needs it — `mmap(MAP_FIXED)` of the render node at the returned offset
+//! over the reservation. [`Driver::free`] unmaps from the GPUs, frees, and drops the mapping.
+
+use core::ffi::c_void;
+
+use crate::abi::{self, request};
+use crate::error::{KfdError, KfdResult, Op};
+use crate::sys::{Errno, Mapping, RawFd, Sys};
+
+/// CPU page size.
+pub const PAGE: u64 = 4096;
+
+/// Flags of host memory the GPU and CPU share coherently (rings, signals, kernel arguments, the
+/// event page; §1.4 "typical flag sets").
+pub const GTT_FLAGS: u32 = abi::mem_flags::GTT
+    | abi::mem_flags::WRITABLE
+    | abi::mem_flags::EXECUTABLE
+    | abi::mem_flags::COHERENT
+    | abi::mem_flags::UNCACHED
+    | abi::mem_flags::NO_SUBSTITUTE;
+/// Flags of device memory the CPU can reach through a large BAR.
+pub const VRAM_PUBLIC_FLAGS: u32 = abi::mem_flags::VRAM
+    | abi::mem_flags::WRITABLE
+    | abi::mem_flags::EXECUTABLE
+    | abi::mem_flags::NO_SUBSTITUTE
+    | abi::mem_flags::PUBLIC;
+/// Flags of device memory only the GPU touches (EOP).
+pub const VRAM_FLAGS: u32 =
+    abi::mem_flags::VRAM | abi::mem_flags::WRITABLE | abi::mem_flags::EXECUTABLE | abi::mem_flags::NO_SUBSTITUTE;
+
+/// A GPU buffer object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bo {
+    /// GPU VA (== CPU VA).
+    pub va: u64,
+    /// Bytes (page-rounded).
+    pub size: u64,
+    /// KFD handle (`gpu_id << 32 | idr`).
+    pub handle: u64,
+    /// Whether the CPU mapping is in place (else only the VA reservation is).
+    pub cpu: bool,
+}
+
+impl Bo {
+    /// The CPU pointer to byte `off` (valid while the buffer lives, if it is CPU-mapped).
+    pub fn ptr<T>(&self, off: u64) -> *mut T {
+        core::ptr::with_exposed_provenance_mut::<T>((self.va + off) as usize)
+    }
+}
+
+/// The open kfd fd and the system it lives on.
+#[derive(Debug, Clone)]
+pub struct Driver<S: Sys> {
+    /// The system calls.
+    pub sys: S,
+    /// `/dev/kfd`.
+    pub kfd: RawFd,
+}
+
+impl<S: Sys> Driver<S> {
+    /// Issues `request` with `arg`.
+    pub fn ioctl<T>(&self, op: Op, request: u64, arg: &mut T) -> KfdResult<()> {
+        // SAFETY: `arg` is the live argument struct of `request` (callers pair them below); user
+        // pointers inside it point at live locals of the caller.
+        unsafe { self.sys.ioctl(self.kfd, request, (arg as *mut T).cast::<c_void>()) }
+            .map(|_| ())
+            .map_err(|errno| KfdError::Sys { op, errno })
+    }
+
+    /// `GET_VERSION`.
+    pub fn version(&self) -> KfdResult<(u32, u32)> {
+        let mut a = abi::GetVersionArgs::default();
+        self.ioctl(Op::GetVersion, request::GET_VERSION, &mut a)?;
+        Ok((a.major_version, a.minor_version))
+    }
+
+    /// `ACQUIRE_VM`.
+    pub fn acquire_vm(&self, drm_fd: RawFd, gpu_id: u32) -> KfdResult<()> {
+        let mut a = abi::AcquireVmArgs { drm_fd: drm_fd as u32, gpu_id };
+        self.ioctl(Op::AcquireVm, request::ACQUIRE_VM, &mut a)
+    }
+
+    /// `GET_PROCESS_APERTURES_NEW` into `out`; returns the entries filled.
+    pub fn apertures(&self, out: &mut [abi::ProcessDeviceApertures]) -> KfdResult<usize> {
+        let mut a = abi::GetProcessAperturesNewArgs {
+            kfd_process_device_apertures_ptr: out.as_mut_ptr() as u64,
+            num_of_nodes: out.len() as u32,
+            pad: 0,
+        };
+        self.ioctl(Op::GetApertures, request::GET_PROCESS_APERTURES_NEW, &mut a)?;
+        Ok((a.num_of_nodes as usize).min(out.len()))
+    }
+
+    fn map_op(&self, op: Op, request: u64, handle: u64, gpus: &[u32]) -> KfdResult<()> {
+        let mut a = abi::MapMemoryArgs {
+            handle,
+            device_ids_array_ptr: gpus.as_ptr() as u64,
+            n_devices: gpus.len() as u32,
+            n_success: 0,
+        };
+        self.ioctl(op, request, &mut a)
+    }
+
+    fn free_handle(&self, handle: u64) -> KfdResult<()> {
+        let mut a = abi::FreeMemoryOfGpuArgs { handle };
+        self.ioctl(Op::FreeMemory, request::FREE_MEMORY_OF_GPU, &mut a)
+    }
+
+    fn unreserve(&self, va: u64, size: u64) {
+        // SAFETY: the range is a reservation (or a mapping over it) this driver made and
+        // nothing uses any more.
+        let _ = unsafe { self.sys.munmap(core::ptr::with_exposed_provenance_mut(va as usize), size as usize) };
+    }
+
+    /// Allocates a buffer of `bytes` on `gpu_id` with `flags`, GPU-maps it on `map_on` and, if
+    /// `cpu`, CPU-maps it through `render_fd`. Every failure undoes the earlier steps.
+    pub fn alloc(
+        &self,
+        gpu_id: u32,
+        render_fd: RawFd,
+        bytes: u64,
+        flags: u32,
+        map_on: &[u32],
+        cpu: bool,
+    ) -> KfdResult<Bo> {
+        if bytes == 0 {
+            return Err(KfdError::InvalidArgument);
+        }
+        let size = bytes.checked_next_multiple_of(PAGE).ok_or(KfdError::InvalidArgument)?;
+        // SAFETY: a fresh reservation at an address of the kernel's choice.
+        let va = unsafe { self.sys.mmap(core::ptr::null_mut(), size as usize, Mapping::Reserve) }
+            .map_err(|errno| KfdError::Sys { op: Op::ReserveVa, errno })?
+            .expose_provenance() as u64;
+        let mut a = abi::AllocMemoryOfGpuArgs { va_addr: va, size, gpu_id, flags, ..Default::default() };
+        if let Err(e) = self.ioctl(Op::AllocMemory, request::ALLOC_MEMORY_OF_GPU, &mut a) {
+            self.unreserve(va, size);
+            return Err(e);
+        }
+        let handle = a.handle;
+        if let Err(e) = self.map_op(Op::MapMemory, request::MAP_MEMORY_TO_GPU, handle, map_on) {
+            let _ = self.free_handle(handle);
+            self.unreserve(va, size);
+            return Err(e);
+        }
+        if cpu {
+            let at = core::ptr::with_exposed_provenance_mut::<c_void>(va as usize);
+            // SAFETY: `va..va+size` is our reservation, replaced by the buffer's pages.
+            let r =
+                unsafe { self.sys.mmap(at, size as usize, Mapping::Fixed { fd: render_fd, offset: a.mmap_offset }) };
+            if let Err(errno) = r {
+                let _ = self.map_op(Op::UnmapMemory, request::UNMAP_MEMORY_FROM_GPU, handle, map_on);
+                let _ = self.free_handle(handle);
+                self.unreserve(va, size);
+                return Err(KfdError::Sys { op: Op::CpuMap, errno });
+            }
+        }
+        Ok(Bo { va, size, handle, cpu })
+    }
+
+    /// Unmaps `bo` from the GPUs in `mapped_on`, frees it and drops its mapping. Stops at the
+    /// first failure (the buffer then stays as it is, and the error says why).
+    pub fn free(&self, bo: &Bo, mapped_on: &[u32]) -> KfdResult<()> {
+        self.map_op(Op::UnmapMemory, request::UNMAP_MEMORY_FROM_GPU, bo.handle, mapped_on)?;
+        self.free_handle(bo.handle)?;
+        self.unreserve(bo.va, bo.size);
+        Ok(())
+    }
+
+    /// `CREATE_EVENT`; returns `(event_id, slot_index)`.
+    pub fn create_event(&self, ty: u32, auto_reset: bool, page_handle: u64) -> KfdResult<(u32, u32)> {
+        let mut a = abi::CreateEventArgs {
+            event_page_offset: page_handle,
+            event_type: ty,
+            auto_reset: u32::from(auto_reset),
+            ..Default::default()
+        };
+        self.ioctl(Op::CreateEvent, request::CREATE_EVENT, &mut a)?;
+        Ok((a.event_id, a.event_slot_index))
+    }
+
+    /// `DESTROY_EVENT`.
+    pub fn destroy_event(&self, id: u32) -> KfdResult<()> {
+        let mut a = abi::EventIdArgs { event_id: id, pad: 0 };
+        self.ioctl(Op::DestroyEvent, request::DESTROY_EVENT, &mut a)
+    }
+
+    /// `SET_EVENT`.
+    pub fn set_event(&self, id: u32) -> KfdResult<()> {
+        let mut a = abi::EventIdArgs { event_id: id, pad: 0 };
+        self.ioctl(Op::SetEvent, request::SET_EVENT, &mut a)
+    }
+
+    /// `WAIT_EVENTS` (any) over `events` for at most `timeout_ms`; returns the wait result.
+    pub fn wait_events(&self, events: &mut [abi::EventData], timeout_ms: u32) -> KfdResult<u32> {
+        let mut a = abi::WaitEventsArgs {
+            events_ptr: events.as_mut_ptr() as u64,
+            num_events: events.len() as u32,
+            wait_for_all: 0,
+            timeout: timeout_ms,
+            wait_result: 0,
+        };
+        self.ioctl(Op::WaitEvents, request::WAIT_EVENTS, &mut a)?;
+        Ok(a.wait_result)
+    }
+
+    /// `CREATE_QUEUE` (1.17 layout; older kernels zero-extend, §0 item 6).
+    pub fn create_queue(&self, a: &mut abi::CreateQueueArgs) -> KfdResult<()> {
+        self.ioctl(Op::CreateQueue, request::CREATE_QUEUE, a)
+    }
+
+    /// `DESTROY_QUEUE`.
+    pub fn destroy_queue(&self, queue_id: u32) -> KfdResult<()> {
+        let mut a = abi::DestroyQueueArgs { queue_id, pad: 0 };
+        self.ioctl(Op::DestroyQueue, request::DESTROY_QUEUE, &mut a)
+    }
+
+    /// `SET_CU_MASK` with `words` (32 CUs each).
+    pub fn set_cu_mask(&self, queue_id: u32, words: &[u32]) -> KfdResult<()> {
+        let mut a =
+            abi::SetCuMaskArgs { queue_id, num_cu_mask: words.len() as u32 * 32, cu_mask_ptr: words.as_ptr() as u64 };
+        self.ioctl(Op::SetCuMask, request::SET_CU_MASK, &mut a)
+    }
+
+    /// `GET_CLOCK_COUNTERS`: the GPU timestamp counter.
+    pub fn gpu_clock(&self, gpu_id: u32) -> KfdResult<u64> {
+        let mut a = abi::GetClockCountersArgs { gpu_id, ..Default::default() };
+        self.ioctl(Op::ClockCounters, request::GET_CLOCK_COUNTERS, &mut a)?;
+        Ok(a.gpu_clock_counter)
+    }
+
+    /// Maps the doorbell slice of a GPU (`mmap` on the kfd fd, §2).
+    pub fn map_doorbells(&self, doorbell_offset: u64) -> KfdResult<*mut u8> {
+        let base = doorbell_offset & !(abi::limits::DOORBELL_SLICE_BYTES - 1);
+        // SAFETY: a new mapping at an address of the kernel's choice.
+        let p = unsafe {
+            self.sys.mmap(
+                core::ptr::null_mut(),
+                abi::limits::DOORBELL_SLICE_BYTES as usize,
+                Mapping::Shared { fd: self.kfd, offset: base },
+            )
+        }
+        .map_err(|errno| KfdError::Sys { op: Op::MapDoorbell, errno })?;
+        Ok(p.cast::<u8>())
+    }
+
+    /// Drops a doorbell mapping.
+    pub fn unmap_doorbells(&self, p: *mut u8) {
+        // SAFETY: `p` is a doorbell mapping of this driver that no queue uses any more.
+        let _ = unsafe { self.sys.munmap(p.cast(), abi::limits::DOORBELL_SLICE_BYTES as usize) };
+    }
+}
+
+/// Maps a KFD errno the way the HIP layer reports it.
+pub const fn is_out_of_memory(e: Errno) -> bool {
+    matches!(e, Errno::ENOMEM | Errno::ENOSPC)
+}
