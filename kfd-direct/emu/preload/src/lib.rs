@@ -578,7 +578,7 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) ->
         arg = acquire.as_mut_ptr().cast();
     }
     // SAFETY: forwarded caller contract (argument memory as the ioctl requires).
-    let r = unsafe { emu().ioctl(efd, request as u64, arg) };
+    let r = unsafe { emu().ioctl(efd, request, arg) };
     if nr != 0x0c || r.is_err() {
         log!("ioctl({fd}, {ty:#x}/{nr:#x} size {}) = {r:?}", (request >> 16) & 0x3fff);
     }

@@ -1,0 +1,42 @@
+//! `aqueduct run` on the emulated GPU with Debian's unmodified ROCm 5.2 (rocr-on-emu.md stage 1).
+
+use std::path::Path;
+use std::process::Command;
+
+fn require(package: &str, file: &str) {
+    assert!(
+        Path::new(file).exists(),
+        "Debian package `{package}` is missing ({file} not found): apt-get install -y {package}"
+    );
+}
+
+#[test]
+fn rocminfo_lists_the_emulated_gfx90a_agent() {
+    require("rocminfo", "/usr/bin/rocminfo");
+    let out = Command::new(env!("CARGO_BIN_EXE_aqueduct"))
+        .args(["run", "--gpu", "gfx90a", "--", "rocminfo"])
+        .output()
+        .expect("aqueduct run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "rocminfo failed: {:?}\n{text}\n{err}", out.status);
+    for want in [
+        "Name:                    gfx90a",
+        "Marketing Name:          AMD Instinct MI210",
+        "amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-",
+    ] {
+        assert!(text.contains(want), "rocminfo output lacks {want:?}:\n{text}\n{err}");
+    }
+    assert!(text.contains("Device Type:             GPU"), "{text}");
+}
+
+#[test]
+fn run_rejects_an_unknown_gpu_and_reports_a_missing_program() {
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_aqueduct")).args(["run", "--gpu", "gfx9999", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown GPU"));
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_aqueduct")).args(["run", "--", "/nonexistent/program"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(127));
+}
