@@ -1,6 +1,8 @@
 //! Shared helpers for the conformance suites: runtimes over the loopback backend, counting
 //! kernels with host twins, host-memory cells and trace readers.
 
+pub mod conformance;
+
 use core::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
