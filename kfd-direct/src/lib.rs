@@ -188,6 +188,12 @@ impl KfdQueue {
     pub fn device(&self) -> u32 {
         u32::from(self.gpu)
     }
+
+    /// The value last written to the queue's doorbell (the index of the last packet published).
+    pub fn doorbell_value(&self) -> u64 {
+        // SAFETY: the doorbell slot is mapped while the queue lives.
+        unsafe { core::ptr::read_volatile(self.doorbell.as_ptr()) }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]

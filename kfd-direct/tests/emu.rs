@@ -1,0 +1,298 @@
+//! kfd-direct on the emulated GPU: the ioctl sequence of bring-up and teardown, queue creation,
+//! doorbell values, waits with timeouts, injected faults and ioctl failures, code objects from
+//! the fixtures, multi-GPU and fork detection.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use aqueduct::aql::Condition;
+use aqueduct::{Backend, Error, KernelLaunch, Runtime, SingleThread, Timeout};
+use aqueduct_kfd::abi::nr;
+use aqueduct_kfd::{Call, DeviceFault, EmuSys, Errno, Kfd, KfdConfig, KfdError, Op, Sys};
+use aqueduct_kfd_emu::{EmuConfig, GpuProfile, QueueState, Twin};
+
+fn open(config: EmuConfig) -> Kfd<EmuSys> {
+    Kfd::open(EmuSys::new(config).unwrap(), KfdConfig::default()).unwrap()
+}
+
+fn launch(k: u64, args: &[u8]) -> KernelLaunch<'_> {
+    KernelLaunch {
+        kernel_object: k,
+        grid: [1, 1, 1],
+        workgroup: [1, 1, 1],
+        group_segment_size: 0,
+        private_segment_size: 0,
+        kernarg: args,
+    }
+}
+
+#[test]
+fn bring_up_and_teardown_issue_the_documented_ioctl_sequence() {
+    let sys = EmuSys::with_defaults().unwrap();
+    sys.set_tracing(true);
+    let kfd = Kfd::open(sys.clone(), KfdConfig::default()).unwrap();
+    let up = sys.ioctl_trace();
+    // §1.2: version, VM, apertures, event page (alloc, map), the three events, the signal
+    // pool (alloc, map), the blit code object (alloc, map).
+    assert_eq!(
+        up,
+        vec![
+            nr::GET_VERSION,
+            nr::ACQUIRE_VM,
+            nr::GET_PROCESS_APERTURES_NEW,
+            nr::ALLOC_MEMORY_OF_GPU,
+            nr::MAP_MEMORY_TO_GPU,
+            nr::CREATE_EVENT,
+            nr::CREATE_EVENT,
+            nr::CREATE_EVENT,
+            nr::ALLOC_MEMORY_OF_GPU,
+            nr::MAP_MEMORY_TO_GPU,
+            nr::ALLOC_MEMORY_OF_GPU,
+            nr::MAP_MEMORY_TO_GPU,
+        ]
+    );
+    let calls = sys.calls();
+    assert_eq!(calls[0], Call::Open("/dev/kfd".into()));
+    assert_eq!(calls[2], Call::Open("/dev/dri/renderD128".into()));
+    // A queue: five buffers, CREATE_QUEUE, the doorbell slice once.
+    sys.set_tracing(true);
+    let q = kfd.queue_create(0, aqueduct::Priority::Normal, None).unwrap();
+    let mut want = Vec::new();
+    for _ in 0..5 {
+        want.extend([nr::ALLOC_MEMORY_OF_GPU, nr::MAP_MEMORY_TO_GPU]);
+    }
+    want.push(nr::CREATE_QUEUE);
+    assert_eq!(sys.ioctl_trace(), want);
+    assert!(
+        sys.calls().iter().any(|c| matches!(c, Call::MapShared(o) if o >> 62 == 3)),
+        "doorbell slice mapped from the kfd fd"
+    );
+    sys.set_tracing(true);
+    kfd.queue_destroy(q);
+    let mut want = vec![nr::DESTROY_QUEUE];
+    for _ in 0..5 {
+        want.extend([nr::UNMAP_MEMORY_FROM_GPU, nr::FREE_MEMORY_OF_GPU]);
+    }
+    assert_eq!(sys.ioctl_trace(), want, "destroy, then the queue buffers in reverse");
+    sys.set_tracing(true);
+    drop(kfd);
+    let down = sys.ioctl_trace();
+    assert_eq!(
+        down,
+        vec![
+            nr::UNMAP_MEMORY_FROM_GPU,
+            nr::FREE_MEMORY_OF_GPU,
+            nr::UNMAP_MEMORY_FROM_GPU,
+            nr::FREE_MEMORY_OF_GPU,
+            nr::DESTROY_EVENT,
+            nr::DESTROY_EVENT,
+            nr::DESTROY_EVENT,
+        ],
+        "code object, signal pool, events (hw, memory, completion)"
+    );
+    assert_eq!(sys.open_fds(), 0, "render node and kfd closed");
+    assert_eq!(sys.live_mappings(), 0, "every reservation and mapping dropped");
+}
+
+#[test]
+fn every_ioctl_failure_during_bring_up_names_its_step_and_releases_everything() {
+    let probe = EmuSys::with_defaults().unwrap();
+    probe.set_tracing(true);
+    drop(Kfd::open(probe.clone(), KfdConfig::default()).unwrap());
+    let n = probe.ioctl_trace().len() - 7; // the bring-up part (teardown issues 7)
+    for step in 1..=n as u64 {
+        let sys = EmuSys::with_defaults().unwrap();
+        sys.emu().fail_ioctl(step, None, aqueduct_kfd_emu::Errno::ENOMEM);
+        let e = Kfd::open(sys.clone(), KfdConfig::default()).err().expect("bring-up fails");
+        match e {
+            KfdError::Sys { errno, .. } => assert_eq!(errno, Errno::ENOMEM, "step {step}"),
+            other => panic!("step {step}: {other:?}"),
+        }
+        assert_eq!(sys.open_fds(), 0, "step {step}: fds closed");
+        assert_eq!(sys.live_mappings(), 0, "step {step}: mappings dropped");
+    }
+}
+
+#[test]
+fn queue_creation_failures_release_their_buffers() {
+    let sys = EmuSys::with_defaults().unwrap();
+    let kfd = Kfd::open(sys.clone(), KfdConfig::default()).unwrap();
+    let base = sys.live_mappings();
+    for (k, op) in [(1, Op::AllocMemory), (5, Op::AllocMemory), (6, Op::MapMemory), (11, Op::CreateQueue)] {
+        sys.emu().fail_ioctl(k, None, aqueduct_kfd_emu::Errno::EINVAL);
+        assert_eq!(kfd.queue_create(0, aqueduct::Priority::High, None).err(), Some(Error::Unknown));
+        assert_eq!(kfd.last_error(), Some(KfdError::Sys { op, errno: Errno::EINVAL }));
+        assert_eq!(sys.live_mappings(), base, "ioctl {k}: nothing left behind");
+    }
+    let q = kfd.queue_create(0, aqueduct::Priority::High, None).unwrap();
+    assert_eq!(sys.emu().queue_state(kfd.queue_id(&q).unwrap()), Some(QueueState::Active));
+    kfd.queue_destroy(q);
+}
+
+#[test]
+fn doorbell_carries_the_index_of_the_last_packet() {
+    let sys = EmuSys::with_defaults().unwrap();
+    let nop = sys.emu().register_kernel(Twin::new("nop", 0, |_, _| Ok(())));
+    let rt: Runtime<_, _> = Runtime::new(Kfd::open(sys, KfdConfig::default()).unwrap(), SingleThread);
+    let s = rt.stream_create(1).unwrap();
+    for i in 0..5u64 {
+        rt.launch_kernel(s, &launch(nop, &[])).unwrap();
+        assert_eq!(rt.with_stream_queue(s, |q| q.doorbell_value()).unwrap(), i);
+    }
+    rt.stream_synchronize(s).unwrap();
+}
+
+#[test]
+fn signal_waits_time_out_and_wake_on_host_changes() {
+    let kfd = open(EmuConfig::default());
+    let s = kfd.signal_create(1).unwrap();
+    let t0 = Instant::now();
+    assert_eq!(kfd.signal_wait(s, Condition::Eq, 0, Timeout(30_000_000)), Err(Error::NotReady));
+    let waited = t0.elapsed();
+    assert!(waited >= Duration::from_millis(30) && waited < Duration::from_secs(2), "{waited:?}");
+    assert_eq!(kfd.signal_wait(s, Condition::Eq, 0, Timeout::ZERO), Err(Error::NotReady));
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            // SAFETY: a live signal of the backend.
+            unsafe { s.get() }.value.store(0, Ordering::Release);
+            kfd.notify();
+        });
+        assert_eq!(kfd.signal_wait(s, Condition::Eq, 0, Timeout::SECOND), Ok(0));
+    });
+    assert_eq!(
+        kfd.signal_wait(aqueduct::SignalHandle(0x1234), Condition::Eq, 0, Timeout::ZERO),
+        Err(Error::InvalidHandle)
+    );
+    kfd.signal_destroy(s);
+}
+
+#[test]
+fn memory_fault_fails_the_device_streams_and_reports_the_address() {
+    let sys = EmuSys::with_defaults().unwrap();
+    let bad = 0x7000_dead_0000u64;
+    let oob = sys.emu().register_kernel(Twin::new("oob", 0, move |ctx, _| ctx.mem.write_u32(bad, 1)));
+    let rt: Runtime<_, _> = Runtime::new(Kfd::open(sys, KfdConfig::default()).unwrap(), SingleThread);
+    let s1 = rt.stream_create(1).unwrap();
+    let s2 = rt.stream_create(1).unwrap();
+    rt.launch_kernel(s1, &launch(oob, &[])).unwrap();
+    assert_eq!(rt.stream_synchronize_timeout(s1, Timeout::SECOND), Err(Error::IllegalAddress));
+    assert_eq!(rt.backend().device_fault(0), Some(DeviceFault::MemoryFault(bad)));
+    // KFD evicted every queue of the process on the device: s2 fails too (sticky).
+    assert_eq!(rt.stream_query(s2), Err(Error::IllegalAddress));
+    let buf = rt.malloc(64).unwrap();
+    assert_eq!(rt.memset_async(s2, buf, 0, 1, 1), Err(Error::IllegalAddress));
+}
+
+#[test]
+fn device_reset_fails_every_stream_of_that_device_only() {
+    let sys = EmuSys::new(EmuConfig::with_gpus(&[GpuProfile::Gfx90a, GpuProfile::Gfx1100])).unwrap();
+    let emu = sys.emu().clone();
+    let rt: Runtime<_, _> = Runtime::new(Kfd::open(sys, KfdConfig::default()).unwrap(), SingleThread);
+    let a = rt.stream_create(1).unwrap();
+    rt.set_device(1).unwrap();
+    let b = rt.stream_create(1).unwrap();
+    let buf = rt.malloc(4096).unwrap();
+    emu.inject_device_reset(rt.backend().gpu_id(0).unwrap()).unwrap();
+    rt.set_device(0).unwrap();
+    // Work accepted before the backend has seen the reset fails instead of hanging.
+    let abuf = rt.malloc(64).unwrap();
+    let _ = rt.memset_async(a, abuf, 1, 1, 64);
+    assert_eq!(rt.stream_synchronize(a), Err(Error::LaunchTimeOut));
+    assert_eq!(rt.stream_query(a), Err(Error::LaunchTimeOut), "sticky");
+    assert_eq!(rt.backend().device_fault(0), Some(DeviceFault::Reset));
+    rt.memset_async(b, buf, 3, 1, 4096).unwrap();
+    rt.stream_synchronize(b).unwrap();
+    assert_eq!(rt.backend().device_fault(1), None);
+}
+
+#[test]
+fn queue_error_through_the_cwsr_header_wakes_the_waiter() {
+    let sys = EmuSys::with_defaults().unwrap();
+    let rt: Runtime<_, _> = Runtime::new(Kfd::open(sys, KfdConfig::default()).unwrap(), SingleThread);
+    let s = rt.stream_create(1).unwrap();
+    // An unknown kernel object: the CP raises DISPATCH_CODE_INVALID through the CWSR header.
+    rt.launch_kernel(s, &launch(0x7777_0000, &[])).unwrap();
+    let t0 = Instant::now();
+    assert_eq!(rt.stream_synchronize(s), Err(Error::LaunchFailure));
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    assert_eq!(rt.stream_synchronize(s), Err(Error::LaunchFailure), "sticky");
+}
+
+#[test]
+fn code_objects_from_the_fixtures_load_and_dispatch_by_name() {
+    let sys = EmuSys::with_defaults().unwrap();
+    sys.emu().register_twin_by_name(Twin::new("fill_u32", 16, |ctx, wg| {
+        let (dst, value, count) = (ctx.arg_u64(0), ctx.arg_u32(8), ctx.arg_u32(12));
+        for i in ctx.items_x(wg) {
+            if i < count {
+                ctx.mem.write_u32(dst + 4 * u64::from(i), value)?;
+            }
+        }
+        Ok(())
+    }));
+    let rt: Runtime<_, _> = Runtime::new(Kfd::open(sys, KfdConfig::default()).unwrap(), SingleThread);
+    let elf = include_bytes!("../emu/fixtures/kernels-gfx90a.co");
+    let co = rt.backend().load_code_object(0, elf).unwrap();
+    let k = rt.backend().kernel(co, "fill_u32").unwrap();
+    assert_eq!(k.kernarg_size % 8, 0);
+    assert!(k.kernarg_size >= 16);
+    assert!(rt.backend().kernel(co, "vector_add").is_ok());
+    assert_eq!(rt.backend().kernel(co, "nope").err(), Some(KfdError::KernelNotFound));
+    let buf = rt.malloc(4096).unwrap();
+    let s = rt.stream_create(1).unwrap();
+    let mut args = [0u8; 16];
+    args[..8].copy_from_slice(&buf.to_le_bytes());
+    args[8..12].copy_from_slice(&0xabcdu32.to_le_bytes());
+    args[12..].copy_from_slice(&1000u32.to_le_bytes());
+    Kfd::launch_by_name(&rt, s, co, "fill_u32", [1024, 1, 1], [256, 1, 1], &args).unwrap();
+    rt.stream_synchronize(s).unwrap();
+    // SAFETY: CPU-visible device memory, the kernel completed.
+    let v = unsafe { std::slice::from_raw_parts(buf as usize as *const u32, 1024) };
+    assert!(v[..1000].iter().all(|&x| x == 0xabcd));
+    assert!(v[1000..].iter().all(|&x| x == 0));
+    // A code object for another target is refused.
+    let other = include_bytes!("../emu/fixtures/kernels-gfx1100.co");
+    assert_eq!(
+        rt.backend().load_code_object(0, other).err(),
+        Some(KfdError::BadCodeObject("built for another gfx target"))
+    );
+    assert_eq!(
+        rt.backend().load_code_object(0, b"not an elf").err(),
+        Some(KfdError::BadCodeObject("not an ELF64 file"))
+    );
+    rt.backend().unload_code_object(co).unwrap();
+}
+
+#[test]
+fn multi_gpu_streams_and_blits_on_each_profile() {
+    let sys =
+        EmuSys::new(EmuConfig::with_gpus(&[GpuProfile::Gfx90a, GpuProfile::Gfx942, GpuProfile::Gfx1100])).unwrap();
+    let rt: Runtime<_, _> = Runtime::new(Kfd::open(sys, KfdConfig::default()).unwrap(), SingleThread);
+    assert_eq!(rt.device_count(), Ok(3));
+    let gfx: Vec<u32> = (0..3).map(|d| rt.device_info(d).unwrap().gfx_target_version).collect();
+    assert_eq!(gfx, vec![90010, 90402, 110000]);
+    for d in 0..3 {
+        rt.set_device(d).unwrap();
+        let s = rt.stream_create(0).unwrap();
+        let a = rt.malloc(256).unwrap();
+        let b = rt.host_malloc(256).unwrap();
+        rt.memset_async(s, a, 0x40 + d, 1, 256).unwrap();
+        rt.memcpy_async(s, b, a, 256).unwrap();
+        rt.stream_synchronize(s).unwrap();
+        // SAFETY: host memory of the backend; the copy completed.
+        assert_eq!(unsafe { *(b as usize as *const u8).add(255) }, 0x40 + d as u8);
+        rt.stream_destroy(s).unwrap();
+    }
+}
+
+#[test]
+fn use_after_fork_is_refused() {
+    let sys = EmuSys::with_defaults().unwrap();
+    let rt: Runtime<_, _> = Runtime::new(Kfd::open(sys.clone(), KfdConfig::default()).unwrap(), SingleThread);
+    sys.simulate_fork();
+    assert_eq!(rt.stream_create(0).err(), Some(Error::NotInitialized));
+    assert_eq!(rt.backend().last_error(), Some(KfdError::Forked));
+    assert_eq!(rt.malloc(64).err(), Some(Error::NotInitialized));
+    assert_ne!(sys.process_id(), std::process::id());
+}
