@@ -660,7 +660,62 @@ impl Device {
         if header.err_event_id != 0 {
             q.events.interrupt(header.err_event_id);
         }
+        self.report_legacy(q, ec);
     }
+
+    /// What the CP firmware itself does on a queue error (the path ROCr uses when the driver
+    /// has no exception reporting): store a legacy error code into the `amd_queue_t`'s
+    /// `queue_inactive_signal` and post its event (kfd-aql.md §7).
+    fn report_legacy(&self, q: &HwQueue, ec: u32) {
+        let code: i64 = match ec {
+            exception::QUEUE_PACKET_DISPATCH_DIM_INVALID => 0x2,
+            exception::QUEUE_PACKET_DISPATCH_GROUP_SEGMENT_SIZE_INVALID => 0x4,
+            exception::QUEUE_PACKET_DISPATCH_CODE_INVALID => 0x8,
+            exception::QUEUE_PACKET_RESERVED | exception::QUEUE_PACKET_UNSUPPORTED => 0x20,
+            exception::QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID => 0x40,
+            exception::QUEUE_WAVE_MEMORY_VIOLATION => 0x2000_0000,
+            _ => 0x4000_0000,
+        };
+        // SAFETY: queue_properties points at amd_queue_t + 180 inside the live amd_queue_t
+        // (constructor contract); the signal handle at + 192 lies in the same 256-byte struct.
+        let handle = unsafe {
+            let base = self_queue_base(q);
+            AtomicU64::from_ptr(base.add(192).cast()).load(Ordering::Acquire)
+        };
+        if handle == 0 {
+            return;
+        }
+        let vm = q.vm.read().unwrap_or_else(|e| e.into_inner());
+        let Ok(p) = vm.translate(&self.pool, q.gpu_id, handle, 64) else { return };
+        if p as usize % 64 != 0 {
+            return;
+        }
+        // SAFETY: 64 live, aligned bytes inside a mapped BO; AmdSignal is all atomics.
+        let sig = unsafe { &*p.cast::<AmdSignal>() };
+        // Ordering: Release, so the host that sees the code sees the queue's state.
+        sig.value.store(code, Ordering::Release);
+        // Ordering: Relaxed; mailbox and id are set up before the signal is used.
+        let mailbox = sig.event_mailbox_ptr.load(Ordering::Relaxed);
+        if mailbox != 0 {
+            let id = sig.event_id.load(Ordering::Relaxed);
+            if let Ok(m) = vm.translate(&self.pool, q.gpu_id, mailbox, 8) {
+                if m as usize % 8 == 0 {
+                    // SAFETY: 8 live, aligned bytes inside a mapped BO.
+                    unsafe { AtomicU64::from_ptr(m.cast()) }.store(u64::from(id), Ordering::Release);
+                    drop(vm);
+                    q.events.interrupt(id);
+                }
+            }
+        }
+    }
+}
+
+/// Device-view address of a queue's `amd_queue_t`.
+///
+/// # Safety
+/// The queue's `queue_properties` pointer must be live (it is while the queue exists).
+unsafe fn self_queue_base(q: &HwQueue) -> *mut u8 {
+    q.queue_properties.as_ptr().cast::<u8>().wrapping_sub(crate::abi::AMD_QUEUE_PROPERTIES as usize)
 }
 
 /// Why a queue stopped, as the CP reports it.
@@ -823,14 +878,43 @@ impl Exec<'_> {
         unsafe { std::ptr::copy_nonoverlapping(p, kd.as_mut_ptr(), 64) };
         let entry_off = i64::from_le_bytes(kd[16..24].try_into().ok()?);
         let entry = object.checked_add_signed(entry_off)?;
-        let twin = self.dev.registry.match_descriptor(&kd, |len| {
+        let code_at = |len: usize| {
             let p = self.vm.translate(&self.dev.pool, self.q.gpu_id, entry, len as u64).ok()?;
             let mut v = vec![0u8; len];
             // SAFETY: `len` live bytes inside a mapped BO.
             unsafe { std::ptr::copy_nonoverlapping(p, v.as_mut_ptr(), len) };
             Some(v)
-        })?;
+        };
+        let twin = match self.dev.registry.match_descriptor(&kd, code_at) {
+            Some(t) => t,
+            None => self.name_kernel(object, &kd, code_at(32).unwrap_or_default())?,
+        };
         self.dev.registry.register_at(object, twin.clone());
+        Some(twin)
+    }
+
+    /// Names a kernel a foreign loader placed (ROCr blit fingerprint or `.kd` symbol) and
+    /// binds it to the twin registered under that name. A kernel that cannot be named or has no
+    /// twin is reported on stderr and fails its dispatch.
+    fn name_kernel(&self, object: u64, kd: &[u8; 64], code: Vec<u8>) -> Option<Twin> {
+        if let Some(t) = crate::naming::rocr_blit(kd, &code) {
+            return Some(t);
+        }
+        let mem = MemView { vm: self.vm, pool: &self.dev.pool, gpu_id: self.q.gpu_id };
+        let Some(symbol) = crate::naming::elf_kernel_name(&mem, object) else {
+            eprintln!(
+                "aqueduct-kfd-emu: cannot name the kernel at {object:#x} (no ELF image or symbol): dispatch fails"
+            );
+            return None;
+        };
+        let name = symbol.strip_suffix(".kd").unwrap_or(&symbol);
+        let Some(mut twin) = self.dev.registry.by_name(name) else {
+            eprintln!("aqueduct-kfd-emu: no host twin for kernel `{name}` at {object:#x}: dispatch fails");
+            return None;
+        };
+        if twin.kernarg_size == 0 {
+            twin.kernarg_size = u32::from_le_bytes([kd[8], kd[9], kd[10], kd[11]]);
+        }
         Some(twin)
     }
 

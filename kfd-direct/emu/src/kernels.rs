@@ -115,6 +115,9 @@ impl Registry {
         for (k, t) in builtin_twins() {
             r.by_object.write().unwrap_or_else(|e| e.into_inner()).insert(builtin_object(k), t);
         }
+        for t in crate::naming::rocclr_twins() {
+            r.register_name(t);
+        }
         r
     }
 

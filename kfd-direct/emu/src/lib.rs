@@ -52,6 +52,7 @@ mod errno;
 mod events;
 pub mod kernels;
 mod memory;
+pub mod naming;
 pub mod topology;
 
 pub use cp::GPU_CLOCK_HZ;

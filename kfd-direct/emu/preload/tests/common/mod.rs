@@ -1,0 +1,99 @@
+//! Shared helpers: Debian package checks, building C programs against Debian's ROCm 5.2
+//! headers, and running them with the preload library.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// Fails (never skips) when a Debian package the test needs is missing.
+pub fn require(package: &str, file: &str) {
+    assert!(
+        Path::new(file).exists(),
+        "Debian package `{package}` is missing ({file} not found): apt-get install -y {package}"
+    );
+}
+
+/// The preload library Cargo built for this test run (`target/<profile>/`).
+pub fn preload_lib() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let profile = exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let lib = profile.join("libaqueduct_kfd_preload.so");
+    assert!(lib.is_file(), "{} not built", lib.display());
+    lib
+}
+
+fn out_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("aqueduct-preload-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Compiles `tests/c/<name>.c` with gcc against the HSA or HIP headers and libraries.
+pub fn build_c(name: &str, libs: &[&str], defines: &[&str]) -> PathBuf {
+    require("gcc", "/usr/bin/gcc");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(format!("{name}.c"));
+    let exe = out_dir().join(name);
+    let mut c = Command::new("gcc");
+    c.arg("-O1").arg("-o").arg(&exe).arg(&src);
+    for d in defines {
+        c.arg(format!("-D{d}"));
+    }
+    c.args(libs).arg("-lpthread");
+    let out = c.output().expect("gcc");
+    assert!(out.status.success(), "gcc {name}.c failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+/// An HSA program (needs `libhsa-runtime-dev`).
+pub fn build_hsa(name: &str) -> PathBuf {
+    require("libhsa-runtime-dev", "/usr/include/hsa/hsa.h");
+    build_c(name, &["-lhsa-runtime64"], &[])
+}
+
+/// A HIP host program (needs `libamdhip64-dev`).
+pub fn build_hip(name: &str) -> PathBuf {
+    require("libamdhip64-dev", "/usr/include/hip/hip_runtime_api.h");
+    build_c(name, &["-lamdhip64"], &["__HIP_PLATFORM_AMD__"])
+}
+
+/// Runs `exe args` on the emulated GPU with extra environment, killing it after `timeout`.
+pub fn run(exe: &Path, args: &[&str], env: &[(&str, &str)], timeout: Duration) -> Output {
+    let mut c = Command::new(exe);
+    c.args(args).env("LD_PRELOAD", preload_lib()).env("AQUEDUCT_GPU", "gfx90a");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().expect("spawn");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "{} hung for {timeout:?}\nstdout:\n{}\nstderr:\n{}",
+                exe.display(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Asserts a successful run and returns stdout.
+pub fn expect_ok(out: &Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}: {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

@@ -1,0 +1,37 @@
+//! Debian's unmodified ROCr 5.2 on the emulated gfx90a through the preload library
+//! (rocr-on-emu.md stages 2 and 3).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+const T: Duration = Duration::from_secs(60);
+
+#[test]
+fn queue_creation_and_barrier_complete_with_interrupts_on_and_off() {
+    let exe = build_hsa("hsa_barrier");
+    for interrupts in ["1", "0"] {
+        let out = run(&exe, &[], &[("HSA_ENABLE_INTERRUPT", interrupts)], T);
+        let text = expect_ok(&out, &format!("HSA_ENABLE_INTERRUPT={interrupts}"));
+        assert!(text.contains("barrier ok on gfx90a"), "{text}");
+    }
+}
+
+#[test]
+fn copies_and_fill_verify_with_default_environment() {
+    let exe = build_hsa("hsa_copy");
+    let text = expect_ok(&run(&exe, &[], &[], T), "default environment");
+    assert!(text.contains("copies ok"), "{text}");
+}
+
+#[test]
+fn copies_and_fill_verify_with_blit_kernels() {
+    let exe = build_hsa("hsa_copy");
+    for interrupts in ["1", "0"] {
+        let env = [("HSA_ENABLE_SDMA", "0"), ("HSA_ENABLE_INTERRUPT", interrupts)];
+        let text = expect_ok(&run(&exe, &[], &env, T), "HSA_ENABLE_SDMA=0");
+        assert!(text.contains("copies ok"), "{text}");
+    }
+}
