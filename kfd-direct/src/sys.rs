@@ -284,7 +284,7 @@ mod linux {
         }
 
         fn relax(&self) {
-            let _ = rustix::thread::sched_yield();
+            rustix::thread::sched_yield();
         }
     }
 }

@@ -103,7 +103,7 @@ fn every_ioctl_failure_during_bring_up_names_its_step_and_releases_everything() 
     for step in 1..=n as u64 {
         let sys = EmuSys::with_defaults().unwrap();
         sys.emu().fail_ioctl(step, None, aqueduct_kfd_emu::Errno::ENOMEM);
-        let e = Kfd::open(sys.clone(), KfdConfig::default()).err().expect("bring-up fails");
+        let e = Kfd::open(sys.clone(), KfdConfig::default()).expect_err("bring-up fails");
         match e {
             KfdError::Sys { errno, .. } => assert_eq!(errno, Errno::ENOMEM, "step {step}"),
             other => panic!("step {step}: {other:?}"),

@@ -209,12 +209,11 @@ fn new_log<B: Backend>(rt: &Runtime<B, StdThreads>) -> u64 {
 pub fn log_ids(addr: u64) -> Vec<u32> {
     // SAFETY: logs are live backend memory for the test's duration.
     let n = unsafe { AtomicU32::from_ptr(addr as usize as *mut u32) }.load(Ordering::SeqCst);
-    (0..n)
+    let entry = |i: u32| {
         // SAFETY: as above; entries below the count are written.
-        .map(|i| {
-            unsafe { AtomicU32::from_ptr((addr as usize + 4 + 4 * i as usize) as *mut u32) }.load(Ordering::SeqCst)
-        })
-        .collect()
+        unsafe { AtomicU32::from_ptr((addr as usize + 4 + 4 * i as usize) as *mut u32) }.load(Ordering::SeqCst)
+    };
+    (0..n).map(entry).collect()
 }
 
 fn read32(addr: u64) -> u32 {
