@@ -37,6 +37,8 @@ use std::sync::{Mutex, OnceLock};
 
 use aqueduct_kfd_emu::{Emu, EmuConfig, Errno, GpuProfile};
 
+pub mod twins;
+
 /// KFD ABI version the emulator reports to ROCm 5.2 (Debian 12's Linux 6.1 reports 1.11).
 pub const KFD_VERSION: (u32, u32) = (1, 11);
 
@@ -97,7 +99,12 @@ fn emu() -> &'static Emu {
         let config = EmuConfig::with_gpus(&[profile]).version(KFD_VERSION.0, KFD_VERSION.1);
         log!("emulator up: {profile:?}");
         match Emu::new(config) {
-            Ok(e) => e,
+            Ok(e) => {
+                for t in twins::user_twins() {
+                    e.register_twin_by_name(t);
+                }
+                e
+            }
             Err(e) => {
                 eprintln!("aqueduct-kfd-preload: cannot start the emulated GPU: {e}");
                 std::process::abort()

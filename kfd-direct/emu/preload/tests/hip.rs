@@ -18,3 +18,42 @@ fn hip_runtime_memory_streams_events_wait_value_and_host_functions() {
         assert!(text.contains("hip runtime ok"), "{text}");
     }
 }
+
+#[test]
+fn user_kernel_through_hip_module_launch_kernel() {
+    let co = build_code_object();
+    let exe = build_hip("hip_kernels");
+    let text = expect_ok(&run(&exe, &[co.to_str().unwrap(), "module"], &[], T), "module");
+    assert!(text.contains("module launch ok"), "{text}");
+}
+
+#[test]
+fn user_kernel_through_hip_launch_kernel_with_a_registered_fat_binary() {
+    let co = build_code_object();
+    let exe = build_hip("hip_kernels");
+    let text = expect_ok(&run(&exe, &[co.to_str().unwrap(), "fatbin"], &[], T), "fatbin");
+    assert!(text.contains("fatbin launch ok"), "{text}");
+}
+
+#[test]
+fn a_kernel_without_a_twin_fails_through_hips_queue_error_path() {
+    let co = build_code_object();
+    let exe = build_hip("hip_kernels");
+    let out = run(&exe, &[co.to_str().unwrap(), "untwinned"], &[], T);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the program must not succeed: {err}");
+    assert!(err.contains("no host twin for kernel `aqueduct_untwinned`"), "{err}");
+    assert!(err.contains("callbackQueue aborting with error"), "{err}");
+    assert!(err.contains("HSA_STATUS_ERROR_INVALID_CODE_OBJECT"), "{err}");
+}
+
+#[test]
+fn a_gpu_memory_fault_surfaces_through_rocrs_fault_handler() {
+    let co = build_code_object();
+    let exe = build_hip("hip_kernels");
+    let out = run(&exe, &[co.to_str().unwrap(), "memfault"], &[], T);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the program must not succeed: {err}");
+    assert!(err.contains("Memory access fault by GPU node-1"), "{err}");
+    assert!(err.contains("0x7ff000000000"), "{err}");
+}

@@ -35,3 +35,12 @@ fn copies_and_fill_verify_with_blit_kernels() {
         assert!(text.contains("copies ok"), "{text}");
     }
 }
+
+#[test]
+fn a_malformed_dispatch_reaches_the_queue_error_callback() {
+    let exe = build_hsa("hsa_queue_error");
+    let out = run(&exe, &[], &[], T);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(42), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("queue error callback: 0x1001"), "{text}");
+}

@@ -97,3 +97,22 @@ pub fn expect_ok(out: &Output, what: &str) -> String {
     );
     stdout
 }
+
+/// Builds `tests/c/user_kernels.cl` into a gfx90a code object with clang-15 and lld-15.
+pub fn build_code_object() -> PathBuf {
+    require("clang-15", "/usr/bin/clang-15");
+    require("lld-15", "/usr/bin/ld.lld-15");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/user_kernels.cl");
+    let (obj, co) = (out_dir().join("user_kernels.o"), out_dir().join("user_kernels.co"));
+    let out = Command::new("clang-15")
+        .args(["-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-nogpulib", "-O2", "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .output()
+        .expect("clang-15");
+    assert!(out.status.success(), "clang-15 failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("ld.lld-15").arg("-shared").arg(&obj).arg("-o").arg(&co).output().expect("ld.lld-15");
+    assert!(out.status.success(), "ld.lld-15 failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    co
+}

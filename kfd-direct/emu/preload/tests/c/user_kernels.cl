@@ -1,0 +1,17 @@
+/* Device code for the user-kernel tests (built at test time with clang-15 / lld-15, no device
+ * libraries). The emulator runs their host twins from aqueduct-kfd-preload. */
+static inline size_t gid(void) {
+    __constant ushort *dispatch = (__constant ushort *)__builtin_amdgcn_dispatch_ptr();
+    return __builtin_amdgcn_workgroup_id_x() * dispatch[2] + __builtin_amdgcn_workitem_id_x();
+}
+
+__kernel void aqueduct_vadd(__global float *c, __global const float *a, __global const float *b, uint n) {
+    size_t i = gid();
+    if (i < n) c[i] = a[i] + b[i];
+}
+
+/* Deliberately has no host twin: dispatching it must fail loudly. */
+__kernel void aqueduct_untwinned(__global int *p) { p[gid()] = 1; }
+
+/* Writes through its pointer argument: given a bad address it is a GPU memory fault. */
+__kernel void aqueduct_poke(__global uint *p, uint v) { if (gid() == 0) *p = v; }
