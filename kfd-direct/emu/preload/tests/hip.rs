@@ -57,3 +57,14 @@ fn a_gpu_memory_fault_surfaces_through_rocrs_fault_handler() {
     assert!(err.contains("Memory access fault by GPU node-1"), "{err}");
     assert!(err.contains("0x7ff000000000"), "{err}");
 }
+
+/// The side-by-side HIP API benchmark, first column (Debian's libamdhip64 on the emulator).
+/// Figures go to stdout; the test only checks that every measured path completes.
+#[test]
+fn side_by_side_benchmark_runs_against_debian_hip() {
+    let co = build_code_object();
+    let exe = build_hip("hip_bench");
+    let text = expect_ok(&run(&exe, &[co.to_str().unwrap()], &[], Duration::from_secs(300)), "hip_bench");
+    println!("{text}");
+    assert!(text.contains("bench ok"), "{text}");
+}
