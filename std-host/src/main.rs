@@ -2,6 +2,7 @@
 
 use std::ffi::OsString;
 
+use aqueduct_std::select::{BackendKind, OpenOptions};
 use clap::{Parser, Subcommand};
 
 /// aqueduct: a GPU command-stream runtime for AMD GPUs.
@@ -10,6 +11,10 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
+}
+
+fn parse_backend(s: &str) -> Result<BackendKind, String> {
+    BackendKind::parse(s).ok_or_else(|| format!("unknown backend {s:?} (auto, kfd, rocr, emu)"))
 }
 
 #[derive(Debug, Subcommand)]
@@ -23,6 +28,13 @@ enum Cmd {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<OsString>,
     },
+    /// Streams, kernels, copies, events, a host function and a captured graph on the default
+    /// device, every result checked.
+    Demo {
+        /// Backend: auto (real KFD, then ROCr, else the emulator), kfd, rocr or emu.
+        #[arg(long, default_value = "auto", value_parser = parse_backend)]
+        backend: BackendKind,
+    },
 }
 
 fn main() {
@@ -35,5 +47,12 @@ fn main() {
                 std::process::exit(127);
             }
         },
+        Cmd::Demo { backend } => {
+            let mut out = std::io::stdout();
+            if let Err(e) = aqueduct_std::cli::demo::run(&OpenOptions::new(backend), &mut out) {
+                eprintln!("aqueduct demo: {e}");
+                std::process::exit(1);
+            }
+        }
     }
 }

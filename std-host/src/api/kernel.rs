@@ -1,0 +1,231 @@
+//! Typed kernels: host twins on the emulator and kernels of real AMDHSA code objects.
+
+use std::marker::PhantomData;
+
+use aqueduct::{Error, KernelLaunch};
+use aqueduct_kfd_emu::{KernelCtx, KernelError, Twin};
+
+use super::{Deferred, Device, Result};
+use crate::select::AnyBackend;
+
+/// Kernel arguments: a `#[repr(C)]` struct laid out as the kernel expects them.
+///
+/// # Safety
+/// The type must be `#[repr(C)]` (or a primitive) with no padding bytes, so that its bytes are
+/// all initialised, and must hold no host pointers the kernel would misuse.
+pub unsafe trait KernelArgs: Copy + 'static {
+    /// The argument bytes.
+    fn as_bytes(&self) -> &[u8] {
+        // SAFETY: the trait's contract: no padding, so all `size_of` bytes are initialised.
+        unsafe { std::slice::from_raw_parts(self as *const Self as *const u8, std::mem::size_of::<Self>()) }
+    }
+}
+
+// SAFETY: no arguments.
+unsafe impl KernelArgs for () {}
+
+/// Grid or work-group dimensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dim3(pub u32, pub u32, pub u32);
+
+impl Dim3 {
+    /// One-dimensional.
+    pub const fn x(x: u32) -> Dim3 {
+        Dim3(x, 1, 1)
+    }
+}
+
+impl From<u32> for Dim3 {
+    fn from(x: u32) -> Self {
+        Dim3::x(x)
+    }
+}
+
+/// Most kernel-argument bytes a launch carries (the backends' per-slot area).
+pub const MAX_KERNARG: usize = 256;
+
+/// A kernel whose arguments are an `A`.
+pub struct Kernel<A: KernelArgs> {
+    name: String,
+    object: u64,
+    group_segment_size: u32,
+    private_segment_size: u32,
+    /// Bytes the kernel reads (explicit arguments plus hidden ones, zeroed).
+    kernarg_size: usize,
+    _a: PhantomData<fn(A)>,
+}
+
+impl<A: KernelArgs> std::fmt::Debug for Kernel<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel").field("name", &self.name).field("object", &format_args!("{:#x}", self.object)).finish()
+    }
+}
+
+impl<A: KernelArgs> Kernel<A> {
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The kernel object (address of the kernel descriptor, or the emulator's twin address).
+    pub fn object(&self) -> u64 {
+        self.object
+    }
+
+    pub(crate) fn launch_desc(&self, grid: Dim3, block: Dim3, args: &[u8]) -> Result<LaunchBuf> {
+        let wg = |v: u32| u16::try_from(v).map_err(|_| Error::InvalidValue);
+        let mut buf = LaunchBuf {
+            object: self.object,
+            grid: [grid.0, grid.1, grid.2],
+            workgroup: [wg(block.0)?, wg(block.1)?, wg(block.2)?],
+            group: self.group_segment_size,
+            private: self.private_segment_size,
+            bytes: [0; MAX_KERNARG],
+            len: self.kernarg_size.max(args.len()),
+        };
+        if buf.len > MAX_KERNARG {
+            return Err(Error::InvalidValue);
+        }
+        buf.bytes.get_mut(..args.len()).ok_or(Error::InvalidValue)?.copy_from_slice(args);
+        Ok(buf)
+    }
+}
+
+/// A launch with its argument bytes padded to the kernel's size.
+pub(crate) struct LaunchBuf {
+    object: u64,
+    grid: [u32; 3],
+    workgroup: [u16; 3],
+    group: u32,
+    private: u32,
+    bytes: [u8; MAX_KERNARG],
+    len: usize,
+}
+
+impl std::ops::Deref for LaunchBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.bytes.get(..self.len).unwrap_or(&[])
+    }
+}
+
+impl LaunchBuf {
+    pub(crate) fn as_launch(&self) -> KernelLaunch<'_> {
+        KernelLaunch {
+            kernel_object: self.object,
+            grid: self.grid,
+            workgroup: self.workgroup,
+            group_segment_size: self.group,
+            private_segment_size: self.private,
+            kernarg: self,
+        }
+    }
+}
+
+/// A loaded code object. Unloaded once the device is next idle after the drop.
+pub struct Module<'d> {
+    dev: &'d Device,
+    handle: ModuleHandle,
+}
+
+enum ModuleHandle {
+    Kfd(aqueduct_kfd::CodeObjectHandle),
+    #[cfg(feature = "rocr")]
+    Rocr(crate::rocr::ExecutableHandle),
+}
+
+impl std::fmt::Debug for Module<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Module")
+    }
+}
+
+type TwinBody = dyn Fn(&KernelCtx<'_>, [u32; 3]) -> std::result::Result<(), KernelError> + Send + Sync;
+
+impl Device {
+    /// Registers a host twin as a kernel of its own (emulator only; `NotSupported` elsewhere).
+    /// `body` runs once per work-group.
+    pub fn host_kernel<A: KernelArgs>(
+        &self,
+        name: &str,
+        body: impl Fn(&KernelCtx<'_>, [u32; 3]) -> std::result::Result<(), KernelError> + Send + Sync + 'static,
+    ) -> Result<Kernel<A>> {
+        let emu = self.backend().as_emu().ok_or(Error::NotSupported)?;
+        let size = std::mem::size_of::<A>() as u32;
+        let object = emu.sys().emu().register_kernel(Twin::new(name, size, body));
+        Ok(Kernel {
+            name: name.to_owned(),
+            object,
+            group_segment_size: 0,
+            private_segment_size: 0,
+            kernarg_size: size as usize,
+            _a: PhantomData,
+        })
+    }
+
+    /// On the emulator, binds a host twin to a kernel symbol of code objects loaded later (the
+    /// emulator cannot run GPU ISA); elsewhere a no-op, since the hardware runs the code.
+    pub fn register_twin<A: KernelArgs>(
+        &self,
+        name: &str,
+        body: impl Fn(&KernelCtx<'_>, [u32; 3]) -> std::result::Result<(), KernelError> + Send + Sync + 'static,
+    ) {
+        if let Some(emu) = self.backend().as_emu() {
+            let b: Box<TwinBody> = Box::new(body);
+            emu.sys().emu().register_twin_by_name(Twin::new(name, std::mem::size_of::<A>() as u32, b));
+        }
+    }
+
+    /// Loads an AMDHSA code object (ELF) for this device.
+    pub fn load_module(&self, elf: &[u8]) -> Result<Module<'_>> {
+        let handle = match self.backend() {
+            AnyBackend::Emu(k) => ModuleHandle::Kfd(k.load_code_object(self.index, elf).map_err(Error::from)?),
+            AnyBackend::Kfd(k) => ModuleHandle::Kfd(k.load_code_object(self.index, elf).map_err(Error::from)?),
+            #[cfg(feature = "rocr")]
+            AnyBackend::Rocr(r) => ModuleHandle::Rocr(r.load_executable(self.index, elf)?),
+        };
+        Ok(Module { dev: self, handle })
+    }
+}
+
+impl Module<'_> {
+    /// The kernel `name` (without `.kd`), typed by its arguments. `InvalidValue` if the argument
+    /// type is larger than the kernel's argument block.
+    pub fn kernel<A: KernelArgs>(&self, name: &str) -> Result<Kernel<A>> {
+        let (object, group, private, kernarg) = match (&self.handle, self.dev.backend()) {
+            (ModuleHandle::Kfd(co), AnyBackend::Emu(k)) => {
+                let i = k.kernel(*co, name).map_err(Error::from)?;
+                (i.kernel_object, i.group_segment_size, i.private_segment_size, i.kernarg_size)
+            }
+            (ModuleHandle::Kfd(co), AnyBackend::Kfd(k)) => {
+                let i = k.kernel(*co, name).map_err(Error::from)?;
+                (i.kernel_object, i.group_segment_size, i.private_segment_size, i.kernarg_size)
+            }
+            #[cfg(feature = "rocr")]
+            (ModuleHandle::Rocr(x), AnyBackend::Rocr(r)) => r.kernel(*x, name)?,
+            #[allow(unreachable_patterns)]
+            _ => return Err(Error::InvalidHandle),
+        };
+        if std::mem::size_of::<A>() > kernarg as usize {
+            return Err(Error::InvalidValue);
+        }
+        Ok(Kernel {
+            name: name.to_owned(),
+            object,
+            group_segment_size: group,
+            private_segment_size: private,
+            kernarg_size: (kernarg as usize).min(MAX_KERNARG),
+            _a: PhantomData,
+        })
+    }
+}
+
+impl Drop for Module<'_> {
+    fn drop(&mut self) {
+        match self.handle {
+            ModuleHandle::Kfd(co) => self.dev.defer(Deferred::CodeObject(co)),
+            #[cfg(feature = "rocr")]
+            ModuleHandle::Rocr(x) => self.dev.defer(Deferred::RocrExecutable(x)),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The ROCr backend.
