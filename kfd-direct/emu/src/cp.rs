@@ -50,6 +50,7 @@ use crate::abi::{exception, queue_properties, CwsrHeader, MemoryExceptionData, M
 use crate::events::Events;
 use crate::kernels::{KernelCtx, Registry, Twin};
 use crate::memory::{KernelError, MemView, Pool, Vm};
+use crate::sdma::{SdmaFailure, SdmaQueue, SdmaStats};
 use crate::topology::GpuNode;
 
 /// Ticks per second of the emulated GPU clock (signal timestamps, `gpu_clock_counter`).
@@ -279,6 +280,9 @@ struct Job {
 pub(crate) struct Device {
     pub(crate) node: GpuNode,
     queues: Mutex<Vec<Arc<HwQueue>>>,
+    /// The device's SDMA queues (served by the same thread, after the AQL queues).
+    sdma: Mutex<Vec<Arc<SdmaQueue>>>,
+    pub(crate) sdma_stats: Arc<SdmaStats>,
     generation: AtomicU64,
     stop: AtomicBool,
     pub(crate) paused: AtomicBool,
@@ -298,10 +302,13 @@ impl Device {
         registry: Arc<Registry>,
         clock: Arc<Clock>,
         adversarial: Option<u64>,
+        sdma_stats: Arc<SdmaStats>,
     ) -> Device {
         Device {
             node,
             queues: Mutex::new(Vec::new()),
+            sdma: Mutex::new(Vec::new()),
+            sdma_stats,
             generation: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             paused: AtomicBool::new(false),
@@ -319,9 +326,49 @@ impl Device {
         self.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn lock_sdma(&self) -> MutexGuard<'_, Vec<Arc<SdmaQueue>>> {
+        self.sdma.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Adds a queue and starts the CP thread if needed.
     pub(crate) fn add_queue(self: &Arc<Self>, q: Arc<HwQueue>) {
         self.lock_queues().push(q);
+        self.start();
+    }
+
+    /// The device's SDMA queues.
+    pub(crate) fn sdma_queues(&self) -> Vec<Arc<SdmaQueue>> {
+        self.lock_sdma().clone()
+    }
+
+    /// Adds an SDMA queue built by `make` from the device's current SDMA queues (so the engine
+    /// slot is chosen under the list's lock).
+    pub(crate) fn add_sdma_queue(
+        self: &Arc<Self>,
+        make: impl FnOnce(&[Arc<SdmaQueue>]) -> crate::SysResult<Arc<SdmaQueue>>,
+    ) -> crate::SysResult<Arc<SdmaQueue>> {
+        let mut list = self.lock_sdma();
+        let q = make(&list)?;
+        list.push(Arc::clone(&q));
+        drop(list);
+        // Ordering: Relaxed; a statistics counter.
+        self.sdma_stats.queues_created.fetch_add(1, Ordering::Relaxed);
+        self.start();
+        Ok(q)
+    }
+
+    /// Removes an SDMA queue: after this returns the engine no longer touches it.
+    pub(crate) fn remove_sdma_queue(&self, q: &Arc<SdmaQueue>) {
+        // Ordering: Relaxed, then the ring lock orders everything after the engine's last packet.
+        q.status.store(status::DESTROYED, Ordering::Relaxed);
+        drop(q.lock_ring());
+        self.lock_sdma().retain(|x| !Arc::ptr_eq(x, q));
+        // Ordering: Release; see start.
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Publishes a changed queue list and starts the CP thread if needed.
+    fn start(self: &Arc<Self>) {
         // Ordering: Release publishes the new list to the CP's Acquire check.
         self.generation.fetch_add(1, Ordering::Release);
         let mut t = self.thread.lock().unwrap_or_else(|e| e.into_inner());
@@ -385,10 +432,42 @@ impl Device {
                 let _ = q.status.compare_exchange(status::ACTIVE, status::EVICTED, Ordering::AcqRel, Ordering::Relaxed);
             }
         }
+        for q in self.sdma_queues() {
+            if vm.is_none_or(|v| Arc::ptr_eq(v, &q.vm)) {
+                let _ = q.status.compare_exchange(status::ACTIVE, status::EVICTED, Ordering::AcqRel, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Stops an SDMA queue for `f` and reports it.
+    fn fail_sdma(&self, q: &SdmaQueue, f: SdmaFailure) {
+        match f {
+            SdmaFailure::Illegal(ec, msg) => {
+                eprintln!(
+                    "aqueduct-kfd-emu: SDMA queue {} (gpu {:#x}, engine {} queue {}): {msg}: queue halted",
+                    q.queue_id, q.gpu_id, q.engine, q.engine_queue
+                );
+                // Ordering: Relaxed; diagnostic state.
+                q.exception.store(ec, Ordering::Relaxed);
+                q.status.store(status::ERROR, Ordering::Relaxed);
+            }
+            SdmaFailure::Memory(va) => {
+                // Ordering: Relaxed; diagnostic state.
+                q.exception.store(exception::QUEUE_WAVE_MEMORY_VIOLATION, Ordering::Relaxed);
+                self.evict(Some(&q.vm));
+                q.events.signal_memory_fault(MemoryExceptionData {
+                    failure: MemoryExceptionFailure { not_present: 1, ..Default::default() },
+                    va,
+                    gpu_id: self.node.gpu_id,
+                    error_type: 0,
+                });
+            }
+        }
     }
 
     fn run(self: Arc<Self>) {
         let mut snapshot: Vec<Arc<HwQueue>> = Vec::new();
+        let mut sdma: Vec<Arc<SdmaQueue>> = Vec::new();
         let mut seen_gen = u64::MAX;
         let mut idle = 0u32;
         let mut rng = Rng::new(self.adversarial.unwrap_or(0) ^ u64::from(self.node.gpu_id));
@@ -411,10 +490,16 @@ impl Device {
                 snapshot = self.queues();
                 // Higher priority first; stable by creation order.
                 snapshot.sort_by_key(|q| std::cmp::Reverse(q.priority.load(Ordering::Relaxed)));
+                sdma = self.sdma_queues();
             }
             // While idle, only peek at the doorbells; a full pass (which also re-polls barrier
             // dependencies and stalled headers) runs on a doorbell or every 64th idle round.
-            if idle > 0 && idle % 64 != 0 && jobs.is_empty() && !snapshot.iter().any(|q| q.doorbell_rung()) {
+            if idle > 0
+                && idle % 64 != 0
+                && jobs.is_empty()
+                && !snapshot.iter().any(|q| q.doorbell_rung())
+                && !sdma.iter().any(|q| q.doorbell_rung())
+            {
                 idle = idle.saturating_add(1);
                 std::hint::spin_loop();
                 if idle >= 20_000 {
@@ -428,6 +513,13 @@ impl Device {
             }
             if !jobs.is_empty() {
                 progress |= self.run_jobs(&mut jobs, &mut rng, &mut twins);
+            }
+            for q in &sdma {
+                let (p, failure) = q.run(&self.pool, &self.clock, &self.sdma_stats);
+                progress |= p;
+                if let Some(f) = failure {
+                    self.fail_sdma(q, f);
+                }
             }
             if progress {
                 idle = 0;

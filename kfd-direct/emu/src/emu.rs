@@ -39,6 +39,7 @@ use crate::kernels::{builtin_object, Fingerprint, Registry, Twin};
 use crate::memory::{
     Backing, Bo, Pool, Vm, DRM_MMAP_BASE, GPUVM_BASE, GPUVM_LIMIT, LDS_APERTURE_BASE, SCRATCH_APERTURE_BASE,
 };
+use crate::sdma::{SdmaPtrs, SdmaQueue, SdmaStats};
 use crate::topology::{gpu_nodes, GpuNode, GpuProfile, SysfsTree};
 use crate::{Errno, SysResult};
 
@@ -127,8 +128,15 @@ struct Pdd {
     vram_used: u64,
 }
 
+/// The device side of a queue.
+enum QueueHw {
+    Aql(Arc<HwQueue>),
+    Sdma(Arc<SdmaQueue>),
+}
+
 struct QueueRec {
-    hw: Arc<HwQueue>,
+    hw: QueueHw,
+    gpu_id: u32,
     device: usize,
     bos: Vec<u64>,
     doorbell_slot: u32,
@@ -175,6 +183,20 @@ struct Machine {
     real_pid: u32,
     ioctl_faults: Mutex<Vec<IoctlFault>>,
     ioctl_count: AtomicU64,
+    sdma_stats: Arc<SdmaStats>,
+}
+
+/// Machine-wide counters of the emulated engines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EmuStats {
+    /// SDMA queues created (every process, every GPU).
+    pub sdma_queues_created: u64,
+    /// SDMA packets executed, NOPs excluded.
+    pub sdma_packets: u64,
+    /// SDMA copy packets (linear and rectangular) executed.
+    pub sdma_copies: u64,
+    /// Bytes SDMA copies and fills wrote.
+    pub sdma_bytes: u64,
 }
 
 impl Drop for Machine {
@@ -259,6 +281,7 @@ impl Emu {
         let pool = Arc::new(Pool::new(config.pool_bytes)?);
         let registry = Arc::new(Registry::new());
         let clock = Arc::new(Clock::new());
+        let sdma_stats = Arc::new(SdmaStats::default());
         let devices = nodes
             .iter()
             .map(|n| {
@@ -268,6 +291,7 @@ impl Emu {
                     Arc::clone(&registry),
                     Arc::clone(&clock),
                     config.adversarial_seed,
+                    Arc::clone(&sdma_stats),
                 ))
             })
             .collect();
@@ -287,6 +311,7 @@ impl Emu {
             real_pid,
             ioctl_faults: Mutex::new(Vec::new()),
             ioctl_count: AtomicU64::new(0),
+            sdma_stats,
         };
         Ok(Emu { m: Arc::new(m), pid: real_pid })
     }
@@ -777,11 +802,10 @@ impl Emu {
         }
         match a.queue_type {
             queue_type::COMPUTE_AQL => {}
-            // PM4 and SDMA queues are valid for amdkfd but not emulated; SDMA_BY_ENG_ID exists
-            // from 1.17 only.
-            queue_type::COMPUTE | queue_type::SDMA | queue_type::SDMA_XGMI | queue_type::SDMA_BY_ENG_ID => {
-                return Err(Errno::ENOTSUPP)
-            }
+            queue_type::SDMA | queue_type::SDMA_XGMI => return self.create_sdma_queue(proc, a),
+            // SDMA_BY_ENG_ID exists from 1.17 only.
+            queue_type::SDMA_BY_ENG_ID if self.m.config.version >= (1, 17) => return self.create_sdma_queue(proc, a),
+            // PM4 queues are valid for amdkfd but not emulated.
             _ => return Err(Errno::ENOTSUPP),
         }
         let idx = self.node_index(a.gpu_id).ok_or(Errno::EINVAL)?;
@@ -870,9 +894,127 @@ impl Emu {
         drop(vm);
         pdd.doorbell_used.insert(slot);
         let hw = Arc::new(hw);
-        st.queues.insert(qid, QueueRec { hw: Arc::clone(&hw), device: idx, bos, doorbell_slot: slot });
+        st.queues.insert(
+            qid,
+            QueueRec { hw: QueueHw::Aql(Arc::clone(&hw)), gpu_id: gpu, device: idx, bos, doorbell_slot: slot },
+        );
         drop(st);
         self.m.devices[idx].add_queue(hw);
+        a.queue_id = qid;
+        a.doorbell_offset =
+            mmap_offset::TYPE_DOORBELL | mmap_offset::gpu_id(gpu) | (u64::from(slot) * limits::DOORBELL_BYTES);
+        Ok(())
+    }
+
+    /// CREATE_QUEUE of an SDMA queue (`KFD_IOC_QUEUE_TYPE_SDMA`, `_SDMA_XGMI`, and
+    /// `_SDMA_BY_ENG_ID` from 1.17): the ring and the two index words are checked as amdkfd
+    /// checks them (`kfd_queue_acquire_buffers` from 1.16: page-sized BOs for the indices, an
+    /// exact BO for the ring; only reachability before), no EOP or CWSR area is needed, and the
+    /// queue gets the first free slot of the device's engines of that kind
+    /// (`allocate_sdma_queue`: bit `b` is engine `b % engines`, queue `b / engines`; `ENOMEM`
+    /// when none is free) and the SOC15 static doorbell of that engine and queue.
+    fn create_sdma_queue(&self, proc: &Process, a: &mut CreateQueueArgs) -> SysResult<()> {
+        const QUEUES_PER_ENGINE: u32 = 8;
+        let idx = self.node_index(a.gpu_id).ok_or(Errno::EINVAL)?;
+        let node = self.m.nodes[idx];
+        let (pcie, xgmi) = (node.props.num_sdma_engines, node.props.num_sdma_xgmi_engines);
+        let (first, count) = match a.queue_type {
+            queue_type::SDMA => (0, pcie),
+            queue_type::SDMA_XGMI => (pcie, xgmi),
+            _ => {
+                if a.sdma_engine_id >= pcie + xgmi {
+                    return Err(Errno::EINVAL);
+                }
+                (a.sdma_engine_id, 1)
+            }
+        };
+        if count == 0 {
+            return Err(Errno::ENOMEM);
+        }
+        let mut st = proc.lock();
+        let qid = (0..limits::MAX_QUEUES_PER_PROCESS).find(|q| !st.queues.contains_key(q)).ok_or(Errno::ENOMEM)?;
+        let pdd = self.bound_pdd(&mut st, a.gpu_id, Errno::ESRCH)?;
+        let slice = self.doorbell_slice(pdd)?;
+        let mut vm = proc.vm.write().unwrap_or_else(|e| e.into_inner());
+        let gpu = a.gpu_id;
+        let legacy = self.m.config.version < (1, 16);
+        let ring_bytes = u64::from(a.ring_size);
+        let buffer = |vm: &Vm, addr: u64, size: u64| {
+            if legacy {
+                vm.bo_at(addr).filter(|b| b.mapped.contains(&gpu)).map(|b| b.handle).ok_or(Errno::EINVAL)
+            } else {
+                Self::queue_buffer(vm, gpu, addr, size)
+            }
+        };
+        let bos = vec![
+            buffer(&vm, a.write_pointer_address, limits::PAGE_SIZE)?,
+            buffer(&vm, a.read_pointer_address, limits::PAGE_SIZE)?,
+            buffer(&vm, a.ring_base_address, ring_bytes)?,
+        ];
+        // The engine writes its 64-bit read offset back to the rptr word; the ring base is
+        // programmed in 256-byte units (`rb_base = addr >> 8`).
+        if a.read_pointer_address % 8 != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let ring_va = a.ring_base_address & !0xff;
+        let tr = |va: u64, len: u64| vm.translate(&self.m.pool, gpu, va, len).map_err(|_| Errno::EINVAL);
+        let ring = tr(ring_va, ring_bytes)?;
+        let rptr = tr(a.read_pointer_address, 8)?;
+        tr(a.write_pointer_address, 8)?;
+        let doorbells = &pdd.doorbell_used;
+        let pool = &self.m.pool;
+        let (vm_arc, events) = (&proc.vm, &proc.events);
+        let (priority, percentage) = (a.queue_priority, a.queue_percentage);
+        let mut chosen = 0;
+        let q = self.m.devices[idx].add_sdma_queue(|existing| {
+            let taken = |e: u32, n: u32| existing.iter().any(|q| q.engine == e && q.engine_queue == n);
+            let (engine, engine_queue) = (0..count * QUEUES_PER_ENGINE)
+                .map(|b| (first + b % count, b / count))
+                .find(|&(e, n)| !taken(e, n))
+                .ok_or(Errno::ENOMEM)?;
+            // SOC15 static SDMA doorbells (Vega20 layout): 0x100 + 10 per engine, odd queues
+            // in the mirror half 512 doorbells up.
+            let slot = 0x100 + engine * 10 + (engine_queue & 1) * 512 + (engine_queue >> 1);
+            if doorbells.contains(&slot) {
+                return Err(Errno::ENOMEM);
+            }
+            chosen = slot;
+            let ptrs = SdmaPtrs {
+                ring,
+                ring_va,
+                ring_bytes,
+                rptr,
+                doorbell: pool.ptr(slice + u64::from(slot) * limits::DOORBELL_BYTES),
+            };
+            // SAFETY: the ring and rptr pointers were translated from BOs that are now pinned by
+            // the queue (queue_refs below); the doorbell is in the process slice, which lives as
+            // long as the pool; rptr is 8-byte aligned (checked), the ring 256-byte aligned.
+            let q = unsafe {
+                SdmaQueue::new(
+                    gpu,
+                    qid,
+                    engine,
+                    engine_queue,
+                    Arc::clone(vm_arc),
+                    Arc::clone(events),
+                    ptrs,
+                    priority,
+                    percentage,
+                )
+            };
+            q.map(Arc::new).ok_or(Errno::EINVAL)
+        })?;
+        for h in &bos {
+            if let Some(bo) = vm.bos.get_mut(h) {
+                bo.queue_refs += 1;
+            }
+        }
+        drop(vm);
+        let slot = chosen;
+        if let Some(pdd) = st.pdds.get_mut(&gpu) {
+            pdd.doorbell_used.insert(slot);
+        }
+        st.queues.insert(qid, QueueRec { hw: QueueHw::Sdma(q), gpu_id: gpu, device: idx, bos, doorbell_slot: slot });
         a.queue_id = qid;
         a.doorbell_offset =
             mmap_offset::TYPE_DOORBELL | mmap_offset::gpu_id(gpu) | (u64::from(slot) * limits::DOORBELL_BYTES);
@@ -882,7 +1024,10 @@ impl Emu {
     fn destroy_queue(&self, proc: &Process, qid: u32) -> SysResult<()> {
         let mut st = proc.lock();
         let rec = st.queues.remove(&qid).ok_or(Errno::EINVAL)?;
-        self.m.devices[rec.device].remove_queue(&rec.hw);
+        match &rec.hw {
+            QueueHw::Aql(hw) => self.m.devices[rec.device].remove_queue(hw),
+            QueueHw::Sdma(q) => self.m.devices[rec.device].remove_sdma_queue(q),
+        }
         let mut vm = proc.vm.write().unwrap_or_else(|e| e.into_inner());
         for h in &rec.bos {
             if let Some(bo) = vm.bos.get_mut(h) {
@@ -890,7 +1035,7 @@ impl Emu {
             }
         }
         drop(vm);
-        if let Some(pdd) = st.pdds.get_mut(&rec.hw.gpu_id) {
+        if let Some(pdd) = st.pdds.get_mut(&rec.gpu_id) {
             pdd.doorbell_used.remove(&rec.doorbell_slot);
         }
         Ok(())
@@ -908,7 +1053,13 @@ impl Emu {
         }
         let mut st = proc.lock();
         let rec = st.queues.get_mut(&a.queue_id).ok_or(Errno::EFAULT)?;
-        let hw = Arc::clone(&rec.hw);
+        let hw = match &rec.hw {
+            QueueHw::Aql(hw) => Arc::clone(hw),
+            QueueHw::Sdma(q) => {
+                let q = Arc::clone(q);
+                return self.update_sdma_queue(proc, rec, &q, a);
+            }
+        };
         let mut cp = hw.lock_cp();
         let cur_base = cp.ring_va;
         let cur_size = cp.ring_bytes;
@@ -947,6 +1098,44 @@ impl Emu {
         Ok(())
     }
 
+    /// UPDATE_QUEUE of an SDMA queue: a new ring (an exact, GPU-mapped BO; the read offset
+    /// carries over), percentage and priority.
+    fn update_sdma_queue(
+        &self,
+        proc: &Process,
+        rec: &mut QueueRec,
+        q: &SdmaQueue,
+        a: UpdateQueueArgs,
+    ) -> SysResult<()> {
+        let mut ring = q.lock_ring();
+        if a.ring_base_address & !0xff != ring.va || u64::from(a.ring_size) != ring.bytes {
+            let mut vm = proc.vm.write().unwrap_or_else(|e| e.into_inner());
+            let bytes = u64::from(a.ring_size);
+            let new_bo = Self::queue_buffer(&vm, q.gpu_id, a.ring_base_address, bytes)?;
+            let va = a.ring_base_address & !0xff;
+            let p = vm.translate(&self.m.pool, q.gpu_id, va, bytes).map_err(|_| Errno::EINVAL)?;
+            // SAFETY: the new ring BO is pinned below (queue_refs) while the queue uses it.
+            if !unsafe { SdmaQueue::replace_ring(&mut ring, p, va, bytes) } {
+                return Err(Errno::EINVAL);
+            }
+            if let Some(old) = rec.bos.get(2).copied() {
+                if let Some(bo) = vm.bos.get_mut(&old) {
+                    bo.queue_refs = bo.queue_refs.saturating_sub(1);
+                }
+            }
+            if let Some(bo) = vm.bos.get_mut(&new_bo) {
+                bo.queue_refs += 1;
+            }
+            if let Some(slot) = rec.bos.get_mut(2) {
+                *slot = new_bo;
+            }
+        }
+        // Ordering: Relaxed; scheduling parameters, stored under the ring lock (see update_queue).
+        q.percentage.store(a.queue_percentage, Ordering::Relaxed);
+        q.priority.store(a.queue_priority, Ordering::Relaxed);
+        Ok(())
+    }
+
     fn set_cu_mask(&self, proc: &Process, a: SetCuMaskArgs) -> SysResult<()> {
         if a.num_cu_mask % 32 != 0 || a.num_cu_mask == 0 {
             return Err(Errno::EINVAL);
@@ -957,9 +1146,13 @@ impl Emu {
         let rec = st.queues.get(&a.queue_id).ok_or(Errno::EFAULT)?;
         let cus = self.m.nodes[rec.device].props.cu_count();
         let enabled = (0..bits.min(cus)).filter(|&i| words[(i / 8) as usize] & (1 << (i % 8)) != 0).count() as u32;
-        let _cp = rec.hw.lock_cp();
-        // Ordering: Relaxed; a scheduling parameter, stored under the cp lock (see update_queue).
-        rec.hw.cu_enabled.store(enabled, Ordering::Relaxed);
+        // An SDMA queue accepts the mask and ignores it, as its MQD has no CU mask.
+        if let QueueHw::Aql(hw) = &rec.hw {
+            let _cp = hw.lock_cp();
+            // Ordering: Relaxed; a scheduling parameter, stored under the cp lock (see
+            // update_queue).
+            hw.cu_enabled.store(enabled, Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -1145,23 +1338,33 @@ impl Emu {
 
     // ---- observation and fault injection ----------------------------------------------------
 
-    fn queue_hw(&self, qid: u32) -> Option<Arc<HwQueue>> {
+    /// The device-side state of one of this process's queues (AQL or SDMA).
+    pub fn queue_state(&self, qid: u32) -> Option<QueueState> {
         let p = self.process()?;
         let st = p.lock();
-        st.queues.get(&qid).map(|r| Arc::clone(&r.hw))
-    }
-
-    /// The device-side state of one of this process's queues.
-    pub fn queue_state(&self, qid: u32) -> Option<QueueState> {
-        let q = self.queue_hw(qid)?;
-        // Ordering: Relaxed; a diagnostic read.
-        let ec = q.exception.load(Ordering::Relaxed);
-        Some(match q.status.load(Ordering::Relaxed) {
+        // Ordering: Relaxed; diagnostic reads.
+        let (status, ec) = match &st.queues.get(&qid)?.hw {
+            QueueHw::Aql(q) => (q.status.load(Ordering::Relaxed), q.exception.load(Ordering::Relaxed)),
+            QueueHw::Sdma(q) => (q.status.load(Ordering::Relaxed), q.exception.load(Ordering::Relaxed)),
+        };
+        Some(match status {
             cp::status::ERROR => QueueState::Error(ec),
             cp::status::HUNG => QueueState::Hung,
             cp::status::EVICTED => QueueState::Evicted(ec),
             _ => QueueState::Active,
         })
+    }
+
+    /// Machine-wide engine counters (every process of this machine).
+    pub fn stats(&self) -> EmuStats {
+        let s = &self.m.sdma_stats;
+        // Ordering: Relaxed; statistics counters.
+        EmuStats {
+            sdma_queues_created: s.queues_created.load(Ordering::Relaxed),
+            sdma_packets: s.packets.load(Ordering::Relaxed),
+            sdma_copies: s.copies.load(Ordering::Relaxed),
+            sdma_bytes: s.bytes.load(Ordering::Relaxed),
+        }
     }
 
     /// Makes the `n`th ioctl from now (counting only `nr` if given; `n >= 1`) fail with `errno`

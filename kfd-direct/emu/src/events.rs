@@ -183,6 +183,23 @@ impl Events {
         }
     }
 
+    /// An interrupt whose context carries an event id with 28 valid bits (the SDMA trap):
+    /// like `kfd_signal_event_interrupt`'s fast path, it is ignored unless the id's mailbox
+    /// slot was posted; otherwise it is [`Events::interrupt`].
+    pub(crate) fn interrupt_posted(&self, id: u32) {
+        {
+            let st = self.lock();
+            if let Some(page) = st.page {
+                // SAFETY: id < slots of the live page.
+                if id < page.slots && unsafe { slot(page.ptr, id as usize) }.load(Ordering::Acquire) == SLOT_UNSIGNALED
+                {
+                    return;
+                }
+            }
+        }
+        self.interrupt(id);
+    }
+
     /// Sets every MEMORY event with the fault data (`kfd_signal_vm_fault_event`).
     pub(crate) fn signal_memory_fault(&self, data: MemoryExceptionData) {
         let mut st = self.lock();

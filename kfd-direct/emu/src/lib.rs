@@ -31,6 +31,9 @@
 //!   `amd_queue_t + 56`; its executor implements fences, atomic signal decrements, mailboxes,
 //!   timestamps, in-order retirement into `read_dispatch_id` (+128), queue errors (§7), and the
 //!   adversarial out-of-order mode.
+//! - `sdma`: the SDMA v4 engine (rocr-on-emu.md §4.5): user-mode SDMA queues with byte-offset
+//!   rings, served by the same per-GPU thread after the AQL queues; linear and rectangular
+//!   copies, fills, fences, traps, memory polls, 64-bit atomics and timestamps.
 //! - [`kernels`]: host twins (DESIGN.md rule 6), the built-in copy/fill/write-value twins, and
 //!   [`codeobj`]: AMDHSA code-object parsing (§6).
 //!
@@ -53,10 +56,11 @@ mod events;
 pub mod kernels;
 mod memory;
 pub mod naming;
+mod sdma;
 pub mod topology;
 
 pub use cp::GPU_CLOCK_HZ;
-pub use emu::{Emu, EmuConfig, Fd, QueueState, FIRST_FD};
+pub use emu::{Emu, EmuConfig, EmuStats, Fd, QueueState, FIRST_FD};
 pub use errno::{Errno, SysResult};
 pub use events::SLOT_UNSIGNALED;
 pub use kernels::{KernelCtx, Twin, TwinFn};

@@ -28,7 +28,8 @@
 //! routed prefix, so there is no recursion.
 //!
 //! Environment: `AQUEDUCT_GPU` (`gfx90a`, default; `gfx942`, `gfx1100`),
-//! `AQUEDUCT_PRELOAD_LOG=1` logs every routed call to stderr.
+//! `AQUEDUCT_PRELOAD_LOG=1` logs every routed call to stderr, `AQUEDUCT_EMU_STATS=1` prints the
+//! emulator's engine counters (SDMA queues, packets, copies, bytes) to stderr at exit.
 
 use std::ffi::{c_char, c_int, c_ulong, c_void, CStr, CString};
 use std::path::PathBuf;
@@ -103,6 +104,10 @@ fn emu() -> &'static Emu {
                 for t in twins::user_twins() {
                     e.register_twin_by_name(t);
                 }
+                if std::env::var_os("AQUEDUCT_EMU_STATS").is_some_and(|v| v != "0") {
+                    // SAFETY: registering a plain extern "C" function with no arguments.
+                    unsafe { libc::atexit(print_stats) };
+                }
                 e
             }
             Err(e) => {
@@ -111,6 +116,15 @@ fn emu() -> &'static Emu {
             }
         }
     })
+}
+
+/// Prints the emulator's engine counters (`AQUEDUCT_EMU_STATS=1`), at exit.
+extern "C" fn print_stats() {
+    let s = emu().stats();
+    eprintln!(
+        "aqueduct-kfd-emu stats: sdma_queues_created={} sdma_packets={} sdma_copies={} sdma_bytes={}",
+        s.sdma_queues_created, s.sdma_packets, s.sdma_copies, s.sdma_bytes
+    );
 }
 
 // ---- fds ---------------------------------------------------------------------------------------

@@ -12,10 +12,21 @@ const T: Duration = Duration::from_secs(90);
 #[test]
 fn hip_runtime_memory_streams_events_wait_value_and_host_functions() {
     let exe = build_hip("hip_runtime");
-    for env in [&[][..], &[("HSA_ENABLE_SDMA", "0")][..], &[("HSA_ENABLE_INTERRUPT", "0")][..]] {
-        let text = expect_ok(&run(&exe, &[], env, T), &format!("hip_runtime {env:?}"));
+    for (env, sdma) in
+        [(&[][..], true), (&[("HSA_ENABLE_SDMA", "0")][..], false), (&[("HSA_ENABLE_INTERRUPT", "0")][..], true)]
+    {
+        let env: Vec<_> = env.iter().copied().chain([("AQUEDUCT_EMU_STATS", "1")]).collect();
+        let out = run(&exe, &[], &env, T);
+        let text = expect_ok(&out, &format!("hip_runtime {env:?}"));
         assert!(text.contains("AMD Instinct MI210 arch gfx90a"), "{text}");
         assert!(text.contains("hip runtime ok"), "{text}");
+        // Pageable hipMemcpy H2D/D2H goes through ROCr's SDMA blits unless disabled.
+        let (queues, copies) = sdma_stats(&out);
+        if sdma {
+            assert!(queues >= 1 && copies >= 1, "{env:?}: {queues} SDMA queues, {copies} copies");
+        } else {
+            assert_eq!((queues, copies), (0, 0), "{env:?}");
+        }
     }
 }
 

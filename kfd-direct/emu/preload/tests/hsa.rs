@@ -20,19 +20,30 @@ fn queue_creation_and_barrier_complete_with_interrupts_on_and_off() {
 }
 
 #[test]
-fn copies_and_fill_verify_with_default_environment() {
+fn copies_and_fill_verify_with_default_environment_through_sdma() {
     let exe = build_hsa("hsa_copy");
-    let text = expect_ok(&run(&exe, &[], &[], T), "default environment");
-    assert!(text.contains("copies ok"), "{text}");
+    for interrupts in ["1", "0"] {
+        let env = [("AQUEDUCT_EMU_STATS", "1"), ("HSA_ENABLE_INTERRUPT", interrupts)];
+        let out = run(&exe, &[], &env, T);
+        let text = expect_ok(&out, "default environment");
+        assert!(text.contains("copies ok"), "{text}");
+        // ROCr's H2D and D2H blits are SDMA queues (H2D created first), and the host↔device
+        // copies of the program ran on them.
+        let (queues, copies) = sdma_stats(&out);
+        assert_eq!(queues, 2, "HSA_ENABLE_INTERRUPT={interrupts}");
+        assert!(copies >= 4, "HSA_ENABLE_INTERRUPT={interrupts}: {copies} SDMA copies");
+    }
 }
 
 #[test]
 fn copies_and_fill_verify_with_blit_kernels() {
     let exe = build_hsa("hsa_copy");
     for interrupts in ["1", "0"] {
-        let env = [("HSA_ENABLE_SDMA", "0"), ("HSA_ENABLE_INTERRUPT", interrupts)];
-        let text = expect_ok(&run(&exe, &[], &env, T), "HSA_ENABLE_SDMA=0");
+        let env = [("HSA_ENABLE_SDMA", "0"), ("HSA_ENABLE_INTERRUPT", interrupts), ("AQUEDUCT_EMU_STATS", "1")];
+        let out = run(&exe, &[], &env, T);
+        let text = expect_ok(&out, "HSA_ENABLE_SDMA=0");
         assert!(text.contains("copies ok"), "{text}");
+        assert_eq!(sdma_stats(&out), (0, 0), "no SDMA queue with HSA_ENABLE_SDMA=0");
     }
 }
 

@@ -116,3 +116,20 @@ pub fn build_code_object() -> PathBuf {
     assert!(out.status.success(), "ld.lld-15 failed:\n{}", String::from_utf8_lossy(&out.stderr));
     co
 }
+
+/// The emulator's SDMA counters a run printed at exit (`AQUEDUCT_EMU_STATS=1`):
+/// `(queues created, copy packets)`.
+pub fn sdma_stats(out: &Output) -> (u64, u64) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("aqueduct-kfd-emu stats:"))
+        .unwrap_or_else(|| panic!("no stats line in stderr:\n{err}"));
+    let field = |k: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {k} in `{line}`"))
+    };
+    (field("sdma_queues_created"), field("sdma_copies"))
+}
