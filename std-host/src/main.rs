@@ -28,12 +28,29 @@ enum Cmd {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<OsString>,
     },
+    /// Every backend and device found, with its properties, and why a backend is unavailable.
+    Info,
     /// Streams, kernels, copies, events, a host function and a captured graph on the default
     /// device, every result checked.
     Demo {
         /// Backend: auto (real KFD, then ROCr, else the emulator), kfd, rocr or emu.
         #[arg(long, default_value = "auto", value_parser = parse_backend)]
         backend: BackendKind,
+    },
+    /// Every figure of DESIGN.md's performance budget beside its floor, measured in this run.
+    Bench {
+        /// Backend: auto, kfd, rocr or emu.
+        #[arg(long, default_value = "auto", value_parser = parse_backend)]
+        backend: BackendKind,
+        /// Print one JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+        /// A short run (smoke test): fewer samples and iterations.
+        #[arg(long)]
+        short: bool,
+        /// Samples per figure (the median is reported).
+        #[arg(long, default_value_t = 11)]
+        samples: usize,
     },
 }
 
@@ -47,6 +64,27 @@ fn main() {
                 std::process::exit(127);
             }
         },
+        Cmd::Bench { backend, json, short, samples } => {
+            let samples = if short { samples.min(3) } else { samples };
+            let opts = aqueduct_std::cli::bench::BenchOptions { samples, short };
+            match aqueduct_std::cli::bench::run(&OpenOptions::new(backend), opts, !json) {
+                Ok(figures) => {
+                    if json {
+                        println!("{}", aqueduct_std::cli::bench::to_json(&figures));
+                    } else {
+                        let name = backend.name();
+                        aqueduct_std::cli::bench::print_table(&figures, name, &mut std::io::stdout());
+                    }
+                }
+                Err(e) => {
+                    eprintln!("aqueduct bench: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        Cmd::Info => {
+            aqueduct_std::cli::info::run(&mut std::io::stdout());
+        }
         Cmd::Demo { backend } => {
             let mut out = std::io::stdout();
             if let Err(e) = aqueduct_std::cli::demo::run(&OpenOptions::new(backend), &mut out) {

@@ -1,6 +1,8 @@
 //! The subcommands of the `aqueduct` tool, as library functions the binary and the tests call.
 
+pub mod bench;
 pub mod demo;
+pub mod info;
 
 /// The gfx name of a `gfx_target_version` (e.g. 90010 → `gfx90a`).
 pub fn gfx_name(v: u32) -> String {
