@@ -57,6 +57,8 @@ pub struct Kernel {
     pub descriptor_bytes: [u8; 64],
     /// Machine code at the entry point (the function symbol's bytes, at most 4 KiB).
     pub code: Vec<u8>,
+    /// The kernel's entry in the object's metadata note (argument layout), if present.
+    pub meta: Option<crate::metadata::KernelMeta>,
 }
 
 /// A parsed AMDHSA code object.
@@ -103,6 +105,7 @@ impl CodeObject {
         for seg in file.segments() {
             image_size = image_size.max(seg.address() + seg.size());
         }
+        let metadata = crate::metadata::kernels_from_elf(data).unwrap_or_default();
         let mut kernels = Vec::new();
         for sym in file.symbols() {
             let Ok(name) = sym.name() else { continue };
@@ -125,6 +128,7 @@ impl CodeObject {
                 descriptor,
                 descriptor_bytes,
                 code,
+                meta: crate::metadata::find(&metadata, base).cloned(),
             });
         }
         kernels.sort_by(|a, b| a.name.cmp(&b.name));

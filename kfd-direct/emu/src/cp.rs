@@ -993,7 +993,7 @@ impl Exec<'_> {
             return Some(t);
         }
         let mem = MemView { vm: self.vm, pool: &self.dev.pool, gpu_id: self.q.gpu_id };
-        let Some(symbol) = crate::naming::elf_kernel_name(&mem, object) else {
+        let Some((symbol, meta)) = crate::naming::elf_kernel(&mem, object) else {
             eprintln!(
                 "aqueduct-kfd-emu: cannot name the kernel at {object:#x} (no ELF image or symbol): dispatch fails"
             );
@@ -1004,6 +1004,10 @@ impl Exec<'_> {
             eprintln!("aqueduct-kfd-emu: no host twin for kernel `{name}` at {object:#x}: dispatch fails");
             return None;
         };
+        if let Some(m) = meta {
+            twin.kernarg_size = twin.kernarg_size.max(m.kernarg_segment_size);
+            twin.args = m.args.into();
+        }
         if twin.kernarg_size == 0 {
             twin.kernarg_size = u32::from_le_bytes([kd[8], kd[9], kd[10], kd[11]]);
         }
@@ -1015,7 +1019,15 @@ impl Exec<'_> {
         let grid = [p.grid_size_x, p.grid_size_y, p.grid_size_z];
         let wg = [p.workgroup_size_x, p.workgroup_size_y, p.workgroup_size_z].map(u32::from);
         let count = [0, 1, 2].map(|i| grid[i].div_ceil(wg[i]));
-        let ctx = KernelCtx { packet: *p, grid, workgroup_size: wg, workgroup_count: count, kernarg, mem: &mem };
+        let ctx = KernelCtx {
+            packet: *p,
+            grid,
+            workgroup_size: wg,
+            workgroup_count: count,
+            kernarg,
+            args: &twin.args,
+            mem: &mem,
+        };
         for z in 0..count[2] {
             for y in 0..count[1] {
                 for x in 0..count[0] {

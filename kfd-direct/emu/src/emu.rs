@@ -1321,6 +1321,10 @@ impl Emu {
         let mut bound = Vec::new();
         for k in &co.kernels {
             if let Some(mut twin) = self.m.registry.by_name(&k.name) {
+                if let Some(m) = &k.meta {
+                    twin.kernarg_size = twin.kernarg_size.max(m.kernarg_segment_size);
+                    twin.args = m.args.clone().into();
+                }
                 if twin.kernarg_size == 0 {
                     twin.kernarg_size = k.descriptor.kernarg_size;
                 }

@@ -9,7 +9,9 @@
 //! [`crate::codeobj`] — works without telling the emulator where it put the code.
 //!
 //! A twin runs once per work-group and receives the dispatch geometry, its work-group id, the
-//! kernel-argument bytes and a [`MemView`] of device memory.
+//! kernel-argument bytes and a [`MemView`] of device memory. A twin bound to a kernel of a code
+//! object also gets the arguments' layout from the object's metadata ([`KernelCtx::arg`] and
+//! friends read arguments by position, [`KernelCtx::hidden_arg`] by hidden kind).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -19,6 +21,7 @@ use aqueduct::backend::{CopyArgs, FillArgs, WriteValueArgs};
 use aqueduct::BuiltinKernel;
 
 use crate::memory::{KernelError, MemView};
+pub use crate::metadata::KernelArg;
 
 /// What one work-group of a twin sees.
 pub struct KernelCtx<'a> {
@@ -30,8 +33,12 @@ pub struct KernelCtx<'a> {
     pub workgroup_size: [u32; 3],
     /// Work-groups per dimension (`ceil(grid / workgroup_size)`).
     pub workgroup_count: [u32; 3],
-    /// The kernel-argument bytes (the twin's declared size, read at dispatch).
+    /// The kernel-argument bytes (the twin's declared size, or the metadata's
+    /// `.kernarg_segment_size`, read at dispatch).
     pub kernarg: &'a [u8],
+    /// The arguments' layout from the code object's metadata, in declaration order (explicit,
+    /// then hidden); empty when the kernel was not named from a code object with metadata.
+    pub args: &'a [KernelArg],
     /// Device memory.
     pub mem: &'a MemView<'a>,
 }
@@ -45,6 +52,33 @@ impl KernelCtx<'_> {
     /// A little-endian u32 argument at byte offset `off` (0 if out of range).
     pub fn arg_u32(&self, off: usize) -> u32 {
         self.kernarg.get(off..off + 4).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+
+    /// The bytes of argument `i` (by position, from the metadata), if it exists and lies
+    /// inside the kernel-argument bytes.
+    pub fn arg_bytes(&self, i: usize) -> Option<&[u8]> {
+        let a = self.args.get(i)?;
+        self.kernarg.get(a.offset as usize..a.offset as usize + a.size as usize)
+    }
+
+    /// Argument `i` (by position, from the metadata) as a little-endian integer of its size,
+    /// zero-extended (a `char` reads one byte, a pointer eight); 0 if it does not exist.
+    pub fn arg(&self, i: usize) -> u64 {
+        self.arg_bytes(i).map_or(0, |b| b.iter().take(8).rev().fold(0, |acc, &x| (acc << 8) | u64::from(x)))
+    }
+
+    /// Argument `i` sign-extended from its size (for `char`, `short`, `int` arguments).
+    pub fn arg_signed(&self, i: usize) -> i64 {
+        let size = self.args.get(i).map_or(8, |a| a.size.clamp(1, 8));
+        let shift = 64 - 8 * size;
+        ((self.arg(i) << shift) as i64) >> shift
+    }
+
+    /// The hidden argument of `.value_kind` `kind` (e.g. `hidden_global_offset_x`), if the
+    /// kernel has one.
+    pub fn hidden_arg(&self, kind: &str) -> Option<u64> {
+        let i = self.args.iter().position(|a| a.value_kind == kind)?;
+        self.arg_bytes(i).map(|_| self.arg(i))
     }
 
     /// The range of global work-item ids (x) covered by work-group `wg` (the last one may be
@@ -67,6 +101,9 @@ pub struct Twin {
     pub kernarg_size: u32,
     /// The function.
     pub f: Arc<TwinFn>,
+    /// Argument layout from the code object's metadata (set when the emulator binds the twin
+    /// to a kernel it named in a code object; empty otherwise).
+    pub args: Arc<[KernelArg]>,
 }
 
 impl std::fmt::Debug for Twin {
@@ -82,7 +119,7 @@ impl Twin {
         kernarg_size: u32,
         f: impl Fn(&KernelCtx<'_>, [u32; 3]) -> Result<(), KernelError> + Send + Sync + 'static,
     ) -> Twin {
-        Twin { name: Arc::from(name), kernarg_size, f: Arc::new(f) }
+        Twin { name: Arc::from(name), kernarg_size, f: Arc::new(f), args: Arc::from([]) }
     }
 }
 

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::kernels::{KernelCtx, Twin};
 use crate::memory::{KernelError, MemView};
+use crate::metadata::{self, KernelMeta};
 
 /// `EM_AMDGPU`.
 const EM_AMDGPU: u16 = 224;
@@ -117,6 +118,43 @@ pub fn image_base(mem: &MemView<'_>, object: u64) -> Option<u64> {
 /// The symbol name (`foo.kd`) of the kernel descriptor at `object` in a loaded AMDGPU image.
 pub fn elf_kernel_name(mem: &MemView<'_>, object: u64) -> Option<String> {
     let base = image_base(mem, object)?;
+    symbol_at(mem, base, object)
+}
+
+/// The symbol name (`foo.kd`) of the kernel descriptor at `object` and the kernel's entry in
+/// the image's metadata note, if it has one.
+pub fn elf_kernel(mem: &MemView<'_>, object: u64) -> Option<(String, Option<KernelMeta>)> {
+    let base = image_base(mem, object)?;
+    let symbol = symbol_at(mem, base, object)?;
+    let name = symbol.strip_suffix(".kd").unwrap_or(&symbol);
+    let meta = image_metadata(mem, base).and_then(|ks| metadata::find(&ks, name).cloned());
+    Some((symbol, meta))
+}
+
+/// The metadata of the loaded image at `base`: the ELF header, program headers and `PT_NOTE`
+/// contents are read from device memory (the note at its `p_vaddr`) into a buffer laid out by
+/// file offset, which the ELF reader then walks.
+fn image_metadata(mem: &MemView<'_>, base: u64) -> Option<Vec<KernelMeta>> {
+    let eh = rd(mem, base, 64)?;
+    let (phoff, phentsize, phnum) = (u64le(&eh, 32), u16le(&eh, 54) as u64, u16le(&eh, 56) as u64);
+    let ph_end = phoff.checked_add(phentsize.checked_mul(phnum)?)?;
+    if ph_end > 1 << 16 {
+        return None;
+    }
+    let ph = rd(mem, base + phoff, (ph_end - phoff) as usize)?;
+    let note = (0..phnum as usize).map(|i| &ph[i * phentsize as usize..]).find(|p| u32le(p, 0) == 4)?;
+    let (off, vaddr, filesz) = (u64le(note, 8), u64le(note, 16), u64le(note, 32));
+    if filesz > 1 << 20 || off > 1 << 24 {
+        return None;
+    }
+    let mut buf = vec![0u8; ph_end.max(off + filesz) as usize];
+    buf[..64].copy_from_slice(&eh);
+    buf[phoff as usize..ph_end as usize].copy_from_slice(&ph);
+    mem.read(base + vaddr, &mut buf[off as usize..(off + filesz) as usize]).ok()?;
+    metadata::kernels_from_elf(&buf)
+}
+
+fn symbol_at(mem: &MemView<'_>, base: u64, object: u64) -> Option<String> {
     let eh = rd(mem, base, 64)?;
     let (phoff, phentsize, phnum) = (u64le(&eh, 32), u16le(&eh, 54) as u64, u16le(&eh, 56) as u64);
     let ph = rd(mem, base + phoff, (phentsize * phnum) as usize)?;

@@ -1,17 +1,17 @@
 //! Host twins for user kernels that programs run under the preload (the test programs' kernels
 //! in `tests/c/user_kernels.cl`). They are registered by symbol name; the emulator binds them
-//! when it names a dispatched kernel object by its `.kd` symbol. Arguments are read at the
-//! offsets the AMDGPU ABI gives explicit arguments (natural alignment, in order), which is what
-//! the code object's `amdhsa.kernels` metadata lists for these signatures.
+//! when it names a dispatched kernel object by its `.kd` symbol, and gives them the argument
+//! layout of the code object's metadata note (`amdhsa.kernels[].args`): twins read their
+//! arguments by position ([`aqueduct_kfd_emu::KernelCtx::arg`]), never at assumed offsets.
 
-use aqueduct_kfd_emu::Twin;
+use aqueduct_kfd_emu::{KernelError, Twin};
 
 /// The user twins.
 pub fn user_twins() -> Vec<Twin> {
     vec![
         // aqueduct_vadd(float *c, const float *a, const float *b, uint n)
-        Twin::new("aqueduct_vadd", 28, |ctx, wg| {
-            let (c, a, b, n) = (ctx.arg_u64(0), ctx.arg_u64(8), ctx.arg_u64(16), ctx.arg_u32(24));
+        Twin::new("aqueduct_vadd", 0, |ctx, wg| {
+            let (c, a, b, n) = (ctx.arg(0), ctx.arg(1), ctx.arg(2), ctx.arg(3) as u32);
             let r = ctx.items_x(wg);
             let (lo, hi) = (r.start.min(n), r.end.min(n));
             if lo == hi {
@@ -34,11 +34,23 @@ pub fn user_twins() -> Vec<Twin> {
             ctx.mem.write(c + off, &out)
         }),
         // aqueduct_poke(uint *p, uint v): work-item 0 stores v.
-        Twin::new("aqueduct_poke", 12, |ctx, wg| {
+        Twin::new("aqueduct_poke", 0, |ctx, wg| {
             if wg != [0, 0, 0] {
                 return Ok(());
             }
-            ctx.mem.write_u32(ctx.arg_u64(0), ctx.arg_u32(8))
+            ctx.mem.write_u32(ctx.arg(0), ctx.arg(1) as u32)
+        }),
+        // aqueduct_mixed(char c, short s, int *p, uchar2 v, uint n): p[i] = c + s + v.x + v.y + i.
+        // Offsets 0, 2, 8, 16, 20 come from the metadata (a uchar2 is 2 bytes, 2-aligned).
+        Twin::new("aqueduct_mixed", 0, |ctx, wg| {
+            let (c, s, p, n) = (ctx.arg_signed(0), ctx.arg_signed(1), ctx.arg(2), ctx.arg(4) as u32);
+            let v = ctx.arg_bytes(3).ok_or(KernelError::Trap)?;
+            let base = c + s + i64::from(v[0]) + i64::from(v[1]);
+            let r = ctx.items_x(wg);
+            for i in r.start.min(n)..r.end.min(n) {
+                ctx.mem.write_u32(p + u64::from(i) * 4, (base + i64::from(i)) as i32 as u32)?;
+            }
+            Ok(())
         }),
     ]
 }

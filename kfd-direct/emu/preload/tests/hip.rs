@@ -47,6 +47,14 @@ fn user_kernel_through_hip_launch_kernel_with_a_registered_fat_binary() {
 }
 
 #[test]
+fn user_kernel_arguments_are_decoded_from_the_code_object_metadata() {
+    let co = build_code_object();
+    let exe = build_hip("hip_kernels");
+    let text = expect_ok(&run(&exe, &[co.to_str().unwrap(), "mixed"], &[], T), "mixed");
+    assert!(text.contains("mixed arguments ok"), "{text}");
+}
+
+#[test]
 fn a_kernel_without_a_twin_fails_through_hips_queue_error_path() {
     let co = build_code_object();
     let exe = build_hip("hip_kernels");

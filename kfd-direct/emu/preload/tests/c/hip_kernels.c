@@ -1,6 +1,6 @@
 /* Stage 5/6: user kernels from a clang-15 gfx90a code object, through hipModuleLaunchKernel and
  * through hipLaunchKernel with a registered fat binary; and the fault paths.
- * usage: hip_kernels CODE_OBJECT (module|fatbin|untwinned|memfault) */
+ * usage: hip_kernels CODE_OBJECT (module|fatbin|untwinned|memfault|mixed) */
 #include <hip/hip_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +67,7 @@ int main(int argc, char **argv) {
     CHECK(hipMemcpy(da, a, n * 4, hipMemcpyHostToDevice));
     CHECK(hipMemcpy(db, b, n * 4, hipMemcpyHostToDevice));
     struct { float *c; const float *a; const float *b; unsigned n; } args = {dc, da, db, n};
-    if (!strcmp(mode, "module") || !strcmp(mode, "untwinned") || !strcmp(mode, "memfault")) {
+    if (!strcmp(mode, "module") || !strcmp(mode, "untwinned") || !strcmp(mode, "memfault") || !strcmp(mode, "mixed")) {
         hipModule_t m;
         hipFunction_t f;
         CHECK(hipModuleLoadData(&m, co));
@@ -89,6 +89,23 @@ int main(int argc, char **argv) {
             hipError_t e = hipDeviceSynchronize();
             printf("memory fault: sync returned %d (%s)\n", e, hipGetErrorString(e));
             return e == hipSuccess ? 0 : 3;
+        }
+        if (!strcmp(mode, "mixed")) {
+            /* Arguments by kernelParams: ROCclr lays them out from the metadata. */
+            CHECK(hipModuleGetFunction(&f, m, "aqueduct_mixed"));
+            char ch = -3;
+            short sh = 1000;
+            int *dp = (int *)dc;
+            struct { unsigned char x, y; } v = {7, 250};
+            unsigned cnt = 5000;
+            void *params[] = {&ch, &sh, &dp, &v, &cnt};
+            CHECK(hipModuleLaunchKernel(f, (cnt + 63) / 64, 1, 1, 64, 1, 1, 0, 0, params, NULL));
+            int *out = malloc(cnt * 4);
+            CHECK(hipMemcpy(out, dp, cnt * 4, hipMemcpyDeviceToHost));
+            for (unsigned i = 0; i < cnt; i++)
+                if (out[i] != -3 + 1000 + 7 + 250 + (int)i) { fprintf(stderr, "mixed: p[%u] = %d\n", i, out[i]); return 1; }
+            printf("mixed arguments ok\n");
+            return 0;
         }
         CHECK(hipModuleGetFunction(&f, m, "aqueduct_vadd"));
         for (int round = 0; round < 2; round++) {

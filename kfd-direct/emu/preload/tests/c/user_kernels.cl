@@ -15,3 +15,10 @@ __kernel void aqueduct_untwinned(__global int *p) { p[gid()] = 1; }
 
 /* Writes through its pointer argument: given a bad address it is a GPU memory fault. */
 __kernel void aqueduct_poke(__global uint *p, uint v) { if (gid() == 0) *p = v; }
+
+/* Arguments only the metadata places: a char, a short, a pointer, a uchar2 and a uint (offsets
+ * 0, 2, 8, 16, 20), followed by the hidden arguments. */
+__kernel void aqueduct_mixed(char c, short s, __global int *p, uchar2 v, uint n) {
+    size_t i = gid();
+    if (i < n) p[i] = c + s + v.x + v.y + (int)i;
+}

@@ -15,13 +15,27 @@ pub fn require(package: &str, file: &str) {
     );
 }
 
-/// The preload library Cargo built for this test run (`target/<profile>/`).
+/// The preload library, in `target/<profile>/`. `cargo test` builds test harnesses, never the
+/// cdylib itself, so the first call builds it (`cargo build -p aqueduct-kfd-preload` with this
+/// test's profile) so that a test never runs a stale library.
 pub fn preload_lib() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let profile = exe.parent().and_then(Path::parent).expect("target/<profile>");
-    let lib = profile.join("libaqueduct_kfd_preload.so");
-    assert!(lib.is_file(), "{} not built", lib.display());
-    lib
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test executable");
+            let profile = exe.parent().and_then(Path::parent).expect("target/<profile>");
+            let mut c = Command::new(env!("CARGO"));
+            c.args(["build", "-q", "-p", "aqueduct-kfd-preload"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile.file_name().is_some_and(|n| n == "release") {
+                c.arg("--release");
+            }
+            let out = c.output().expect("cargo build");
+            assert!(out.status.success(), "building the preload failed:\n{}", String::from_utf8_lossy(&out.stderr));
+            let lib = profile.join("libaqueduct_kfd_preload.so");
+            assert!(lib.is_file(), "{} not built", lib.display());
+            lib
+        })
+        .clone()
 }
 
 fn out_dir() -> PathBuf {
@@ -30,8 +44,27 @@ fn out_dir() -> PathBuf {
     d
 }
 
-/// Compiles `tests/c/<name>.c` with gcc against the HSA or HIP headers and libraries.
+/// Tests run in parallel threads of one process and share `out_dir`: each artefact is built
+/// once, under this lock, so no test executes a file another is still writing.
+static BUILDS: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+
+fn built_once(key: &str, build: impl FnOnce() -> PathBuf) -> PathBuf {
+    let mut b = BUILDS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = b.iter().find(|(k, _)| k == key) {
+        return p.clone();
+    }
+    let p = build();
+    b.push((key.to_owned(), p.clone()));
+    p
+}
+
+/// Compiles `tests/c/<name>.c` with gcc against the HSA or HIP headers and libraries (once per
+/// test process).
 pub fn build_c(name: &str, libs: &[&str], defines: &[&str]) -> PathBuf {
+    built_once(name, || build_c_now(name, libs, defines))
+}
+
+fn build_c_now(name: &str, libs: &[&str], defines: &[&str]) -> PathBuf {
     require("gcc", "/usr/bin/gcc");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(format!("{name}.c"));
     let exe = out_dir().join(name);
@@ -98,8 +131,13 @@ pub fn expect_ok(out: &Output, what: &str) -> String {
     stdout
 }
 
-/// Builds `tests/c/user_kernels.cl` into a gfx90a code object with clang-15 and lld-15.
+/// Builds `tests/c/user_kernels.cl` into a gfx90a code object with clang-15 and lld-15 (once
+/// per test process).
 pub fn build_code_object() -> PathBuf {
+    built_once("user_kernels.co", build_code_object_now)
+}
+
+fn build_code_object_now() -> PathBuf {
     require("clang-15", "/usr/bin/clang-15");
     require("lld-15", "/usr/bin/ld.lld-15");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/user_kernels.cl");
