@@ -55,3 +55,10 @@ fn a_malformed_dispatch_reaches_the_queue_error_callback() {
     assert_eq!(out.status.code(), Some(42), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("queue error callback: 0x1001"), "{text}");
 }
+
+#[test]
+fn a_forked_child_gets_ebadf_on_its_parents_kfd_fd() {
+    let exe = build_c("kfd_fork", &[], &[]);
+    let text = expect_ok(&run(&exe, &[], &[], T), "kfd_fork");
+    assert!(text.contains("fork ok: child EBADF, parent kfd 1.11"), "{text}");
+}
