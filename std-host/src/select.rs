@@ -220,8 +220,21 @@ impl AnyBackend {
         Err(OpenError(failed))
     }
 
-    /// Opens exactly one backend; the error names the cause.
+    /// Opens exactly one backend; the error names the cause. Bring-up runs on a thread with a
+    /// large stack: kfd-direct's code-object loader (blit kernels at open) needs more than a
+    /// test thread's 2 MiB in debug builds.
     pub fn open_one(kind: BackendKind, opts: &OpenOptions) -> std::result::Result<AnyBackend, String> {
+        let opts = opts.clone();
+        std::thread::Builder::new()
+            .name("aqueduct-open".into())
+            .stack_size(32 << 20)
+            .spawn(move || Self::open_here(kind, &opts))
+            .map_err(|e| format!("cannot start the bring-up thread: {e}"))?
+            .join()
+            .map_err(|_| format!("{kind}: bring-up panicked"))?
+    }
+
+    fn open_here(kind: BackendKind, opts: &OpenOptions) -> std::result::Result<AnyBackend, String> {
         match kind {
             BackendKind::Auto => Err("`auto` is not a backend".into()),
             BackendKind::Kfd => match Kfd::open(LinuxSys, opts.kfd_config()) {
