@@ -1668,6 +1668,9 @@ impl<
         e.flags = flags;
         e.device = device;
         e.recorded = Recorded::Never;
+        // A reused slot must not inherit its previous event's capture record.
+        e.captured = None;
+        e.snapshot = DepSet::EMPTY;
         Ok(EventHandle(table::encode(EVENT_TAG, g, i)))
     }
 
@@ -1747,7 +1750,14 @@ impl<
         let mut st = self.state.lock();
         if let Some(ev) = st.events.get_mut(i) {
             match result {
-                Ok(()) => ev.recorded = recorded,
+                Ok(()) => {
+                    ev.recorded = recorded;
+                    // A record outside any capture makes the event a plain event again: a
+                    // later wait is an ordinary wait, not a join of the capture it was last
+                    // recorded in.
+                    ev.captured = None;
+                    ev.snapshot = DepSet::EMPTY;
+                }
                 // The record never happened: the event goes back to its previous record.
                 Err(_) if swapped => core::mem::swap(&mut ev.signal, &mut ev.spare),
                 Err(_) => {}
