@@ -229,7 +229,7 @@ pub mod consts {
     pub const DEVICE_TYPE_CPU: u32 = 0;
     /// `HSA_DEVICE_TYPE_GPU`.
     pub const DEVICE_TYPE_GPU: u32 = 1;
-    /// `HSA_AGENT_INFO_NAME` (char[64]).
+    /// `HSA_AGENT_INFO_NAME` (`char[64]`).
     pub const AGENT_INFO_NAME: u32 = 0;
     /// `HSA_AGENT_INFO_PROFILE`.
     pub const AGENT_INFO_PROFILE: u32 = 4;
@@ -243,7 +243,7 @@ pub mod consts {
     pub const AMD_AGENT_INFO_COMPUTE_UNIT_COUNT: u32 = 0xA002;
     /// `HSA_AMD_AGENT_INFO_MAX_CLOCK_FREQUENCY`.
     pub const AMD_AGENT_INFO_MAX_CLOCK_FREQUENCY: u32 = 0xA003;
-    /// `HSA_AMD_AGENT_INFO_PRODUCT_NAME` (char[64]).
+    /// `HSA_AMD_AGENT_INFO_PRODUCT_NAME` (`char[64]`).
     pub const AMD_AGENT_INFO_PRODUCT_NAME: u32 = 0xA009;
     /// `HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY`.
     pub const SYSTEM_INFO_TIMESTAMP_FREQUENCY: u32 = 3;

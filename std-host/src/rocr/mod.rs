@@ -14,7 +14,7 @@
 //!   ROCr executables; user code objects load the same way.
 //! - ROCr's queue-error callback and system-event handler (GPU memory faults) latch errors that
 //!   [`Backend::queue_fault`] reports as stream errors; nothing aborts the process.
-//! - Host functions run on a service thread ([`service`]).
+//! - Host functions run on a service thread (the `service` module).
 //!
 //! With ROCr installed but no GPU, [`Rocr::open`] fails with an error naming the cause
 //! (`hsa_init`'s status), and backend selection falls back to the emulator.
