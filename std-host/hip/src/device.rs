@@ -1,0 +1,187 @@
+//! Device management and error reporting: `hipGetDeviceCount` … `hipDeviceGetAttribute`,
+//! `hipGetLastError`, `hipPeekAtLastError`, `hipGetErrorName`, `hipGetErrorString`.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, CString};
+use std::sync::OnceLock;
+
+use aqueduct::Backend;
+
+use crate::error::{api, last_error, Hip, CODES, INVALID_DEVICE, INVALID_VALUE};
+use crate::global::{global, lock};
+use crate::put;
+
+/// `hipGetDeviceCount`.
+///
+/// # Safety
+/// `count` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDeviceCount(count: *mut c_int) -> i32 {
+    api(|| {
+        let n = global()?.rt.device_count()?;
+        // SAFETY: the caller's contract.
+        unsafe { put(count, n as c_int) }
+    })
+}
+
+/// `hipSetDevice` for the calling thread.
+#[no_mangle]
+pub extern "C" fn hipSetDevice(device: c_int) -> i32 {
+    api(|| {
+        let g = global()?;
+        let device = u32::try_from(device).map_err(|_| INVALID_DEVICE)?;
+        Ok(g.rt.set_device(device)?)
+    })
+}
+
+/// `hipGetDevice`: the calling thread's device.
+///
+/// # Safety
+/// `device` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDevice(device: *mut c_int) -> i32 {
+    api(|| {
+        let g = global()?;
+        if device.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let d = g.rt.device()?;
+        // SAFETY: the caller's contract.
+        unsafe { put(device, d as c_int) }
+    })
+}
+
+/// `hipDeviceSynchronize`.
+#[no_mangle]
+pub extern "C" fn hipDeviceSynchronize() -> i32 {
+    api(|| Ok(global()?.rt.device_synchronize()?))
+}
+
+/// `hipDeviceReset`: waits for the current device, releases its streams and events, and frees
+/// the memory allocated on it.
+#[no_mangle]
+pub extern "C" fn hipDeviceReset() -> i32 {
+    api(|| {
+        let g = global()?;
+        let device = g.rt.device()?;
+        g.rt.device_reset()?;
+        let mut allocs = lock(&g.allocs);
+        allocs.retain(|&addr, &mut (_, d)| {
+            if d == device {
+                let _ = g.rt.backend().memory_free(addr);
+            }
+            d != device
+        });
+        Ok(())
+    })
+}
+
+/// `hipDeviceGetStreamPriorityRange`: least 1, greatest -1; either pointer may be NULL.
+///
+/// # Safety
+/// Each pointer is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) -> i32 {
+    api(|| {
+        let g = global()?;
+        g.rt.device_count()?;
+        let (lo, hi) = g.rt.stream_priority_range();
+        // SAFETY: the caller's contract; NULL pointers are skipped.
+        unsafe {
+            if !least.is_null() {
+                put(least, lo)?;
+            }
+            if !greatest.is_null() {
+                put(greatest, hi)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `hipDeviceAttributeMaxThreadsPerBlock` (HIP 5.2's numbering).
+const ATTR_MAX_THREADS_PER_BLOCK: c_int = 56;
+/// `hipDeviceAttributeMaxBlockDimX` .. `Z`.
+const ATTR_MAX_BLOCK_DIM: [c_int; 3] = [26, 27, 28];
+/// `hipDeviceAttributeMaxGridDimX` .. `Z`.
+const ATTR_MAX_GRID_DIM: [c_int; 3] = [29, 30, 31];
+/// `hipDeviceAttributeComputeCapabilityMajor` / `Minor`.
+const ATTR_CC_MAJOR: c_int = 23;
+const ATTR_CC_MINOR: c_int = 61;
+/// `hipDeviceAttributeMultiprocessorCount`.
+const ATTR_MULTIPROCESSOR_COUNT: c_int = 63;
+/// `hipDeviceAttributeWarpSize`.
+const ATTR_WARP_SIZE: c_int = 87;
+
+/// `hipDeviceGetAttribute`: the CU count, the launch limits, the warp size and the gfx version
+/// as a compute capability; other attributes are `hipErrorInvalidValue`.
+///
+/// # Safety
+/// `value` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceGetAttribute(value: *mut c_int, attr: c_int, device: c_int) -> i32 {
+    api(|| {
+        let g = global()?;
+        if value.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let device = u32::try_from(device).map_err(|_| INVALID_DEVICE)?;
+        let info = g.rt.device_info(device)?;
+        let v = match attr {
+            ATTR_MULTIPROCESSOR_COUNT => info.cu_count as c_int,
+            ATTR_MAX_THREADS_PER_BLOCK => 1024,
+            a if ATTR_MAX_BLOCK_DIM.contains(&a) => 1024,
+            a if ATTR_MAX_GRID_DIM.contains(&a) => c_int::MAX,
+            ATTR_WARP_SIZE => {
+                if info.gfx_target_version / 10000 >= 10 {
+                    32
+                } else {
+                    64
+                }
+            }
+            ATTR_CC_MAJOR => (info.gfx_target_version / 10000) as c_int,
+            ATTR_CC_MINOR => (info.gfx_target_version / 100 % 100) as c_int,
+            _ => return Err(INVALID_VALUE),
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(value, v) }
+    })
+}
+
+/// `hipGetLastError`: the calling thread's last error, which is then reset to `hipSuccess`.
+#[no_mangle]
+pub extern "C" fn hipGetLastError() -> i32 {
+    last_error(true)
+}
+
+/// `hipPeekAtLastError`: the calling thread's last error, left in place.
+#[no_mangle]
+pub extern "C" fn hipPeekAtLastError() -> i32 {
+    last_error(false)
+}
+
+/// NUL-terminated copies of the name and description tables.
+fn c_strings() -> &'static HashMap<i32, (CString, CString)> {
+    static TABLE: OnceLock<HashMap<i32, (CString, CString)>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        CODES.iter().filter_map(|&(c, n, d)| Some((c, (CString::new(n).ok()?, CString::new(d).ok()?)))).collect()
+    })
+}
+
+fn c_string(code: i32, pick: impl Fn(&(CString, CString)) -> &CString) -> *const c_char {
+    let table = c_strings();
+    let unknown = Hip(999).0;
+    table.get(&code).or_else(|| table.get(&unknown)).map_or(c"unknown error".as_ptr(), |e| pick(e).as_ptr())
+}
+
+/// `hipGetErrorName`: `"hipErrorUnknown"` for codes HIP does not name.
+#[no_mangle]
+pub extern "C" fn hipGetErrorName(code: i32) -> *const c_char {
+    c_string(code, |e| &e.0)
+}
+
+/// `hipGetErrorString`: `"unknown error"` for codes HIP does not name.
+#[no_mangle]
+pub extern "C" fn hipGetErrorString(code: i32) -> *const c_char {
+    c_string(code, |e| &e.1)
+}

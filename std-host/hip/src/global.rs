@@ -1,0 +1,170 @@
+//! The one process-wide runtime behind the C API, created on first use, and the little state
+//! the C layer keeps beside core: allocations (to tell device memory from pageable host memory),
+//! the staging buffer for pageable copies, and the side tables that give graph nodes, modules,
+//! functions and host kernels C handles.
+//!
+//! Backend: `AQUEDUCT_BACKEND` = `emu` (the default: kfd-direct over the emulated gfx90a), `kfd`,
+//! `rocr` or `auto`. A backend that cannot be opened makes every call answer `hipErrorNoDevice`.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use aqueduct::{Backend, MemoryKind, Runtime};
+use aqueduct_kfd_emu::kernels::Twin;
+use aqueduct_std::select::{AnyBackend, BackendKind, OpenOptions};
+use aqueduct_std::threads::{on_thread_exit, StdThreadKeys, ThreadExit};
+
+use crate::error::{Hip, HipResult, NO_DEVICE};
+use crate::launch::{FunctionEntry, HostKernel, ModuleEntry};
+
+/// The runtime type: 64 streams, 256 events, 32 threads, 128 markers, 16 graphs of up to 256
+/// nodes, 16 executables.
+pub(crate) type HipRuntime = Runtime<AnyBackend, StdThreadKeys, 64, 256, 32, 128, 16, 256, 16>;
+
+/// Bytes of the pinned buffer that pageable copies go through.
+pub(crate) const STAGING_BYTES: usize = 4 << 20;
+
+/// The process-wide state.
+pub(crate) struct Global {
+    pub(crate) rt: Box<HipRuntime>,
+    /// Live allocations: start → (bytes, device).
+    pub(crate) allocs: Mutex<BTreeMap<u64, (u64, u32)>>,
+    /// Pinned host memory for copies from and to pageable memory (0 if unavailable).
+    pub(crate) staging: Mutex<u64>,
+    /// Graph nodes handed to C: index → (graph handle, node id).
+    pub(crate) nodes: Mutex<NodeTable>,
+    /// Host kernels by symbol address.
+    pub(crate) host_kernels: Mutex<HashMap<usize, HostKernel>>,
+    /// Loaded modules (index = handle body; `None` once unloaded).
+    pub(crate) modules: Mutex<Vec<Option<ModuleEntry>>>,
+    /// Functions found in modules.
+    pub(crate) functions: Mutex<Vec<FunctionEntry>>,
+}
+
+impl ThreadExit for Global {
+    fn thread_exit(&self) {
+        self.rt.thread_exit();
+    }
+}
+
+/// Locks a mutex, ignoring poisoning (no invariant spans a panic here).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Graph nodes as C handles: each (graph, node) pair gets one index for the process's life.
+#[derive(Default)]
+pub(crate) struct NodeTable {
+    by_key: HashMap<(u64, u16), usize>,
+    list: Vec<(u64, u16)>,
+}
+
+/// Tag in the top 16 bits of a node handle.
+const NODE_TAG: u64 = 0x4e0d << 48;
+const TAG_MASK: u64 = 0xffff << 48;
+
+impl NodeTable {
+    /// The C handle of node `node` of graph `graph`.
+    pub(crate) fn handle(&mut self, graph: u64, node: u16) -> u64 {
+        let n = self.list.len();
+        let i = *self.by_key.entry((graph, node)).or_insert(n);
+        if i == n {
+            self.list.push((graph, node));
+        }
+        NODE_TAG | i as u64
+    }
+
+    /// The (graph, node) a handle names; `None` for values never issued.
+    pub(crate) fn get(&self, handle: u64) -> Option<(u64, u16)> {
+        if handle & TAG_MASK != NODE_TAG {
+            return None;
+        }
+        self.list.get((handle & !TAG_MASK) as usize).copied()
+    }
+}
+
+static GLOBAL: OnceLock<Result<Arc<Global>, Hip>> = OnceLock::new();
+
+std::thread_local! {
+    static HOOKED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The process-wide state, created on first use; registers the calling thread for clean-up at
+/// its exit (its per-thread streams go back to the runtime).
+pub(crate) fn global() -> HipResult<&'static Global> {
+    let g = GLOBAL.get_or_init(init).as_ref().map_err(|e| *e)?;
+    if !HOOKED.try_with(|h| h.replace(true)).unwrap_or(true) {
+        let hook: Arc<dyn ThreadExit> = g.clone();
+        on_thread_exit(&hook);
+    }
+    Ok(g)
+}
+
+fn backend_kind() -> BackendKind {
+    std::env::var("AQUEDUCT_BACKEND").ok().as_deref().and_then(BackendKind::parse).unwrap_or(BackendKind::Emu)
+}
+
+fn init() -> Result<Arc<Global>, Hip> {
+    let (backend, _) = AnyBackend::open(&OpenOptions::new(backend_kind())).map_err(|_| NO_DEVICE)?;
+    if let Some(emu) = backend.as_emu() {
+        for twin in fixture_twins() {
+            emu.sys().emu().register_twin_by_name(twin);
+        }
+    }
+    // `Runtime::new` returns the whole table by value; build it where the stack is large.
+    let rt = std::thread::Builder::new()
+        .name("aqueduct-hip-init".into())
+        .stack_size(64 << 20)
+        .spawn(move || Box::new(Runtime::new(backend, StdThreadKeys)))
+        .map_err(|_| NO_DEVICE)?
+        .join()
+        .map_err(|_| NO_DEVICE)?;
+    let staging = rt.backend().memory_alloc(0, STAGING_BYTES, MemoryKind::Host).unwrap_or(0);
+    Ok(Arc::new(Global {
+        rt,
+        allocs: Mutex::new(BTreeMap::new()),
+        staging: Mutex::new(staging),
+        nodes: Mutex::new(NodeTable::default()),
+        host_kernels: Mutex::new(HashMap::new()),
+        modules: Mutex::new(Vec::new()),
+        functions: Mutex::new(Vec::new()),
+    }))
+}
+
+impl Global {
+    /// Whether `[addr, addr + bytes)` lies inside one allocation of this runtime (memory the
+    /// device can reach); pageable host memory does not.
+    pub(crate) fn is_device_reachable(&self, addr: u64, bytes: u64) -> bool {
+        let allocs = lock(&self.allocs);
+        allocs
+            .range(..=addr)
+            .next_back()
+            .is_some_and(|(&start, &(len, _))| addr.saturating_add(bytes) <= start.saturating_add(len.max(1)))
+    }
+}
+
+/// Host twins of the emulator's fixture kernels (`kfd-direct/emu/fixtures/kernels.cl`), so code
+/// objects built from it run on the emulated GPU through `hipModuleLaunchKernel`.
+fn fixture_twins() -> Vec<Twin> {
+    vec![
+        // fill_u32(uint *dst, uint value, uint count)
+        Twin::new("fill_u32", 0, |ctx, wg| {
+            let (dst, value, count) = (ctx.arg(0), ctx.arg(1) as u32, ctx.arg(2) as u32);
+            for i in ctx.items_x(wg).filter(|&i| i < count) {
+                ctx.mem.write_u32(dst + u64::from(i) * 4, value)?;
+            }
+            Ok(())
+        }),
+        // vector_add(const uint *a, const uint *b, uint *c, uint count)
+        Twin::new("vector_add", 0, |ctx, wg| {
+            let (a, b, c, count) = (ctx.arg(0), ctx.arg(1), ctx.arg(2), ctx.arg(3) as u32);
+            for i in ctx.items_x(wg).filter(|&i| i < count) {
+                let off = u64::from(i) * 4;
+                let sum = ctx.mem.read_u32(a + off)?.wrapping_add(ctx.mem.read_u32(b + off)?);
+                ctx.mem.write_u32(c + off, sum)?;
+            }
+            Ok(())
+        }),
+    ]
+}

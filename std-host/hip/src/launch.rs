@@ -1,0 +1,490 @@
+//! Kernel launches: host kernels (`aqdRegisterHostKernel` + `hipLaunchKernel`) and modules of
+//! real AMDHSA code objects (`hipModuleLoad*`, `hipModuleGetFunction`, `hipModuleLaunchKernel`,
+//! `hipModuleUnload`).
+//!
+//! A host kernel is a C function the emulated GPU runs once per work-group in place of GPU code:
+//! it is registered with the emulator as a twin with a kernel object of its own, and its
+//! arguments travel in the dispatch's kernel-argument segment, each at its natural alignment.
+//! A module kernel dispatches the code object's kernel descriptor; on the emulator the twin
+//! registered under the kernel's name runs (the fixture kernels have twins, see
+//! [`crate::global`]). Module kernel arguments are laid out from the code object's metadata.
+
+use std::ffi::{c_char, c_uint, c_void, CStr};
+
+use aqueduct::KernelLaunch;
+use aqueduct_kfd_emu::kernels::Twin;
+use aqueduct_std::select::AnyBackend;
+
+use crate::error::{
+    api, Hip, HipResult, FILE_NOT_FOUND, INVALID_CONFIGURATION, INVALID_DEVICE_FUNCTION, INVALID_HANDLE, INVALID_IMAGE,
+    INVALID_VALUE, NOT_FOUND, NOT_SUPPORTED,
+};
+use crate::global::{global, lock, Global};
+use crate::{handle, put, stream_of, Dim3, Handle};
+
+/// `aqdHostKernel`.
+type HostKernelFn = unsafe extern "C" fn(*mut *mut c_void, Dim3, Dim3, Dim3);
+
+/// A registered host kernel.
+pub(crate) struct HostKernel {
+    object: u64,
+    /// (offset, size) of each argument in the kernel-argument segment.
+    args: Vec<(usize, usize)>,
+    kernarg_size: usize,
+}
+
+/// A loaded module.
+pub(crate) struct ModuleEntry {
+    code: Code,
+    /// Argument layouts from the code object's metadata: (kernel name, explicit (offset, size)).
+    layouts: Vec<(String, Vec<(usize, usize)>)>,
+}
+
+enum Code {
+    Kfd(aqueduct_kfd::CodeObjectHandle),
+    Rocr(aqueduct_std::rocr::ExecutableHandle),
+}
+
+/// A function of a module.
+pub(crate) struct FunctionEntry {
+    module: usize,
+    object: u64,
+    group: u32,
+    private: u32,
+    kernarg_size: usize,
+    args: Vec<(usize, usize)>,
+}
+
+/// Tags of module and function handles (top 16 bits).
+const MODULE_TAG: u64 = 0x3d0d << 48;
+const FUNCTION_TAG: u64 = 0xf0c7 << 48;
+const TAG_MASK: u64 = 0xffff << 48;
+
+fn untag(h: Handle, tag: u64) -> Option<usize> {
+    let v = h as usize as u64;
+    (v & TAG_MASK == tag).then_some((v & !TAG_MASK) as usize)
+}
+
+/// Lays out arguments of `sizes` bytes each at their natural alignment (the largest power of two
+/// dividing the size, at most 16); returns the (offset, size) pairs and the total size.
+fn layout(sizes: &[usize]) -> (Vec<(usize, usize)>, usize) {
+    let mut off = 0usize;
+    let args = sizes
+        .iter()
+        .map(|&size| {
+            let align = 1usize << size.trailing_zeros().min(4);
+            off = off.div_ceil(align) * align;
+            let at = off;
+            off += size;
+            (at, size)
+        })
+        .collect();
+    (args, off.div_ceil(16) * 16)
+}
+
+/// Copies each argument's bytes (`args[i]` points at `size` bytes) into a segment of `total`
+/// bytes at its offset.
+///
+/// # Safety
+/// `args` is NULL only if `layout` is empty; otherwise it holds one pointer per argument, each
+/// valid for reading its size.
+unsafe fn pack(args: *const *const c_void, layout: &[(usize, usize)], total: usize) -> HipResult<Vec<u8>> {
+    let mut seg = vec![0u8; total];
+    if layout.is_empty() {
+        return Ok(seg);
+    }
+    if args.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    for (i, &(off, size)) in layout.iter().enumerate() {
+        // SAFETY: the caller's contract: `args` holds one pointer per argument.
+        let p = unsafe { *args.add(i) };
+        if p.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let dst = seg.get_mut(off..off + size).ok_or(INVALID_VALUE)?;
+        // SAFETY: the caller's contract: `p` is valid for `size` bytes.
+        dst.copy_from_slice(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), size) });
+    }
+    Ok(seg)
+}
+
+/// AQL geometry from HIP's blocks and threads per block.
+fn geometry(grid: Dim3, block: Dim3) -> HipResult<([u32; 3], [u16; 3])> {
+    let wg = |v: u32| u16::try_from(v).map_err(|_| INVALID_CONFIGURATION);
+    let items = |g: u32, b: u32| g.checked_mul(b).ok_or(INVALID_CONFIGURATION);
+    Ok((
+        [items(grid.x, block.x)?, items(grid.y, block.y)?, items(grid.z, block.z)?],
+        [wg(block.x)?, wg(block.y)?, wg(block.z)?],
+    ))
+}
+
+/// What a dispatch runs: the kernel object and its static segment sizes.
+struct Target {
+    object: u64,
+    group: u32,
+    private: u32,
+}
+
+fn launch(g: &Global, stream: Handle, t: Target, grid: Dim3, block: Dim3, kernarg: &[u8]) -> HipResult {
+    let (grid, workgroup) = geometry(grid, block)?;
+    let launch = KernelLaunch {
+        kernel_object: t.object,
+        grid,
+        workgroup,
+        group_segment_size: t.group,
+        private_segment_size: t.private,
+        kernarg,
+    };
+    Ok(g.rt.launch_kernel(stream_of(stream), &launch)?)
+}
+
+/// `aqdRegisterHostKernel`: binds `body` to `symbol` (emulated device only; elsewhere
+/// `hipErrorNotSupported`). Registering a symbol again replaces its body.
+///
+/// # Safety
+/// `arg_sizes` is NULL or holds `arg_count` sizes; `body` stays callable for the process's life.
+#[no_mangle]
+pub unsafe extern "C" fn aqdRegisterHostKernel(
+    symbol: *const c_void,
+    body: Option<HostKernelFn>,
+    arg_count: c_uint,
+    arg_sizes: *const usize,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let Some(body) = body else { return Err(INVALID_VALUE) };
+        if symbol.is_null() || (arg_count > 0 && arg_sizes.is_null()) {
+            return Err(INVALID_VALUE);
+        }
+        let sizes: &[usize] = if arg_count == 0 {
+            &[]
+        } else {
+            // SAFETY: the caller's contract: `arg_sizes` holds `arg_count` sizes.
+            unsafe { std::slice::from_raw_parts(arg_sizes, arg_count as usize) }
+        };
+        if sizes.contains(&0) {
+            return Err(INVALID_VALUE);
+        }
+        let emu = g.rt.backend().as_emu().ok_or(NOT_SUPPORTED)?;
+        let (args, kernarg_size) = layout(sizes);
+        let offsets: Vec<usize> = args.iter().map(|a| a.0).collect();
+        let name = format!("aqd_host_kernel_{:#x}", symbol as usize);
+        let size = u32::try_from(kernarg_size).map_err(|_| INVALID_VALUE)?;
+        let twin = Twin::new(&name, size, move |ctx, wg| {
+            // A private, 16-byte aligned copy of the segment per work-group: the body may modify
+            // its arguments, and pointers to them are aligned as the types need.
+            let mut seg = vec![0u128; kernarg_size.div_ceil(16)];
+            let base = seg.as_mut_ptr().cast::<u8>();
+            let n = ctx.kernarg.len().min(kernarg_size);
+            // SAFETY: `seg` holds `kernarg_size >= n` bytes; the source holds `n`.
+            unsafe { std::ptr::copy_nonoverlapping(ctx.kernarg.as_ptr(), base, n) };
+            // SAFETY: every offset is inside the segment (from `layout`).
+            let mut ptrs: Vec<*mut c_void> = offsets.iter().map(|&o| unsafe { base.add(o) }.cast()).collect();
+            let d = |v: [u32; 3]| Dim3 { x: v[0], y: v[1], z: v[2] };
+            // SAFETY: the registering caller vouched for `body`; the pointers stay valid for the
+            // call (the segment lives until the end of this closure).
+            unsafe { body(ptrs.as_mut_ptr(), d(wg), d(ctx.workgroup_count), d(ctx.workgroup_size)) };
+            Ok(())
+        });
+        let object = emu.sys().emu().register_kernel(twin);
+        lock(&g.host_kernels).insert(symbol as usize, HostKernel { object, args, kernarg_size });
+        Ok(())
+    })
+}
+
+/// `hipLaunchKernel` of a host kernel registered with `aqdRegisterHostKernel`; any other
+/// `function` is `hipErrorInvalidDeviceFunction`.
+///
+/// # Safety
+/// `args` holds one pointer per registered argument, each valid for the argument's size.
+#[no_mangle]
+pub unsafe extern "C" fn hipLaunchKernel(
+    function: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_mem: usize,
+    stream: Handle,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let (object, seg) = {
+            let kernels = lock(&g.host_kernels);
+            let k = kernels.get(&(function as usize)).ok_or(INVALID_DEVICE_FUNCTION)?;
+            // SAFETY: the caller's contract.
+            (k.object, unsafe { pack(args as *const *const c_void, &k.args, k.kernarg_size)? })
+        };
+        let group = u32::try_from(shared_mem).map_err(|_| INVALID_VALUE)?;
+        launch(g, stream, Target { object, group, private: 0 }, grid, block, &seg)
+    })
+}
+
+/// The size of the ELF image at `image`, from its header tables.
+///
+/// # Safety
+/// `image` points at a complete ELF64 file (or at least 64 readable bytes if it is not one).
+unsafe fn elf_size(image: *const u8) -> HipResult<usize> {
+    // SAFETY: the caller's contract: 64 header bytes are readable.
+    let hdr = unsafe { std::slice::from_raw_parts(image, 64) };
+    if hdr.get(..4) != Some(b"\x7fELF".as_slice()) || hdr.get(4) != Some(&2) {
+        return Err(INVALID_IMAGE);
+    }
+    let u64_at = |o: usize| hdr.get(o..o + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
+    let u16_at = |o: usize| hdr.get(o..o + 2).and_then(|b| b.try_into().ok()).map_or(0, u16::from_le_bytes);
+    let (phoff, shoff) = (u64_at(0x20), u64_at(0x28));
+    let (phentsize, phnum, shentsize, shnum) = (u16_at(0x36), u16_at(0x38), u16_at(0x3a), u16_at(0x3c));
+    let mut end = 64u64.max(shoff + u64::from(shentsize) * u64::from(shnum));
+    end = end.max(phoff + u64::from(phentsize) * u64::from(phnum));
+    for i in 0..u64::from(phnum) {
+        // SAFETY: the program header table lies inside the file (caller's contract).
+        let ph = unsafe { std::slice::from_raw_parts(image.add((phoff + i * u64::from(phentsize)) as usize), 56) };
+        let at = |o: usize| ph.get(o..o + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
+        end = end.max(at(8) + at(32));
+    }
+    for i in 0..u64::from(shnum) {
+        // SAFETY: the section header table lies inside the file (caller's contract).
+        let sh = unsafe { std::slice::from_raw_parts(image.add((shoff + i * u64::from(shentsize)) as usize), 64) };
+        let word = |o: usize| sh.get(o..o + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_le_bytes);
+        let at = |o: usize| sh.get(o..o + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
+        // SHT_NOBITS (8) sections occupy no file bytes.
+        if word(4) != 8 {
+            end = end.max(at(0x18) + at(0x20));
+        }
+    }
+    usize::try_from(end).map_err(|_| INVALID_IMAGE)
+}
+
+fn load(g: &Global, elf: &[u8]) -> HipResult<Handle> {
+    let device = g.rt.device()?;
+    let code = match g.rt.backend() {
+        AnyBackend::Emu(k) => Code::Kfd(k.load_code_object(device, elf).map_err(|_| INVALID_IMAGE)?),
+        AnyBackend::Kfd(k) => Code::Kfd(k.load_code_object(device, elf).map_err(|_| INVALID_IMAGE)?),
+        AnyBackend::Rocr(r) => Code::Rocr(r.load_executable(device, elf).map_err(|_| INVALID_IMAGE)?),
+    };
+    let layouts = aqueduct_kfd_emu::metadata::kernels_from_elf(elf)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|k| {
+            let args = k.args.iter().filter(|a| !a.is_hidden()).map(|a| (a.offset as usize, a.size as usize)).collect();
+            (k.name, args)
+        })
+        .collect();
+    let mut modules = lock(&g.modules);
+    modules.push(Some(ModuleEntry { code, layouts }));
+    Ok(handle(MODULE_TAG | (modules.len() - 1) as u64))
+}
+
+/// `hipModuleLoad`: loads an AMDHSA code object file.
+///
+/// # Safety
+/// `module` is NULL or valid for writes; `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn hipModuleLoad(module: *mut Handle, path: *const c_char) -> i32 {
+    api(|| {
+        let g = global()?;
+        if module.is_null() || path.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the caller's contract: a NUL-terminated string.
+        let path = unsafe { CStr::from_ptr(path) };
+        let path = path.to_str().map_err(|_| FILE_NOT_FOUND)?;
+        let elf = std::fs::read(path).map_err(|_| FILE_NOT_FOUND)?;
+        let h = load(g, &elf)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(module, h) }
+    })
+}
+
+/// `hipModuleLoadData`: loads the AMDHSA code object (ELF) at `image`.
+///
+/// # Safety
+/// `module` is NULL or valid for writes; `image` is NULL or points at a complete ELF file.
+#[no_mangle]
+pub unsafe extern "C" fn hipModuleLoadData(module: *mut Handle, image: *const c_void) -> i32 {
+    api(|| {
+        let g = global()?;
+        if module.is_null() || image.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the caller's contract: a complete ELF file.
+        let size = unsafe { elf_size(image.cast()) }?;
+        // SAFETY: as above; the file spans `size` bytes.
+        let elf = unsafe { std::slice::from_raw_parts(image.cast::<u8>(), size) };
+        let h = load(g, elf)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(module, h) }
+    })
+}
+
+/// `hipModuleUnload`: no launch of the module's kernels may still be pending.
+#[no_mangle]
+pub extern "C" fn hipModuleUnload(module: Handle) -> i32 {
+    api(|| {
+        let g = global()?;
+        let i = untag(module, MODULE_TAG).ok_or(INVALID_HANDLE)?;
+        let entry = lock(&g.modules).get_mut(i).and_then(Option::take).ok_or(INVALID_HANDLE)?;
+        let r = match (entry.code, g.rt.backend()) {
+            (Code::Kfd(co), AnyBackend::Emu(k)) => k.unload_code_object(co).map_err(|_| INVALID_HANDLE),
+            (Code::Kfd(co), AnyBackend::Kfd(k)) => k.unload_code_object(co).map_err(|_| INVALID_HANDLE),
+            (Code::Rocr(x), AnyBackend::Rocr(r)) => r.unload_executable(x).map_err(Hip::from),
+            _ => Err(INVALID_HANDLE),
+        };
+        r
+    })
+}
+
+/// `hipModuleGetFunction`: an unknown name is `hipErrorNotFound`.
+///
+/// # Safety
+/// `function` is NULL or valid for writes; `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn hipModuleGetFunction(function: *mut Handle, module: Handle, name: *const c_char) -> i32 {
+    api(|| {
+        let g = global()?;
+        if function.is_null() || name.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the caller's contract: a NUL-terminated string.
+        let name = unsafe { CStr::from_ptr(name) }.to_str().map_err(|_| NOT_FOUND)?;
+        if name.is_empty() {
+            return Err(INVALID_VALUE);
+        }
+        let i = untag(module, MODULE_TAG).ok_or(INVALID_HANDLE)?;
+        let modules = lock(&g.modules);
+        let m = modules.get(i).and_then(Option::as_ref).ok_or(INVALID_HANDLE)?;
+        let (object, group, private, kernarg) = match (&m.code, g.rt.backend()) {
+            (Code::Kfd(co), AnyBackend::Emu(k)) => {
+                let info = k.kernel(*co, name).map_err(|_| NOT_FOUND)?;
+                (info.kernel_object, info.group_segment_size, info.private_segment_size, info.kernarg_size)
+            }
+            (Code::Kfd(co), AnyBackend::Kfd(k)) => {
+                let info = k.kernel(*co, name).map_err(|_| NOT_FOUND)?;
+                (info.kernel_object, info.group_segment_size, info.private_segment_size, info.kernarg_size)
+            }
+            (Code::Rocr(x), AnyBackend::Rocr(r)) => r.kernel(*x, name).map_err(|_| NOT_FOUND)?,
+            _ => return Err(INVALID_HANDLE),
+        };
+        let args = m.layouts.iter().find(|(n, _)| n == name).map(|(_, a)| a.clone()).unwrap_or_default();
+        drop(modules);
+        let entry = FunctionEntry { module: i, object, group, private, kernarg_size: kernarg as usize, args };
+        let mut functions = lock(&g.functions);
+        functions.push(entry);
+        let h = handle(FUNCTION_TAG | (functions.len() - 1) as u64);
+        // SAFETY: the caller's contract.
+        unsafe { put(function, h) }
+    })
+}
+
+/// `HIP_LAUNCH_PARAM_BUFFER_POINTER`, `…_SIZE`, `…_END`.
+const PARAM_BUFFER_POINTER: usize = 1;
+const PARAM_BUFFER_SIZE: usize = 2;
+const PARAM_END: usize = 3;
+
+/// The argument segment of a module launch, from `kernelParams` (one pointer per explicit
+/// argument, laid out by the metadata) or from `extra` (a ready buffer).
+///
+/// # Safety
+/// As `hipModuleLaunchKernel`'s `params` and `extra`.
+unsafe fn module_kernarg(f: &FunctionEntry, params: *mut *mut c_void, extra: *mut *mut c_void) -> HipResult<Vec<u8>> {
+    let total = f.kernarg_size.max(f.args.iter().map(|&(o, s)| o + s).max().unwrap_or(0));
+    match (params.is_null(), extra.is_null()) {
+        (false, false) => Err(INVALID_VALUE),
+        // SAFETY: the caller's contract: one pointer per explicit argument.
+        (false, true) => unsafe { pack(params as *const *const c_void, &f.args, total) },
+        (true, true) if f.args.is_empty() => Ok(vec![0; total]),
+        (true, true) => Err(INVALID_VALUE),
+        (true, false) => {
+            let (mut buf, mut size): (*const u8, usize) = (std::ptr::null(), 0);
+            let mut i = 0;
+            loop {
+                // SAFETY: the caller's contract: `extra` is a key/value list ending in END.
+                let key = unsafe { *extra.add(i) } as usize;
+                match key {
+                    PARAM_END => break,
+                    // SAFETY: as above; the value follows its key.
+                    PARAM_BUFFER_POINTER => buf = unsafe { *extra.add(i + 1) }.cast::<u8>(),
+                    PARAM_BUFFER_SIZE => {
+                        // SAFETY: as above; the value points at a size_t.
+                        let p = unsafe { *extra.add(i + 1) }.cast::<usize>();
+                        if p.is_null() {
+                            return Err(INVALID_VALUE);
+                        }
+                        // SAFETY: non-null and valid by the caller's contract.
+                        size = unsafe { p.read() };
+                    }
+                    _ => return Err(INVALID_VALUE),
+                }
+                i += 2;
+            }
+            if buf.is_null() && size > 0 {
+                return Err(INVALID_VALUE);
+            }
+            let mut seg = vec![0u8; total.max(size)];
+            if size > 0 {
+                // SAFETY: the caller's contract: the buffer holds `size` bytes.
+                seg[..size].copy_from_slice(unsafe { std::slice::from_raw_parts(buf, size) });
+            }
+            Ok(seg)
+        }
+    }
+}
+
+/// `hipModuleLaunchKernel`.
+///
+/// # Safety
+/// `params` is NULL or holds one pointer per explicit kernel argument; `extra` is NULL or a
+/// `HIP_LAUNCH_PARAM_*` list ending in `HIP_LAUNCH_PARAM_END`.
+#[no_mangle]
+pub unsafe extern "C" fn hipModuleLaunchKernel(
+    function: Handle,
+    grid_x: c_uint,
+    grid_y: c_uint,
+    grid_z: c_uint,
+    block_x: c_uint,
+    block_y: c_uint,
+    block_z: c_uint,
+    shared_mem: c_uint,
+    stream: Handle,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let i = untag(function, FUNCTION_TAG).ok_or(INVALID_HANDLE)?;
+        let (object, group, private, seg) = {
+            let functions = lock(&g.functions);
+            let f = functions.get(i).ok_or(INVALID_HANDLE)?;
+            if lock(&g.modules).get(f.module).and_then(Option::as_ref).is_none() {
+                return Err(INVALID_HANDLE);
+            }
+            // SAFETY: the caller's contract.
+            let seg = unsafe { module_kernarg(f, params, extra)? };
+            (f.object, f.group.saturating_add(shared_mem), f.private, seg)
+        };
+        let grid = Dim3 { x: grid_x, y: grid_y, z: grid_z };
+        let block = Dim3 { x: block_x, y: block_y, z: block_z };
+        launch(g, stream, Target { object, group, private }, grid, block, &seg)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_sit_at_their_natural_alignment() {
+        let (args, total) = layout(&[1, 8, 2, 12, 16, 4]);
+        assert_eq!(args, [(0, 1), (8, 8), (16, 2), (20, 12), (32, 16), (48, 4)]);
+        assert_eq!(total, 64);
+        assert_eq!(layout(&[]), (vec![], 0));
+    }
+
+    #[test]
+    fn geometry_multiplies_blocks_by_threads() {
+        let d = |x, y, z| Dim3 { x, y, z };
+        assert_eq!(geometry(d(4, 2, 1), d(64, 1, 1)), Ok(([256, 2, 1], [64, 1, 1])));
+        assert_eq!(geometry(d(1, 1, 1), d(70000, 1, 1)), Err(INVALID_CONFIGURATION));
+        assert_eq!(geometry(d(u32::MAX, 1, 1), d(2, 1, 1)), Err(INVALID_CONFIGURATION));
+    }
+}

@@ -1,0 +1,75 @@
+//! # aqueduct-hip
+//!
+//! HIP's C ABI over aqueduct: `libaqueduct_hip.so` / `libaqueduct_hip.a` export the stream,
+//! event, capture, graph, memory and launch functions of `hip/hip_runtime_api.h` (HIP 5.2's
+//! header, Debian's `libamdhip64-dev`) with HIP's signatures, types and error values, plus the
+//! additions of `include/aqueduct_hip.h` (newer HIP functions, host kernels, execution contexts).
+//! A C program written against HIP links against this library instead of `libamdhip64`.
+//!
+//! ## Layers, and who validates what
+//!
+//! - [`error`]: `hipError_t` names and strings, the calling thread's last error, and the one
+//!   boundary every exported function goes through (panics become `hipErrorUnknown`; nothing
+//!   unwinds into C).
+//! - [`global`]: one process-wide core [`aqueduct::Runtime`] over the backend `AQUEDUCT_BACKEND`
+//!   selects (the emulated GPU by default), created on first use, with std-host's thread keys.
+//! - `device`, `stream`, `capture`, `memory`, `launch`, `context`: the exported functions. This
+//!   layer checks what only C has — NULL out-pointers, in the order HIP checks them — converts
+//!   handles, and passes everything else to core, whose errors already carry HIP's numbers.
+//!
+//! Handles are core's generational 64-bit values used as pointers (never 0, 1 or 2); graph
+//! nodes, modules and functions get tagged indices into tables kept here. A destroyed or garbage
+//! handle is answered by a table lookup, never dereferenced.
+
+mod capture;
+mod context;
+mod device;
+mod error;
+mod global;
+mod launch;
+mod memory;
+mod stream;
+
+use std::ffi::c_void;
+
+use aqueduct::StreamHandle;
+
+use error::{HipResult, INVALID_VALUE};
+
+/// `hipStream_t`, `hipEvent_t`, `hipGraph_t` …: an opaque pointer.
+type Handle = *mut c_void;
+
+/// `dim3`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dim3 {
+    /// x.
+    pub x: u32,
+    /// y.
+    pub y: u32,
+    /// z.
+    pub z: u32,
+}
+
+/// The core stream handle behind a `hipStream_t`.
+fn stream_of(s: Handle) -> StreamHandle {
+    StreamHandle(s as usize as u64)
+}
+
+/// A core handle value as a C pointer.
+fn handle(raw: u64) -> Handle {
+    raw as usize as Handle
+}
+
+/// Writes `v` through a C out-pointer; NULL is `hipErrorInvalidValue`.
+///
+/// # Safety
+/// `p` is NULL or valid for writing a `T`.
+unsafe fn put<T>(p: *mut T, v: T) -> HipResult {
+    if p.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    // SAFETY: non-null, and valid for writes by the caller's contract.
+    unsafe { p.write(v) };
+    Ok(())
+}

@@ -1,0 +1,346 @@
+//! Streams and events: creation and destruction, getters, query and synchronisation, event
+//! waits, host callbacks and the stream memory operations (hip-semantics.md §2.2, §2.4).
+
+use std::ffi::{c_int, c_uint, c_ulonglong, c_void};
+
+use aqueduct::{EventHandle, HostFn};
+
+use crate::error::{api, INVALID_HANDLE, INVALID_VALUE};
+use crate::global::global;
+use crate::{handle, put, stream_of, Handle};
+
+fn event_of(e: Handle) -> EventHandle {
+    EventHandle(e as usize as u64)
+}
+
+/// `hipStreamCreate`.
+///
+/// # Safety
+/// `stream` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamCreate(stream: *mut Handle) -> i32 {
+    // SAFETY: forwarded caller contract.
+    unsafe { hipStreamCreateWithPriority(stream, 0, 0) }
+}
+
+/// `hipStreamCreateWithFlags`: flags 0 (`hipStreamDefault`) or 1 (`hipStreamNonBlocking`).
+///
+/// # Safety
+/// `stream` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamCreateWithFlags(stream: *mut Handle, flags: c_uint) -> i32 {
+    // SAFETY: forwarded caller contract.
+    unsafe { hipStreamCreateWithPriority(stream, flags, 0) }
+}
+
+/// `hipStreamCreateWithPriority`: the priority is clamped into [-1, 1].
+///
+/// # Safety
+/// `stream` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamCreateWithPriority(stream: *mut Handle, flags: c_uint, priority: c_int) -> i32 {
+    api(|| {
+        let g = global()?;
+        if stream.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let s = g.rt.stream_create_with_priority(flags, priority)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(stream, handle(s.0)) }
+    })
+}
+
+/// `hipExtStreamCreateWithCUMask`: a NULL `stream` is `hipErrorInvalidHandle` (as HIP answers).
+///
+/// # Safety
+/// `stream` is NULL or valid for writes; `mask` is NULL or points at `words` dwords.
+#[no_mangle]
+pub unsafe extern "C" fn hipExtStreamCreateWithCUMask(stream: *mut Handle, words: u32, mask: *const u32) -> i32 {
+    api(|| {
+        let g = global()?;
+        if stream.is_null() {
+            return Err(INVALID_HANDLE);
+        }
+        if words == 0 || mask.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the caller's contract: `mask` points at `words` dwords.
+        let mask = unsafe { std::slice::from_raw_parts(mask, words as usize) };
+        let s = g.rt.stream_create_with_cu_mask(mask)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(stream, handle(s.0)) }
+    })
+}
+
+/// `hipExtStreamGetCUMask`: `words` must cover every CU (`ceil(CUs / 32)`).
+///
+/// # Safety
+/// `mask` is NULL or valid for writing `words` dwords.
+#[no_mangle]
+pub unsafe extern "C" fn hipExtStreamGetCUMask(stream: Handle, words: u32, mask: *mut u32) -> i32 {
+    api(|| {
+        let g = global()?;
+        if mask.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the caller's contract: `mask` holds `words` dwords.
+        let out = unsafe { std::slice::from_raw_parts_mut(mask, words as usize) };
+        Ok(g.rt.stream_cu_mask(stream_of(stream), out)?)
+    })
+}
+
+/// `hipStreamDestroy`.
+#[no_mangle]
+pub extern "C" fn hipStreamDestroy(stream: Handle) -> i32 {
+    api(|| Ok(global()?.rt.stream_destroy(stream_of(stream))?))
+}
+
+/// `hipStreamQuery`: `hipSuccess` when the stream's work is done, `hipErrorNotReady` otherwise.
+#[no_mangle]
+pub extern "C" fn hipStreamQuery(stream: Handle) -> i32 {
+    api(|| Ok(global()?.rt.stream_query(stream_of(stream))?))
+}
+
+/// `hipStreamSynchronize`.
+#[no_mangle]
+pub extern "C" fn hipStreamSynchronize(stream: Handle) -> i32 {
+    api(|| Ok(global()?.rt.stream_synchronize(stream_of(stream))?))
+}
+
+/// `hipStreamWaitEvent`.
+#[no_mangle]
+pub extern "C" fn hipStreamWaitEvent(stream: Handle, event: Handle, flags: c_uint) -> i32 {
+    api(|| Ok(global()?.rt.stream_wait_event(stream_of(stream), event_of(event), flags)?))
+}
+
+/// `hipStreamGetFlags`: `0` (and `hipStreamLegacy`) are `hipErrorInvalidValue`, as in HIP.
+///
+/// # Safety
+/// `flags` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamGetFlags(stream: Handle, flags: *mut c_uint) -> i32 {
+    api(|| {
+        let g = global()?;
+        if flags.is_null() || stream.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let f = g.rt.stream_flags(stream_of(stream))?;
+        // SAFETY: the caller's contract.
+        unsafe { put(flags, f) }
+    })
+}
+
+/// `hipStreamGetPriority`.
+///
+/// # Safety
+/// `priority` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamGetPriority(stream: Handle, priority: *mut c_int) -> i32 {
+    api(|| {
+        let g = global()?;
+        if priority.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let p = g.rt.stream_priority(stream_of(stream))?;
+        // SAFETY: the caller's contract.
+        unsafe { put(priority, p) }
+    })
+}
+
+/// `hipStreamGetId` (newer HIP): `0` and `hipStreamLegacy` share the null stream's id.
+///
+/// # Safety
+/// `id` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamGetId(stream: Handle, id: *mut c_ulonglong) -> i32 {
+    api(|| {
+        let g = global()?;
+        if id.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let v = g.rt.stream_id(stream_of(stream))?;
+        // SAFETY: the caller's contract.
+        unsafe { put(id, v) }
+    })
+}
+
+/// `hipStreamGetDevice` (newer HIP).
+///
+/// # Safety
+/// `device` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamGetDevice(stream: Handle, device: *mut c_int) -> i32 {
+    api(|| {
+        let g = global()?;
+        if device.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let d = g.rt.stream_device(stream_of(stream))?;
+        // SAFETY: the caller's contract.
+        unsafe { put(device, d as c_int) }
+    })
+}
+
+/// `hipStreamCallback_t`.
+type StreamCallback = unsafe extern "C" fn(u64, i32, *mut c_void);
+/// `hipHostFn_t`.
+type HostFunction = unsafe extern "C" fn(*mut c_void);
+
+/// `hipStreamAddCallback`: `callback(stream, hipSuccess, user_data)` runs on a host thread after
+/// the stream's earlier work; `flags` must be 0.
+///
+/// # Safety
+/// `callback` and `user_data` stay valid until the callback has run.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamAddCallback(
+    stream: Handle,
+    callback: Option<StreamCallback>,
+    user_data: *mut c_void,
+    flags: c_uint,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let (Some(func), 0) = (callback, flags) else { return Err(INVALID_VALUE) };
+        let f = HostFn::StreamCallback { func, stream: stream as usize as u64, data: user_data };
+        Ok(g.rt.launch_host_func(stream_of(stream), f)?)
+    })
+}
+
+/// `hipLaunchHostFunc`.
+///
+/// # Safety
+/// `func` and `user_data` stay valid until the function has run (at every launch of a graph
+/// that captured it).
+#[no_mangle]
+pub unsafe extern "C" fn hipLaunchHostFunc(stream: Handle, func: Option<HostFunction>, user_data: *mut c_void) -> i32 {
+    api(|| {
+        let g = global()?;
+        let Some(func) = func else { return Err(INVALID_VALUE) };
+        Ok(g.rt.launch_host_func(stream_of(stream), HostFn::Plain { func, data: user_data })?)
+    })
+}
+
+/// `hipStreamWriteValue32`.
+///
+/// # Safety
+/// `ptr` is memory the device can write.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamWriteValue32(stream: Handle, ptr: *mut c_void, value: u32, flags: c_uint) -> i32 {
+    api(|| Ok(global()?.rt.write_value32(stream_of(stream), ptr as usize as u64, value, flags)?))
+}
+
+/// `hipStreamWriteValue64`.
+///
+/// # Safety
+/// `ptr` is memory the device can write.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamWriteValue64(stream: Handle, ptr: *mut c_void, value: u64, flags: c_uint) -> i32 {
+    api(|| Ok(global()?.rt.write_value64(stream_of(stream), ptr as usize as u64, value, flags)?))
+}
+
+/// `hipStreamWaitValue32`: `flags` is the comparison (`hipStreamWaitValueGte` … `Nor`).
+///
+/// # Safety
+/// `ptr` is memory the device can read.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamWaitValue32(
+    stream: Handle,
+    ptr: *mut c_void,
+    value: u32,
+    flags: c_uint,
+    mask: u32,
+) -> i32 {
+    api(|| Ok(global()?.rt.wait_value32(stream_of(stream), ptr as usize as u64, value, flags, mask)?))
+}
+
+/// `hipStreamWaitValue64`.
+///
+/// # Safety
+/// `ptr` is memory the device can read.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamWaitValue64(
+    stream: Handle,
+    ptr: *mut c_void,
+    value: u64,
+    flags: c_uint,
+    mask: u64,
+) -> i32 {
+    api(|| Ok(global()?.rt.wait_value64(stream_of(stream), ptr as usize as u64, value, flags, mask)?))
+}
+
+// ----- events ----------------------------------------------------------------------------------
+
+/// `hipEventCreate`.
+///
+/// # Safety
+/// `event` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipEventCreate(event: *mut Handle) -> i32 {
+    // SAFETY: forwarded caller contract.
+    unsafe { hipEventCreateWithFlags(event, 0) }
+}
+
+/// `hipEventCreateWithFlags`.
+///
+/// # Safety
+/// `event` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipEventCreateWithFlags(event: *mut Handle, flags: c_uint) -> i32 {
+    api(|| {
+        let g = global()?;
+        if event.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let e = g.rt.event_create(flags)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(event, handle(e.0)) }
+    })
+}
+
+/// `hipEventDestroy`: NULL is `hipErrorInvalidHandle`, a destroyed event
+/// `hipErrorContextIsDestroyed`.
+#[no_mangle]
+pub extern "C" fn hipEventDestroy(event: Handle) -> i32 {
+    api(|| Ok(global()?.rt.event_destroy(event_of(event))?))
+}
+
+/// `hipEventRecord`.
+#[no_mangle]
+pub extern "C" fn hipEventRecord(event: Handle, stream: Handle) -> i32 {
+    hipEventRecordWithFlags(event, stream, 0)
+}
+
+/// `hipEventRecordWithFlags` (newer HIP): flags `hipEventRecordDefault` or `…External`.
+#[no_mangle]
+pub extern "C" fn hipEventRecordWithFlags(event: Handle, stream: Handle, flags: c_uint) -> i32 {
+    api(|| Ok(global()?.rt.event_record(event_of(event), stream_of(stream), flags)?))
+}
+
+/// `hipEventQuery`.
+#[no_mangle]
+pub extern "C" fn hipEventQuery(event: Handle) -> i32 {
+    api(|| Ok(global()?.rt.event_query(event_of(event))?))
+}
+
+/// `hipEventSynchronize`.
+#[no_mangle]
+pub extern "C" fn hipEventSynchronize(event: Handle) -> i32 {
+    api(|| Ok(global()?.rt.event_synchronize(event_of(event))?))
+}
+
+/// `hipEventElapsedTime` in milliseconds.
+///
+/// # Safety
+/// `ms` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipEventElapsedTime(ms: *mut f32, start: Handle, stop: Handle) -> i32 {
+    api(|| {
+        let g = global()?;
+        if ms.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let t = g.rt.event_elapsed_time(event_of(start), event_of(stop))?;
+        // SAFETY: the caller's contract.
+        unsafe { put(ms, t) }
+    })
+}

@@ -1,0 +1,128 @@
+//! The C tests: each `tests/c/<name>.c` is compiled with gcc against Debian's HIP 5.2 header
+//! (`libamdhip64-dev`) and `include/aqueduct_hip.h`, linked to `libaqueduct_hip.so` (one also to
+//! `libaqueduct_hip.a`), and run on the emulated GPU; it must exit 0 and print `<name>: ok`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Fails (never skips) when a Debian package the tests need is missing.
+fn require(package: &str, file: &str) {
+    assert!(
+        Path::new(file).exists(),
+        "Debian package `{package}` is missing ({file} not found): apt-get install -y {package}"
+    );
+}
+
+fn manifest() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `target/<profile>/`, with `libaqueduct_hip.so` and `.a` freshly built: `cargo test` builds
+/// test harnesses, never the cdylib, so the first call runs `cargo build -p aqueduct-hip` with
+/// this test's profile (a test never runs a stale library).
+fn lib_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable");
+        let profile = exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf();
+        let mut c = Command::new(env!("CARGO"));
+        c.args(["build", "-q", "-p", "aqueduct-hip"]).current_dir(manifest());
+        if profile.file_name().is_some_and(|n| n == "release") {
+            c.arg("--release");
+        }
+        let out = c.output().expect("cargo build");
+        assert!(out.status.success(), "building aqueduct-hip failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(profile.join("libaqueduct_hip.so").is_file(), "libaqueduct_hip.so not built");
+        profile
+    })
+}
+
+fn out_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("aqueduct-hip-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Serialises gcc runs (tests run in parallel threads; the machine is small).
+static GCC: Mutex<()> = Mutex::new(());
+
+/// Compiles `tests/c/<name>.c`; `static_lib` links `libaqueduct_hip.a` instead of the `.so`.
+fn build(name: &str, static_lib: bool) -> PathBuf {
+    require("libamdhip64-dev", "/usr/include/hip/hip_runtime_api.h");
+    require("gcc", "/usr/bin/gcc");
+    let lib = lib_dir();
+    let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = out_dir().join(if static_lib { format!("{name}-static") } else { name.to_owned() });
+    let mut c = Command::new("gcc");
+    c.args(["-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-D__HIP_PLATFORM_AMD__"])
+        .arg("-I/usr/include")
+        .arg(format!("-I{}", manifest().join("include").display()))
+        .arg("-o")
+        .arg(&exe)
+        .arg(manifest().join("tests/c").join(format!("{name}.c")));
+    if static_lib {
+        c.arg(lib.join("libaqueduct_hip.a")).args(["-lpthread", "-ldl", "-lm", "-lrt"]);
+    } else {
+        c.arg(format!("-L{}", lib.display()))
+            .arg("-laqueduct_hip")
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .arg("-lpthread");
+    }
+    let out = c.output().expect("gcc");
+    assert!(out.status.success(), "gcc {name}.c failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+/// Runs `exe args` on the emulated GPU, killing it after a minute.
+fn run(exe: &Path, args: &[&str]) -> Output {
+    let mut child = Command::new(exe)
+        .args(args)
+        .env("AQUEDUCT_BACKEND", "emu")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "{} hung\nstdout:\n{}\nstderr:\n{}",
+                exe.display(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Builds and runs one C test; returns its stdout.
+fn c_test(name: &str, args: &[&str]) -> String {
+    check(name, &run(&build(name, false), args))
+}
+
+fn check(name: &str, out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{name}: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    assert!(stdout.contains(&format!("{name}: ok")), "{name} did not finish:\n{stdout}\nstderr:\n{stderr}");
+    stdout
+}
+
+#[test]
+fn device_memory_and_errors() {
+    let out = c_test("device_memory", &[]);
+    assert!(out.contains("CUs: 104"), "the emulated gfx90a has 104 CUs:\n{out}");
+}
+
+#[test]
+fn static_library_links() {
+    check("device_memory", &run(&build("device_memory", true), &[]));
+}
