@@ -126,3 +126,18 @@ fn device_memory_and_errors() {
 fn static_library_links() {
     check("device_memory", &run(&build("device_memory", true), &[]));
 }
+
+#[test]
+fn streams_and_events() {
+    c_test("streams", &[]);
+}
+
+#[test]
+fn capture_fork_join_and_graphs() {
+    c_test("capture_graph", &[]);
+}
+
+#[test]
+fn detach_through_execution_contexts() {
+    c_test("detach", &[]);
+}
