@@ -141,3 +141,15 @@ fn capture_fork_join_and_graphs() {
 fn detach_through_execution_contexts() {
     c_test("detach", &[]);
 }
+
+#[test]
+fn per_thread_streams_from_two_pthreads() {
+    c_test("threads", &[]);
+}
+
+#[test]
+fn host_kernels_and_modules() {
+    let fixture = manifest().join("../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
+    assert!(fixture.is_file(), "{} missing", fixture.display());
+    c_test("kernels", &[fixture.to_str().expect("utf-8 path")]);
+}
