@@ -558,7 +558,8 @@ impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, con
     fn dispatch(&mut self, packet: &KernelDispatchPacket, _kernarg: u64) -> Outcome {
         let wg = [packet.workgroup_size_x, packet.workgroup_size_y, packet.workgroup_size_z];
         let grid = [packet.grid_size_x, packet.grid_size_y, packet.grid_size_z];
-        let wg_items: u32 = wg.iter().map(|&w| u32::from(w)).product();
+        // u64: three u16 sizes overflow u32 (and a wrapped product could pass the 1024 check).
+        let wg_items: u64 = wg.iter().map(|&w| u64::from(w)).product();
         if wg.contains(&0) || grid.contains(&0) || wg_items > 1024 {
             return Outcome::Fault(QueueFault::InvalidDispatch);
         }

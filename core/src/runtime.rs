@@ -1282,7 +1282,8 @@ impl<
         i: usize,
         k: KernelLaunch<'a>,
     ) -> Result<Spec<'a>> {
-        let wg_items: u32 = k.workgroup.iter().map(|&w| u32::from(w)).product();
+        // u64: three u16 sizes overflow u32 (and a wrapped product could pass the 1024 check).
+        let wg_items: u64 = k.workgroup.iter().map(|&w| u64::from(w)).product();
         if k.workgroup.contains(&0) || k.grid.contains(&0) || wg_items > 1024 {
             return Err(Error::InvalidConfiguration);
         }

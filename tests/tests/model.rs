@@ -901,3 +901,20 @@ fn a_reused_event_slot_forgets_the_capture() {
     assert_eq!(rt.stream_is_capturing(a), Ok(CaptureStatus::Active));
     assert!(rt.stream_end_capture(a).is_ok());
 }
+
+/// A work-group whose size product does not fit in u32 is invalid (found by the api_sequence
+/// fuzz target: the product overflowed, panicking in debug builds and wrapping to an accepted
+/// size in release builds).
+#[test]
+fn a_work_group_product_past_u32_is_an_invalid_configuration() {
+    let rt = aqueduct_tests::runtime();
+    let k = aqueduct_tests::register(rt.backend());
+    let s = rt.stream_create(0).unwrap();
+    let mut l = kernel_launch(k.inc, &[]);
+    l.workgroup = [1024, 1024, 4096];
+    assert_eq!(rt.launch_kernel(s, &l), Err(Error::InvalidConfiguration));
+    let g = rt.graph_create().unwrap();
+    assert_eq!(rt.graph_add_kernel_node(g, &[], &l).map(|_| ()), Err(Error::InvalidConfiguration));
+    rt.stream_begin_capture(s, 2).unwrap();
+    assert_eq!(rt.launch_kernel(s, &l), Err(Error::InvalidConfiguration));
+}

@@ -697,7 +697,8 @@ impl<
 /// Checks a launch's geometry: zero sizes or a work-group over 1024 work-items are
 /// `InvalidConfiguration`, a null kernel `InvalidValue`.
 pub(super) fn check_launch(k: &KernelLaunch<'_>) -> Result<()> {
-    let wg_items: u32 = k.workgroup.iter().map(|&w| u32::from(w)).product();
+    // u64: three u16 sizes overflow u32 (and a wrapped product could pass the 1024 check).
+    let wg_items: u64 = k.workgroup.iter().map(|&w| u64::from(w)).product();
     if k.workgroup.contains(&0) || k.grid.contains(&0) || wg_items > 1024 {
         return Err(Error::InvalidConfiguration);
     }

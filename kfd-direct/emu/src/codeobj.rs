@@ -74,10 +74,14 @@ pub struct CodeObject {
     pub image_size: u64,
 }
 
+/// Largest loaded image accepted (real code objects span kilobytes to a few megabytes); a
+/// bigger `p_vaddr + p_memsz` is malformed rather than an allocation of that size.
+const MAX_IMAGE_BYTES: u64 = 256 << 20;
+
 fn bytes_at(file: &ElfFile64<'_, Endianness>, addr: u64, len: u64) -> Option<Vec<u8>> {
     for s in file.sections() {
         let (a, sz) = (s.address(), s.size());
-        if addr >= a && addr < a + sz {
+        if addr >= a && addr - a < sz {
             let data = s.data().ok()?;
             let off = (addr - a) as usize;
             let end = (off + len as usize).min(data.len());
@@ -103,7 +107,11 @@ impl CodeObject {
         let mach = hdr.e_flags(endian) & 0xff;
         let mut image_size = 0;
         for seg in file.segments() {
-            image_size = image_size.max(seg.address() + seg.size());
+            let end = seg.address().checked_add(seg.size());
+            image_size = image_size.max(end.ok_or_else(|| CodeObjectError::Malformed("segment end overflows".into()))?);
+        }
+        if image_size > MAX_IMAGE_BYTES {
+            return Err(CodeObjectError::Malformed("image too large".into()));
         }
         let metadata = crate::metadata::kernels_from_elf(data).unwrap_or_default();
         let mut kernels = Vec::new();
@@ -149,7 +157,8 @@ impl CodeObject {
         for seg in file.segments() {
             let bytes = seg.data().map_err(|e| CodeObjectError::Malformed(e.to_string()))?;
             let at = seg.address() as usize;
-            img.get_mut(at..at + bytes.len())
+            img.get_mut(at..)
+                .and_then(|img| img.get_mut(..bytes.len()))
                 .ok_or_else(|| CodeObjectError::Malformed("segment outside image".into()))?
                 .copy_from_slice(bytes);
         }
@@ -168,7 +177,8 @@ impl CodeObject {
                     t => return Err(CodeObjectError::Relocation(t)),
                 };
                 let at = off as usize;
-                img.get_mut(at..at + 8)
+                img.get_mut(at..)
+                    .and_then(|img| img.get_mut(..8))
                     .ok_or_else(|| CodeObjectError::Malformed("relocation outside image".into()))?
                     .copy_from_slice(&value.to_le_bytes());
             }
