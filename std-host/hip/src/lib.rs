@@ -8,10 +8,10 @@
 //!
 //! ## Layers, and who validates what
 //!
-//! - [`error`]: `hipError_t` names and strings, the calling thread's last error, and the one
+//! - `error`: `hipError_t` names and strings, the calling thread's last error, and the one
 //!   boundary every exported function goes through (panics become `hipErrorUnknown`; nothing
 //!   unwinds into C).
-//! - [`global`]: one process-wide core [`aqueduct::Runtime`] over the backend `AQUEDUCT_BACKEND`
+//! - `global`: one process-wide core [`aqueduct::Runtime`] over the backend `AQUEDUCT_BACKEND`
 //!   selects (the emulated GPU by default), created on first use, with std-host's thread keys.
 //! - `device`, `stream`, `capture`, `memory`, `launch`, `context`: the exported functions. This
 //!   layer checks what only C has — NULL out-pointers, in the order HIP checks them — converts

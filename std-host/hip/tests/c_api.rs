@@ -153,3 +153,10 @@ fn host_kernels_and_modules() {
     assert!(fixture.is_file(), "{} missing", fixture.display());
     c_test("kernels", &[fixture.to_str().expect("utf-8 path")]);
 }
+
+#[test]
+fn readme_example() {
+    let out = c_test("readme_example", &[]);
+    assert!(out.contains("4 nodes: host[0] = 111, host[255] = 110"), "{out}");
+    assert!(out.contains("last error: hipErrorIllegalState"), "{out}");
+}

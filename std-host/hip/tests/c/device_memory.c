@@ -123,6 +123,9 @@ int main(void) {
     EXPECT(hipMemsetAsync(d, 0, 16, dead), hipErrorContextIsDestroyed);
     EXPECT(hipMemsetAsync(d, 0, 16, (hipStream_t)0x7777), hipErrorInvalidHandle);
 
+    EXPECT(hipHostFree((void *)0x1000), hipErrorInvalidValue);
+    EXPECT(hipMemcpyAsync(NULL, d, 16, hipMemcpyDeviceToHost, s), hipErrorInvalidValue);
+    EXPECT(hipMemcpyWithStream(back, d, 16, hipMemcpyDeviceToHost, dead), hipErrorContextIsDestroyed);
     OK(hipHostFree(h));
     OK(hipFree(d2));
     EXPECT(hipFree(d2), hipErrorInvalidValue);

@@ -117,6 +117,8 @@ int main(void) {
     OK(hipStreamWriteValue32(nb, flag, 7, 0));
     EXPECT(hipStreamWriteValue32(nb, NULL, 7, 0), hipErrorInvalidValue);
     EXPECT(hipStreamWriteValue64(nb, word64, 7, 5), hipErrorInvalidValue);
+    EXPECT(hipStreamWaitValue64(nb, NULL, 0x10, hipStreamWaitValueGte, ~0ull), hipErrorInvalidValue);
+    EXPECT(hipStreamWaitValue64(nb, word64, 0x10, 7, ~0ull), hipErrorInvalidValue);
     OK(hipStreamWaitValue64(nb, word64, 0x10, hipStreamWaitValueGte, ~0ull));
     OK(hipStreamWaitValue32(nb, flag, 4, hipStreamWaitValueAnd, 0xffffffff));
     OK(hipStreamWaitValue64(nb, word64, 0, hipStreamWaitValueNor, 0xff));
