@@ -5,9 +5,13 @@
 //! at a scratch buffer and keeps their element counts inside it; every other byte is fuzzed.
 #![no_main]
 
+use std::mem::size_of;
 use std::sync::OnceLock;
 
-use aqueduct_kfd_emu::abi::{self, nr, GetProcessAperturesNewArgs, MapMemoryArgs, SetCuMaskArgs, WaitEventsArgs};
+use aqueduct_kfd_emu::abi::{
+    self, nr, EventData, GetProcessAperturesNewArgs, MapMemoryArgs, ProcessDeviceApertures, SetCuMaskArgs,
+    WaitEventsArgs,
+};
 use aqueduct_kfd_emu::{Emu, EmuConfig};
 use libfuzzer_sys::fuzz_target;
 
@@ -80,7 +84,7 @@ fuzz_target!(|data: &[u8]| {
             }
             nr::GET_PROCESS_APERTURES_NEW => {
                 put_u64(bytes, std::mem::offset_of!(GetProcessAperturesNewArgs, kfd_process_device_apertures_ptr), scratch_addr);
-                clamp_u32(bytes, std::mem::offset_of!(GetProcessAperturesNewArgs, num_of_nodes), (SCRATCH / 64) as u32);
+                clamp_u32(bytes, std::mem::offset_of!(GetProcessAperturesNewArgs, num_of_nodes), (SCRATCH / size_of::<ProcessDeviceApertures>()) as u32);
             }
             nr::MAP_MEMORY_TO_GPU | nr::UNMAP_MEMORY_FROM_GPU => {
                 put_u64(bytes, std::mem::offset_of!(MapMemoryArgs, device_ids_array_ptr), scratch_addr);
@@ -88,7 +92,7 @@ fuzz_target!(|data: &[u8]| {
             }
             nr::WAIT_EVENTS => {
                 put_u64(bytes, std::mem::offset_of!(WaitEventsArgs, events_ptr), scratch_addr);
-                clamp_u32(bytes, std::mem::offset_of!(WaitEventsArgs, num_events), (SCRATCH / 32) as u32);
+                clamp_u32(bytes, std::mem::offset_of!(WaitEventsArgs, num_events), (SCRATCH / size_of::<EventData>()) as u32);
                 // Waits poll: a fuzzed timeout must not stall the run.
                 clamp_u32(bytes, std::mem::offset_of!(WaitEventsArgs, timeout), 0);
             }
