@@ -52,6 +52,17 @@ enum Cmd {
         #[arg(long, default_value_t = 11)]
         samples: usize,
     },
+    /// Run a multi-stream workload (kernels, copies, fills, a cross-stream wait, a host function,
+    /// graph launches) and write a Chrome/Perfetto trace: one track per hardware queue, one slice
+    /// per operation, from the GPU timestamps of timing events around each operation.
+    Trace {
+        /// The trace file (Trace Event Format JSON; open it in ui.perfetto.dev or chrome://tracing).
+        #[arg(short = 'o', long = "output")]
+        output: std::path::PathBuf,
+        /// Backend: auto, kfd, rocr or emu.
+        #[arg(long, default_value = "auto", value_parser = parse_backend)]
+        backend: BackendKind,
+    },
 }
 
 fn main() {
@@ -80,6 +91,13 @@ fn main() {
                     eprintln!("aqueduct bench: {e}");
                     std::process::exit(1);
                 }
+            }
+        }
+        Cmd::Trace { output, backend } => {
+            if let Err(e) = aqueduct_std::cli::trace::write(&OpenOptions::new(backend), &output, &mut std::io::stdout())
+            {
+                eprintln!("aqueduct trace: {e}");
+                std::process::exit(1);
             }
         }
         Cmd::Info => {

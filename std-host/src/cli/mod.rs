@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod demo;
 pub mod info;
+pub mod trace;
 
 /// The gfx name of a `gfx_target_version` (e.g. 90010 → `gfx90a`).
 pub fn gfx_name(v: u32) -> String {
