@@ -359,6 +359,7 @@ api! {
     fn hsa_amd_queue_cu_set_mask(queue: *const hsa_queue_t, num_cu_mask_count: u32, cu_mask: *const u32) -> Status;
     fn hsa_amd_queue_set_priority(queue: *mut hsa_queue_t, priority: u32) -> Status;
     fn hsa_amd_profiling_set_profiler_enabled(queue: *mut hsa_queue_t, enable: i32) -> Status;
+    fn hsa_amd_profiling_convert_tick_to_system_domain(agent: hsa_agent_t, agent_tick: u64, system_tick: *mut u64) -> Status;
     fn hsa_amd_register_system_event_handler(callback: SystemEventCallback, data: *mut c_void) -> Status;
     fn hsa_amd_signal_async_handler(signal: hsa_signal_t, condition: u32, value: i64, handler: unsafe extern "C" fn(i64, *mut c_void) -> bool, arg: *mut c_void) -> Status;
 }

@@ -15,6 +15,14 @@
 //! - ROCr's queue-error callback and system-event handler (GPU memory faults) latch errors that
 //!   [`Backend::queue_fault`] reports as stream errors; nothing aborts the process.
 //! - Host functions run on a service thread (the `service` module).
+//! - Signal timestamps count the agent's clock, whose frequency (`DeviceInfo::timestamp_frequency`)
+//!   is the slope of `hsa_amd_profiling_convert_tick_to_system_domain`, not the system clock's.
+//! - Waits notice a queue fault: a signal still named by a packet a faulted queue never ran
+//!   ends its wait with the queue's error instead of waiting forever.
+//! - Core hands no queue or signal back when its runtime drops, so [`Rocr`]'s drop destroys
+//!   what is left before `hsa_shut_down`.
+//! - On aqueduct's emulated GPU through `libaqueduct_kfd_preload.so` (`aqueduct run`), built-in
+//!   copies and fills use the emulator's built-in kernel objects ([`under_emulator_preload`]).
 //!
 //! With ROCr installed but no GPU, [`Rocr::open`] fails with an error naming the cause
 //! (`hsa_init`'s status), and backend selection falls back to the emulator.
@@ -92,6 +100,8 @@ struct Gpu {
     product: String,
     cu_count: u32,
     gfx: u32,
+    /// Frequency of the agent's clock, which signal timestamps count (0: unknown).
+    tick_hz: u64,
     clock_mhz: u32,
     device_pool: Option<hsa_amd_memory_pool_t>,
     blit: [u64; 3],
@@ -144,6 +154,17 @@ pub struct Rocr {
     ring_packets: u32,
     faults: Box<Faults>,
     allocations: Mutex<std::collections::HashSet<u64>>,
+    /// Live queues (address of the `hsa_queue_t`, its fault latch), so a wait can tell whether
+    /// its signal sits behind a faulted queue's stopped packets.
+    live_queues: Mutex<Vec<(usize, Arc<QueueState>, u64)>>,
+    /// Live signals. Core's runtime hands nothing back when it is dropped, so the backend's
+    /// drop destroys what is left (queues and signals) before `hsa_shut_down`, which otherwise
+    /// reports them as leaked.
+    live_signals: Mutex<std::collections::HashSet<u64>>,
+    /// The process runs on aqueduct's emulated GPU through `libaqueduct_kfd_preload.so`
+    /// ([`under_emulator_preload`]): built-in copy/fill/write-value dispatches name the
+    /// emulator's built-in kernel objects instead of the blit code objects' kernels.
+    emulated: bool,
     executables: Mutex<Vec<Option<Executable>>>,
     service: Mutex<Option<service::Service>>,
 }
@@ -192,6 +213,18 @@ unsafe extern "C" fn system_event(event: *const hsa_amd_event_t, data: *mut c_vo
     Status::SUCCESS
 }
 
+/// Whether `libaqueduct_kfd_preload.so` is mapped into this process, i.e. ROCr runs on
+/// aqueduct's emulated GPU (`aqueduct run`). That emulator names kernels it must run by
+/// host twins registered under their symbol names, and the preload registers twins for its test
+/// kernels (`aqueduct_vadd`, `aqueduct_poke`, `aqueduct_mixed`) but not for kfd-direct's blit
+/// kernels (`aqueduct_copy`, `aqueduct_fill`, `aqueduct_write_value`, which `EmuSys` registers
+/// for the in-process emulator), so dispatching the loaded blit code object's kernels fails
+/// there ("no host twin for kernel `aqueduct_fill`"). Every emulator binds its built-in twins to
+/// fixed kernel objects, which the backend then uses instead.
+pub fn under_emulator_preload() -> bool {
+    std::fs::read_to_string("/proc/self/maps").is_ok_and(|m| m.contains(crate::launcher::PRELOAD_LIB))
+}
+
 fn status_error(s: Status) -> Error {
     match s {
         Status::ERROR_OUT_OF_RESOURCES | Status::ERROR_INVALID_ALLOCATION => Error::OutOfMemory,
@@ -237,6 +270,7 @@ impl Rocr {
                         clock_mhz: Self::info_u32(&hsa, a, consts::AMD_AGENT_INFO_MAX_CLOCK_FREQUENCY).unwrap_or(0),
                         device_pool: None,
                         blit: [0; 3],
+                        tick_hz: 0,
                     });
                 }
                 _ => {}
@@ -270,6 +304,9 @@ impl Rocr {
         let _ = unsafe {
             (hsa.hsa_system_get_info)(consts::SYSTEM_INFO_TIMESTAMP_FREQUENCY, &mut ts_hz as *mut u64 as *mut c_void)
         };
+        for g in &mut gpus {
+            g.tick_hz = Self::agent_tick_hz(&hsa, g.agent, ts_hz);
+        }
         let faults = Box::new(Faults { memory: AtomicU32::new(0), address: std::sync::atomic::AtomicU64::new(0) });
         // SAFETY: `faults` is boxed (stable address) and outlives the runtime (dropped after
         // hsa_shut_down in Drop).
@@ -286,6 +323,9 @@ impl Rocr {
             ring_packets: ring_packets.clamp(64, 1 << 17).next_power_of_two(),
             faults,
             allocations: Mutex::new(Default::default()),
+            live_queues: Mutex::new(Vec::new()),
+            live_signals: Mutex::new(Default::default()),
+            emulated: under_emulator_preload(),
             executables: Mutex::new(Vec::new()),
             service: Mutex::new(None),
         };
@@ -305,6 +345,24 @@ impl Rocr {
             }
         }
         Ok(r)
+    }
+
+    /// The agent clock's frequency. Signal timestamps are agent (GPU) ticks, not the system
+    /// clock `HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY` counts, and ROCr 5.2 has no agent attribute
+    /// for it: it is the slope of ROCr's own agent-to-system conversion over 10^9 agent ticks.
+    fn agent_tick_hz(hsa: &Hsa, agent: hsa_agent_t, system_hz: u64) -> u64 {
+        const SPAN: u64 = 1_000_000_000;
+        let (mut a, mut b) = (0u64, 0u64);
+        // SAFETY: a live agent and valid out-pointers.
+        let ok = unsafe {
+            (hsa.hsa_amd_profiling_convert_tick_to_system_domain)(agent, SPAN, &mut a).is_ok()
+                && (hsa.hsa_amd_profiling_convert_tick_to_system_domain)(agent, 2 * SPAN, &mut b).is_ok()
+        };
+        let system_ticks = b.saturating_sub(a);
+        if !ok || system_ticks == 0 || system_hz == 0 {
+            return 0;
+        }
+        ((u128::from(SPAN) * u128::from(system_hz) + u128::from(system_ticks) / 2) / u128::from(system_ticks)) as u64
     }
 
     fn agents(hsa: &Hsa) -> std::result::Result<Vec<hsa_agent_t>, Status> {
@@ -367,7 +425,12 @@ impl Rocr {
             let _ = writeln!(out, "    gfx_target_version   {}", g.gfx);
             let _ = writeln!(out, "    compute units        {}", g.cu_count);
             let _ = writeln!(out, "    max clock            {} MHz", g.clock_mhz);
-            let _ = writeln!(out, "    timestamp frequency  {} MHz", self.ts_hz / 1_000_000);
+            let _ = writeln!(
+                out,
+                "    timestamp frequency  {} MHz (system {} MHz)",
+                g.tick_hz / 1_000_000,
+                self.ts_hz / 1_000_000
+            );
             let _ = writeln!(
                 out,
                 "    blit kernels         {}",
@@ -392,6 +455,50 @@ impl Rocr {
     fn free(&self, address: u64) {
         // SAFETY: an address from `alloc`, freed once.
         let _ = unsafe { (self.hsa.hsa_amd_memory_pool_free)(address as usize as *mut c_void) };
+    }
+
+    /// Whether this process runs on the emulator through the preload library.
+    pub fn is_emulated(&self) -> bool {
+        self.emulated
+    }
+
+    /// The fault of a faulted queue that still holds an unprocessed packet completing `signal`
+    /// (its packet processor stopped, so the signal will never move), if any.
+    fn dead_signal(&self, signal: hsa_signal_t) -> Option<Error> {
+        let live = self.live_queues.lock().ok()?;
+        for (q, state, _) in live.iter() {
+            // Ordering: Acquire pairs with the error callback's Release.
+            let status = state.fault.load(Ordering::Acquire);
+            if status == 0 {
+                continue;
+            }
+            // SAFETY: a live queue (removed from the list before hsa_queue_destroy).
+            let hq = unsafe { &*(*q as *const hsa_queue_t) };
+            let amd = *q as *const u8;
+            // SAFETY: amd_queue_t's 64-bit dispatch ids at fixed offsets (as in queue_desc).
+            let (w, r) = unsafe {
+                (
+                    (*(amd.add(amd_queue::WRITE_DISPATCH_ID) as *const std::sync::atomic::AtomicU64))
+                        .load(Ordering::Acquire),
+                    (*(amd.add(amd_queue::READ_DISPATCH_ID) as *const std::sync::atomic::AtomicU64))
+                        .load(Ordering::Acquire),
+                )
+            };
+            let pending = w.wrapping_sub(r).min(u64::from(hq.size));
+            for k in 0..pending {
+                let slot = (r.wrapping_add(k) % u64::from(hq.size.max(1))) as usize;
+                // SAFETY: slot < size: a 64-byte packet of the ring; the completion signal of
+                // every AQL packet type is the u64 at byte 56. The stopped processor no longer
+                // writes the slots.
+                let completion = unsafe {
+                    std::ptr::read_volatile((hq.base_address as *const u8).add(slot * 64 + 56) as *const u64)
+                };
+                if completion == signal.handle {
+                    return Some(status_error(Status(status)));
+                }
+            }
+        }
+        None
     }
 
     fn memory_fault(&self) -> Option<Error> {
@@ -499,6 +606,17 @@ impl Drop for Rocr {
                 (self.hsa.hsa_code_object_reader_destroy)(e.reader);
             }
         }
+        let queues = self.live_queues.get_mut().map(std::mem::take).unwrap_or_default();
+        for (q, _, kernarg) in queues {
+            // SAFETY: a queue core never handed back (its runtime is gone), destroyed once.
+            unsafe { (self.hsa.hsa_queue_destroy)(q as *mut hsa_queue_t) };
+            self.free(kernarg);
+        }
+        let signals = self.live_signals.get_mut().map(std::mem::take).unwrap_or_default();
+        for handle in signals {
+            // SAFETY: a signal core never handed back, destroyed once; no queue is left to use it.
+            unsafe { (self.hsa.hsa_signal_destroy)(hsa_signal_t { handle }) };
+        }
         let allocs = self.allocations.get_mut().map(std::mem::take).unwrap_or_default();
         for a in allocs {
             self.free(a);
@@ -533,7 +651,9 @@ unsafe impl Backend for Rocr {
 
     fn device_info(&self, device: u32) -> Result<DeviceInfo> {
         let g = self.gpus.get(device as usize).ok_or(Error::InvalidDevice)?;
-        Ok(DeviceInfo { cu_count: g.cu_count, gfx_target_version: g.gfx, timestamp_frequency: self.ts_hz })
+        // Signal timestamps count agent ticks; the system clock's frequency only as a fallback.
+        let hz = if g.tick_hz != 0 { g.tick_hz } else { self.ts_hz };
+        Ok(DeviceInfo { cu_count: g.cu_count, gfx_target_version: g.gfx, timestamp_frequency: hz })
     }
 
     fn queue_create(&self, device: u32, priority: Priority, cu_mask: Option<&CuMask>) -> Result<RocrQueue> {
@@ -576,6 +696,9 @@ unsafe impl Backend for Rocr {
             }
         }
         let kernarg = self.alloc(self.kernarg_pool, (self.ring_packets * KERNARG_SLOT) as usize).map_err(destroy)?;
+        if let Ok(mut live) = self.live_queues.lock() {
+            live.push((q.as_ptr() as usize, Arc::clone(&state), kernarg));
+        }
         Ok(RocrQueue { q, kernarg, state })
     }
 
@@ -613,6 +736,9 @@ unsafe impl Backend for Rocr {
     }
 
     fn queue_destroy(&self, queue: RocrQueue) {
+        if let Ok(mut live) = self.live_queues.lock() {
+            live.retain(|(q, _, _)| *q != queue.q.as_ptr() as usize);
+        }
         // SAFETY: a live queue, destroyed once; its callback data (`state`) drops after.
         unsafe { (self.hsa.hsa_queue_destroy)(queue.q.as_ptr()) };
         self.free(queue.kernarg);
@@ -622,10 +748,16 @@ unsafe impl Backend for Rocr {
         let mut s = hsa_signal_t::default();
         // SAFETY: valid out-pointer; any consumer.
         unsafe { (self.hsa.hsa_signal_create)(initial, 0, std::ptr::null(), &mut s) }.ok().map_err(status_error)?;
+        if let Ok(mut live) = self.live_signals.lock() {
+            live.insert(s.handle);
+        }
         Ok(SignalHandle(s.handle))
     }
 
     fn signal_destroy(&self, signal: SignalHandle) {
+        if let Ok(mut live) = self.live_signals.lock() {
+            live.remove(&signal.0);
+        }
         // SAFETY: a signal from signal_create, destroyed once (core's contract).
         unsafe { (self.hsa.hsa_signal_destroy)(hsa_signal_t { handle: signal.0 }) };
     }
@@ -643,7 +775,7 @@ unsafe impl Backend for Rocr {
             if cond.holds(v, expected) {
                 return Ok(v);
             }
-            if let Some(e) = self.memory_fault() {
+            if let Some(e) = self.memory_fault().or_else(|| self.dead_signal(s)) {
                 return Err(e);
             }
             if left <= slice {
@@ -684,6 +816,11 @@ unsafe impl Backend for Rocr {
             BuiltinKernel::Fill => 1,
             BuiltinKernel::WriteValue => 2,
         };
+        if self.emulated {
+            // The preload's emulator has no twins for the blit code objects' kernel names (see
+            // `under_emulator_preload`); its built-in kernel objects run core's argument layouts.
+            return Ok(aqueduct_kfd_emu::kernels::builtin_object(kernel));
+        }
         match g.blit.get(i).copied() {
             Some(0) | None => Err(Error::NotSupported),
             Some(k) => Ok(k),

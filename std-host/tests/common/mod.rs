@@ -68,3 +68,65 @@ pub fn check_trace(path: &Path, want_queues: usize) -> Tracks {
     }
     tracks
 }
+
+/// The preload library beside the `aqueduct` binary (`target/<profile>/`), built first with
+/// `cargo build -p aqueduct-kfd-preload` in the same profile so a test never runs a stale one.
+pub fn preload_lib() -> std::path::PathBuf {
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = Path::new(env!("CARGO_BIN_EXE_aqueduct"));
+            let profile = exe.parent().expect("target/<profile>");
+            let mut c = std::process::Command::new(env!("CARGO"));
+            c.args(["build", "-q", "-p", "aqueduct-kfd-preload"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile.file_name().is_some_and(|n| n == "release") {
+                c.arg("--release");
+            }
+            let out = c.output().expect("cargo build");
+            assert!(out.status.success(), "building the preload failed:\n{}", String::from_utf8_lossy(&out.stderr));
+            let lib = profile.join("libaqueduct_kfd_preload.so");
+            assert!(lib.is_file(), "{} not built", lib.display());
+            lib
+        })
+        .clone()
+}
+
+/// Runs `aqueduct run -- aqueduct ARGS` (the tool itself on the emulated gfx90a through the
+/// preload), killing it after `timeout`; returns (success, stdout, stderr).
+pub fn aqueduct_on_emulator(args: &[&str], timeout: std::time::Duration) -> (bool, String, String) {
+    let exe = env!("CARGO_BIN_EXE_aqueduct");
+    let mut c = std::process::Command::new(exe);
+    c.args(["run", "--gpu", "gfx90a", "--", exe]).args(args).env("AQUEDUCT_PRELOAD_LIB", preload_lib());
+    c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().expect("spawn aqueduct run");
+    let start = std::time::Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "aqueduct {args:?} under the preload hung for {timeout:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The Debian packages of ROCm 5.2 these tests run (each missing one fails the test by name).
+pub fn require_rocm_packages() {
+    require("libhsa-runtime-dev", "/usr/include/hsa/hsa.h");
+    require("libhsa-runtime64-1", "/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1");
+    require("rocminfo", "/usr/bin/rocminfo");
+    require("libamdhip64-dev", "/usr/include/hip/hip_runtime_api.h");
+}
