@@ -101,7 +101,7 @@ fn emu() -> &'static Emu {
         log!("emulator up: {profile:?}");
         match Emu::new(config) {
             Ok(e) => {
-                for t in twins::user_twins() {
+                for t in twins::user_twins().into_iter().chain(twins::blit_twins()) {
                     e.register_twin_by_name(t);
                 }
                 if std::env::var_os("AQUEDUCT_EMU_STATS").is_some_and(|v| v != "0") {

@@ -4,6 +4,10 @@
 //! layout of the code object's metadata note (`amdhsa.kernels[].args`): twins read their
 //! arguments by position ([`aqueduct_kfd_emu::KernelCtx::arg`]), never at assumed offsets.
 
+use std::sync::Arc;
+
+use aqueduct::BuiltinKernel;
+use aqueduct_kfd_emu::kernels::builtin_twins;
 use aqueduct_kfd_emu::{KernelError, Twin};
 
 /// The user twins.
@@ -53,4 +57,21 @@ pub fn user_twins() -> Vec<Twin> {
             Ok(())
         }),
     ]
+}
+
+/// The emulator's built-in copy, fill and write-value twins under the symbol names of
+/// aqueduct's blit kernels (`kfd-direct/blit/blit.cl`), so aqueduct's own backends (ROCr under
+/// this preload) run their loaded blit code objects unchanged.
+pub fn blit_twins() -> Vec<Twin> {
+    builtin_twins()
+        .into_iter()
+        .map(|(kernel, twin)| {
+            let name = match kernel {
+                BuiltinKernel::Copy => "aqueduct_copy",
+                BuiltinKernel::Fill => "aqueduct_fill",
+                BuiltinKernel::WriteValue => "aqueduct_write_value",
+            };
+            Twin { name: Arc::from(name), ..twin }
+        })
+        .collect()
 }
