@@ -936,7 +936,8 @@ impl Exec<'_> {
         if grid.contains(&0) {
             return Err(exception::QUEUE_PACKET_DISPATCH_DIM_INVALID);
         }
-        if wg.contains(&0) || wg.iter().product::<u32>() > 1024 {
+        // The product in u64: three u16 sizes overflow u32.
+        if wg.contains(&0) || wg.iter().map(|&w| u64::from(w)).product::<u64>() > 1024 {
             return Err(exception::QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID);
         }
         if u64::from(p.group_segment_size) > u64::from(self.dev.node.props.lds_size_in_kb) * 1024 {
