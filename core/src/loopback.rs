@@ -59,6 +59,8 @@ const MAX_ALLOCATIONS: usize = 64;
 pub const TRACE_CAPACITY: usize = 256;
 /// Number of CUs the loopback device reports.
 pub const LOOPBACK_CUS: u32 = 104;
+/// How long a wait spins for another thread's pump to finish before it answers `NotReady`.
+const LOOPBACK_WAIT_SPINS: u32 = 1 << 24;
 /// Ticks per second of the loopback clock (one tick per packet start and end).
 pub const LOOPBACK_TIMESTAMP_HZ: u64 = 1_000_000;
 
@@ -402,10 +404,16 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
 
     /// Runs every queue and host call until nothing can make progress.
     pub fn pump(&self) {
-        // Ordering: Acquire/Release on the re-entrancy flag: a nested pump (from a doorbell rung
-        // inside a host call) leaves the work to the outer loop.
+        self.try_pump();
+    }
+
+    /// Pumps to a fixpoint unless another pump is running (on another thread, or further up
+    /// this thread's stack when a doorbell is rung inside a host call); returns whether it ran.
+    fn try_pump(&self) -> bool {
+        // Ordering: Acquire/Release on the re-entrancy flag: a nested or concurrent pump leaves
+        // the work to the one running.
         if self.pumping.swap(true, Ordering::Acquire) {
-            return;
+            return false;
         }
         loop {
             let mut progress = false;
@@ -418,6 +426,7 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
             }
         }
         self.pumping.store(false, Ordering::Release);
+        true
     }
 
     fn ring_of(&self, q: usize) -> Option<(AqlRing, &QueueMem<RING, KARG>)> {
@@ -696,14 +705,22 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
 
     fn signal_wait(&self, signal: SignalHandle, cond: Condition, expected: i64, _timeout: Timeout) -> Result<i64> {
         let s = self.signal_index(signal).and_then(|i| self.mem.signals.get(i)).ok_or(Error::InvalidHandle)?;
-        // Nothing runs between pumps on a thread-free device: after one full pump the answer is
-        // final, so every timeout behaves like zero.
-        self.pump();
-        let v = s.load();
-        if cond.holds(v, expected) {
-            Ok(v)
-        } else {
-            Err(Error::NotReady)
+        // Nothing runs between pumps on a thread-free device: after a full pump of our own the
+        // answer is final, so every timeout behaves like zero. While another thread pumps, wait
+        // (boundedly: a host function that calls back into the runtime would otherwise wait for
+        // its own caller) and pump again.
+        let mut spins = 0u32;
+        loop {
+            let ran = self.try_pump();
+            let v = s.load();
+            if cond.holds(v, expected) {
+                return Ok(v);
+            }
+            if ran || spins >= LOOPBACK_WAIT_SPINS {
+                return Err(Error::NotReady);
+            }
+            spins += 1;
+            core::hint::spin_loop();
         }
     }
 

@@ -51,6 +51,15 @@ impl<
     /// slice means every CU). A mask enabling no CU is `InvalidValue`.
     pub fn context_create(&self, cu_mask: &[u32]) -> Result<ContextHandle> {
         let device = self.device()?;
+        self.context_create_on(device, cu_mask)
+    }
+
+    /// [`context_create`](Self::context_create) on a given device (`InvalidDevice` if out of
+    /// range).
+    pub fn context_create_on(&self, device: u32, cu_mask: &[u32]) -> Result<ContextHandle> {
+        if device >= self.device_count()? {
+            return Err(Error::InvalidDevice);
+        }
         let cus = self.backend.device_info(device)?.cu_count;
         let mask = if cu_mask.is_empty() { None } else { Some(CuMask::from_words(cu_mask, cus)?) };
         let mut st = self.state.lock();
