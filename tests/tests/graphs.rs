@@ -247,7 +247,35 @@ fn launch_while_the_previous_launch_is_still_pending_on_the_same_stream() {
 }
 
 #[test]
-fn launch_on_another_stream_while_a_launch_is_pending_runs_at_once() {
+fn many_launches_pending_at_once_with_node_signals_all_complete_in_order() {
+    // A and B independent, C after A only: C waits on A's node signal (a barrier-AND), so the
+    // executable has a node signal that every launch resets on the device. Five launches queue
+    // behind a gate without the host waiting for any of them.
+    let rt = leaked_runtime();
+    let k = register(rt.backend());
+    let s = rt.stream_create(0).unwrap();
+    let (c1, c2) = (cell32(0), cell32(0));
+    let g = rt.graph_create().unwrap();
+    let a = cell_node(rt, g, &[], k.inc, c1);
+    cell_node(rt, g, &[], k.inc, c2);
+    cell_node(rt, g, &[a], k.double, c1);
+    let x = rt.graph_instantiate(g).unwrap();
+    let gt = gate(rt, s);
+    for _ in 0..5 {
+        rt.graph_launch(x, s).unwrap();
+    }
+    assert_eq!((c1.load(Ordering::SeqCst), c2.load(Ordering::SeqCst)), (0, 0));
+    open(gt);
+    rt.stream_synchronize(s).unwrap();
+    // c1 = (c1 + 1) * 2 five times: 2, 6, 14, 30, 62.
+    assert_eq!((c1.load(Ordering::SeqCst), c2.load(Ordering::SeqCst)), (62, 5));
+    rt.graph_exec_destroy(x).unwrap();
+}
+
+#[test]
+fn launches_of_one_executable_are_ordered_across_streams() {
+    // CUDA's rule, which HIP documents too: each launch is ordered behind any previous launch of
+    // the same executable, so a launch on another stream waits for the pending one.
     let rt = leaked_runtime();
     let k = register(rt.backend());
     let (s1, s2) = (rt.stream_create(NB).unwrap(), rt.stream_create(NB).unwrap());
@@ -257,10 +285,10 @@ fn launch_on_another_stream_while_a_launch_is_pending_runs_at_once() {
     let gt = gate(rt, s1);
     rt.graph_launch(x, s1).unwrap();
     rt.graph_launch(x, s2).unwrap();
-    rt.stream_synchronize(s2).unwrap();
-    assert_eq!(c.load(Ordering::SeqCst), 4, "the second launch did not wait for the first");
-    assert_eq!(rt.stream_query(s1), Err(Error::NotReady));
+    assert_eq!(rt.stream_query(s2), Err(Error::NotReady), "the second launch did not wait for the first");
+    assert_eq!(c.load(Ordering::SeqCst), 0);
     open(gt);
+    rt.stream_synchronize(s2).unwrap();
     rt.stream_synchronize(s1).unwrap();
     assert_eq!(c.load(Ordering::SeqCst), 8);
     rt.graph_exec_destroy(x).unwrap();

@@ -1,16 +1,16 @@
 //! Graphs and graph executables on the runtime: create, inspect, instantiate, launch.
 //!
-//! Instantiation flattens a graph with [`Graph::plan`] into ready AQL packets, twice: one copy
-//! per *signal set*. A node that other nodes wait on completes a signal of its own, and two
-//! launches of one executable may be in flight at once, so each launch alternates between two
-//! sets of node signals and two copies of the packets that name them. A third launch waits
-//! (bounded) until the launch that used its set is done. Kernel arguments are copied once, at
+//! Instantiation flattens a graph with [`Graph::plan`] into ready AQL packets. A node that a
+//! barrier-AND waits on completes a signal of its own; kernel arguments are copied once, at
 //! instantiation, into backend memory the packets point at.
 //!
-//! Launching copies the packets into the stream's ring behind the stream's implicit
-//! dependencies, patches the few packets that differ per launch (host functions, event records),
-//! rings the doorbell once per ring-full, and ends with a counted barrier: the stream is idle
-//! again when that barrier completes.
+//! Launching publishes the stream's implicit dependencies, then one write-value dispatch per node
+//! signal that sets it to 1 on the device (in queue order, after the previous launch is done with
+//! it, so a launch never waits on the host for an earlier one), then copies the packets into the
+//! ring — patching the few that differ per launch (host functions, event records) — with one
+//! doorbell per ring-full, and ends with a counted barrier: the stream is idle again when that
+//! barrier completes. Launches of one executable are ordered, as CUDA orders them: on another
+//! stream, behind a marker on the stream of the previous launch.
 
 use super::*;
 use crate::aql::{Packet, RawPacket, BARRIER_AND_HEADER};
@@ -77,9 +77,9 @@ pub(super) struct ExecSlot<const N: usize> {
     generation: Generation,
     state: SlotState,
     device: u32,
-    packets: [[[RawPacket; PACKETS_PER_NODE]; N]; 2],
+    packets: [[[RawPacket; PACKETS_PER_NODE]; N]; 1],
     len: usize,
-    signals: [[SignalHandle; N]; 2],
+    signals: [[SignalHandle; N]; 1],
     signal_count: usize,
     kernarg: u64,
     patches: heapless::Vec<Patch, MAX_PATCHES>,
@@ -95,9 +95,9 @@ impl<const N: usize> ExecSlot<N> {
             generation: Generation::new(),
             state: SlotState::Free,
             device: 0,
-            packets: [[[RawPacket([0; 16]); PACKETS_PER_NODE]; N]; 2],
+            packets: [[[RawPacket([0; 16]); PACKETS_PER_NODE]; N]; 1],
             len: 0,
-            signals: [[SignalHandle::NULL; N]; 2],
+            signals: [[SignalHandle::NULL; N]; 1],
             signal_count: 0,
             kernarg: 0,
             patches: heapless::Vec::new(),
@@ -303,10 +303,10 @@ impl<
         exec.busy = [None; 2];
         exec.launches = 0;
         exec.device = device;
-        // Node signals, one per node something waits on, in each of the two sets.
+        // Node signals, one per node something waits on.
         let mut slot_of = [None::<u16>; N];
         let count = usize::from(graph.signal_slots(&mut slot_of)?);
-        for set in 0..2 {
+        for set in 0..1 {
             for k in 0..count {
                 let sig = self.backend.signal_create(0)?;
                 match exec.signals.get_mut(set).and_then(|s| s.get_mut(k)) {
@@ -341,7 +341,7 @@ impl<
         let mut out = [[RawPacket([0; 16]); 2]; PACKETS_PER_NODE];
         let packets = &mut exec.packets;
         let mut emit = |p: [RawPacket; 2], len: &mut usize| -> Result<()> {
-            for (set, packet) in p.iter().enumerate() {
+            for (set, packet) in p.iter().enumerate().take(packets.len()) {
                 let dst =
                     packets.get_mut(set).and_then(|s| s.as_flattened_mut().get_mut(*len)).ok_or(Error::OutOfMemory)?;
                 *dst = *packet;
@@ -553,6 +553,54 @@ impl<
         result
     }
 
+    /// Publishes the launch's dependency barriers and one write-value dispatch per node signal
+    /// (value 1), as counted packets; `deps` is left empty.
+    fn reset_node_signals(
+        &self,
+        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
+        xi: usize,
+        i: usize,
+        deps: &mut Deps,
+    ) -> Result<()> {
+        let (count, device) = st.execs.get(xi).map_or((0, 0), |e| (e.signal_count, e.device));
+        if count == 0 {
+            return Ok(());
+        }
+        let object = self.backend.builtin_kernel(device, BuiltinKernel::WriteValue)?;
+        let packet = Self::dispatch_packet(object, [1, 1, 1], [1, 1, 1], 0, 0);
+        let mut args = [[0u8; 24]; MAX_BATCH];
+        let bytes = |dst: u64| {
+            let mut b = [0u8; 24];
+            let src = dst.to_le_bytes().into_iter().chain(1u64.to_le_bytes()).chain(8u32.to_le_bytes());
+            for (o, v) in b.iter_mut().zip(src) {
+                *o = v;
+            }
+            b
+        };
+        let mut k = 0;
+        while k < count {
+            let mut batch = Batch::new();
+            for chunk in dep_chunks(deps) {
+                batch.push(Spec::Deps(chunk))?;
+            }
+            deps.clear();
+            let room = MAX_BATCH - batch.len;
+            let n = room.min(count - k);
+            for (j, a) in args.iter_mut().enumerate().take(n) {
+                // WriteValueArgs { dst: the signal's value (offset 8), value: 1, width: 8 }.
+                let sig =
+                    st.execs.get(xi).and_then(|e| e.signals.first()).and_then(|s| s.get(k + j)).map_or(0, |h| h.0);
+                *a = bytes(sig + 8);
+            }
+            for a in args.iter().take(n) {
+                batch.push(Spec::Dispatch(packet, a))?;
+            }
+            self.publish(st, i, batch.as_slice())?;
+            k += n;
+        }
+        Ok(())
+    }
+
     /// Writes a 64-bit handle into dwords `word`, `word + 1` of packet `index` of a signal set.
     fn patch(
         st: &mut State<B::Queue, S, E, T, M, G, N, X>,
@@ -578,20 +626,20 @@ impl<
     }
 
     fn launch_locked(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, xi: usize, i: usize) -> Result<()> {
-        let set = st.execs.get(xi).map_or(0, |e| (e.launches & 1) as usize);
-        let busy = st.execs.get(xi).and_then(|e| e.busy.get(set).copied()).flatten();
-        if !Self::launch_done(st, busy) {
-            if let Some((slot, _, seq)) = busy {
-                if let Some(hw) = st.streams.get(slot).and_then(|s| s.hw.as_ref()) {
-                    let _ = self.backend.signal_wait(hw.signal, Condition::Lt, 1 - seq as i64, MARKER_WAIT);
-                }
-            }
-            if !Self::launch_done(st, busy) {
-                return Err(Error::NotReady);
-            }
-        }
+        let set = 0;
+        let previous = st.execs.get(xi).and_then(|e| e.busy.first().copied()).flatten();
         let mut deps = Deps::new();
         self.implicit_deps(st, i, &mut deps)?;
+        // Launches of one executable are ordered (as CUDA orders them): behind the previous one
+        // on the same stream by the queue's order, on another stream through a marker there.
+        if let Some((slot, generation, _)) = previous {
+            let other = slot != i || st.streams.get(i).is_none_or(|s| s.generation.current != generation);
+            let live = st.streams.get(slot).is_some_and(|s| s.state != SlotState::Free && s.hw.is_some());
+            if other && live && !Self::launch_done(st, previous) {
+                let m = self.point_in_time(st, slot, i)?;
+                push_dep(&mut deps, m.0)?;
+            }
+        }
         // Per-launch patches: host functions get fresh markers, event records their signals.
         let patches = st.execs.get(xi).map(|e| e.patches.clone()).unwrap_or_default();
         let stream_raw = Self::handle_of(st, i).0;
@@ -632,13 +680,10 @@ impl<
                 }
             }
         }
-        // Node signals of this set start at 1.
-        if let Some(e) = st.execs.get(xi) {
-            for sig in e.signals.get(set).into_iter().flatten().take(e.signal_count) {
-                // SAFETY: exec signals are live until the exec is released.
-                unsafe { sig.get() }.reset(1);
-            }
-        }
+        // Node signals start at 1, set on the device by write-value dispatches at the start of
+        // the launch (in queue order, after the previous launch is done with them), so a launch
+        // never waits on the host for an earlier one.
+        self.reset_node_signals(st, xi, i, &mut deps)?;
         let exec = st.execs.get(xi).ok_or(Error::InvalidValue)?;
         let body = exec.packets.get(set).map(|s| s.as_flattened()).and_then(|s| s.get(..exec.len)).unwrap_or(&[]);
         let slot = st.streams.get_mut(i).ok_or(Error::InvalidHandle)?;
