@@ -908,6 +908,34 @@ impl<S: Sys> Kfd<S> {
             return None;
         }
         let st = self.state.lock();
+        if let Some(e) = self.faulted_completer(&st, signal.0) {
+            return Some(e);
+        }
+        // One step further: a healthy queue whose pending packet would complete `signal` only
+        // after a barrier-AND on a signal a faulted queue would complete (a cross-stream marker
+        // or event of the faulted stream) never gets there: the wait ends with that error.
+        for q in st.queues.iter().flatten() {
+            let (rd, wr) = (q.ring.read_index(), q.ring.write_index());
+            let n = wr.wrapping_sub(rd).min(q.ring.size());
+            let mut blocked: Option<Error> = None;
+            for k in 0..n {
+                let Some(words) = q.ring.read(rd.wrapping_add(k)) else { break };
+                let Some(d) = Decoded::decode(&words) else { continue };
+                if let Decoded::BarrierAnd(b) = d {
+                    for &dep in b.dep_signal.iter().filter(|&&x| x != 0) {
+                        blocked = blocked.or_else(|| self.faulted_completer(&st, dep));
+                    }
+                }
+                if blocked.is_some() && d.completion_signal() == signal.0 {
+                    return blocked;
+                }
+            }
+        }
+        None
+    }
+
+    /// The error of a faulted queue holding a pending packet that would complete `signal`.
+    fn faulted_completer(&self, st: &State, signal: u64) -> Option<Error> {
         for (slot, q) in st.queues.iter().enumerate() {
             let Some(q) = q else { continue };
             let Some(err) = self.slot_fault(slot, usize::from(q.gpu), None) else { continue };
@@ -916,7 +944,7 @@ impl<S: Sys> Kfd<S> {
             for k in 0..n {
                 // The CP of a faulted queue has stopped: its pending slots are stable.
                 let Some(words) = q.ring.read(rd.wrapping_add(k)) else { break };
-                if Decoded::decode(&words).is_some_and(|d| d.completion_signal() == signal.0) {
+                if Decoded::decode(&words).is_some_and(|d| d.completion_signal() == signal) {
                     return Some(err);
                 }
             }
@@ -1189,6 +1217,11 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
     }
 
     fn queue_fault(&self, queue: &KfdQueue) -> Option<Error> {
+        // After fork the child must not touch the inherited ring or doorbell (KFD answers
+        // EBADF, the doorbell page is VM_DONTCOPY): every stream reports the fork.
+        if self.check_process().is_err() {
+            return Some(Error::from(KfdError::Forked));
+        }
         // SAFETY: the error word lives in the queue's page until queue_destroy.
         let w = unsafe { queue.error_word.as_ref() };
         self.slot_fault(usize::from(queue.slot), usize::from(queue.gpu), Some(w))

@@ -1412,11 +1412,13 @@ impl Emu {
         Ok(())
     }
 
-    /// Kills the command-processor thread of a GPU (it is not restarted).
+    /// Kills the command-processor thread of a GPU (it is not restarted). The driver then
+    /// finds the device hung, as amdkfd's scheduler does when the CP stops answering
+    /// (a preemption timeout), and resets it: see [`Emu::inject_device_reset`].
     pub fn kill_command_processor(&self, gpu_id: u32) -> SysResult<()> {
         let idx = self.node_index(gpu_id).ok_or(Errno::EINVAL)?;
         self.m.devices[idx].kill();
-        Ok(())
+        self.inject_device_reset(gpu_id)
     }
 
     /// Whether a GPU's command-processor thread is running.
