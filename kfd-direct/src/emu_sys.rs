@@ -210,7 +210,7 @@ impl Sys for EmuSys {
 
     fn process_id(&self) -> u32 {
         // Ordering: Relaxed; see simulate_fork.
-        std::process::id().wrapping_add(self.fork_generation.load(Ordering::Relaxed))
+        crate::sys::cached_process_id().wrapping_add(self.fork_generation.load(Ordering::Relaxed))
     }
 
     fn now_ns(&self) -> u64 {

@@ -155,6 +155,8 @@ pub trait Sys: Clone + Send + Sync + 'static {
 }
 
 #[cfg(target_os = "linux")]
+pub(crate) use linux::cached_process_id;
+#[cfg(target_os = "linux")]
 pub use linux::LinuxSys;
 
 #[cfg(target_os = "linux")]
@@ -169,6 +171,66 @@ mod linux {
     /// Real Linux system calls through rustix (no libc).
     #[derive(Debug, Clone, Copy, Default)]
     pub struct LinuxSys;
+
+    /// A page holding this process's id that the kernel zeroes in a forked child
+    /// (`MADV_WIPEONFORK`), so the fork check every submit makes is a load, not a system call.
+    static PID_PAGE: core::sync::atomic::AtomicPtr<core::sync::atomic::AtomicU32> =
+        core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+    const PID_PAGE_BYTES: usize = 4096;
+
+    /// The calling process's id, cached in [`PID_PAGE`]; a zero there (the first call, or a
+    /// child after fork) takes the `getpid` path and refills it.
+    pub(crate) fn cached_process_id() -> u32 {
+        use core::sync::atomic::Ordering;
+        // Ordering: Acquire pairs with the AcqRel publication of the page below.
+        let page = PID_PAGE.load(Ordering::Acquire);
+        if !page.is_null() {
+            // SAFETY: once published, the page stays mapped for the life of the process (and of
+            // a forked child, which inherits the mapping) and holds an AtomicU32 at offset 0.
+            // Ordering: Relaxed; the value is only ever this process's own id.
+            let cached = unsafe { &*page }.load(Ordering::Relaxed);
+            if cached != 0 {
+                return cached;
+            }
+        }
+        let pid = rustix::process::getpid().as_raw_nonzero().get() as u32;
+        let page = if page.is_null() { map_pid_page() } else { page };
+        if !page.is_null() {
+            // SAFETY: as above.
+            // Ordering: Relaxed; see the load.
+            unsafe { &*page }.store(pid, Ordering::Relaxed);
+        }
+        pid
+    }
+
+    fn map_pid_page() -> *mut core::sync::atomic::AtomicU32 {
+        use core::sync::atomic::Ordering;
+        let flags = ProtFlags::READ | ProtFlags::WRITE;
+        // SAFETY: a fresh anonymous private mapping at an address the kernel chooses.
+        let Ok(p) =
+            (unsafe { rustix::mm::mmap_anonymous(core::ptr::null_mut(), PID_PAGE_BYTES, flags, MapFlags::PRIVATE) })
+        else {
+            return core::ptr::null_mut();
+        };
+        // SAFETY: `p` is the page just mapped; on failure it is unmapped and never used.
+        let wiped = unsafe { rustix::mm::madvise(p, PID_PAGE_BYTES, rustix::mm::Advice::LinuxWipeOnFork) };
+        let unmap = |p: *mut c_void| {
+            // SAFETY: `p` is our own mapping, not published (or lost the race below).
+            let _ = unsafe { rustix::mm::munmap(p, PID_PAGE_BYTES) };
+        };
+        if wiped.is_err() {
+            unmap(p);
+            return core::ptr::null_mut();
+        }
+        // Ordering: AcqRel publishes the mapping; on a lost race use the winner's page.
+        match PID_PAGE.compare_exchange(core::ptr::null_mut(), p.cast(), Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => p.cast(),
+            Err(winner) => {
+                unmap(p);
+                winner
+            }
+        }
+    }
 
     fn errno(e: rustix::io::Errno) -> Errno {
         Errno(e.raw_os_error())
@@ -275,7 +337,7 @@ mod linux {
         }
 
         fn process_id(&self) -> u32 {
-            rustix::process::getpid().as_raw_nonzero().get() as u32
+            cached_process_id()
         }
 
         fn now_ns(&self) -> u64 {
