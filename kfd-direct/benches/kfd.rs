@@ -13,11 +13,11 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aqueduct::{KernelLaunch, Runtime, SingleThread, StreamHandle, Timeout};
 use aqueduct_kfd::{EmuSys, Kfd, KfdConfig, WaitMode};
+use aqueduct_kfd_emu::floor::ping_pong;
 use aqueduct_kfd_emu::Twin;
 
 const CHUNK: u64 = 512;
@@ -50,31 +50,6 @@ impl Floor {
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
-}
-
-fn ping_pong(iters: u64) -> Duration {
-    #[repr(align(128))]
-    struct Line(AtomicU64);
-    let line = Arc::new(Line(AtomicU64::new(0)));
-    let l2 = Arc::clone(&line);
-    let peer = std::thread::spawn(move || {
-        for i in 0..iters {
-            while l2.0.load(Ordering::Acquire) != 2 * i + 1 {
-                std::hint::spin_loop();
-            }
-            l2.0.store(2 * i + 2, Ordering::Release);
-        }
-    });
-    let start = Instant::now();
-    for i in 0..iters {
-        line.0.store(2 * i + 1, Ordering::Release);
-        while line.0.load(Ordering::Acquire) != 2 * i + 2 {
-            std::hint::spin_loop();
-        }
-    }
-    let t = start.elapsed();
-    peer.join().unwrap();
-    t / iters as u32
 }
 
 fn main() {
@@ -131,7 +106,7 @@ fn main() {
     let enq = median((0..21).map(|_| enqueue_chunk(s)).collect());
     let pf = median((0..21).map(|_| floor_chunk()).collect());
     let rtt = median((0..21).map(|_| round_trip(1000)).collect());
-    let pp = median((0..21).map(|_| ping_pong(2000)).collect());
+    let pp = median((0..21).map(|_| ping_pong(2000) / 2000).collect());
     println!("enqueue one dispatch (core + kfd-direct, emulator): {} ns", enq.as_nanos());
     println!("packet floor: {} ns", pf.as_nanos());
     println!("enqueue / packet floor = {:.2} (target <= 2.00)", enq.as_secs_f64() / pf.as_secs_f64());

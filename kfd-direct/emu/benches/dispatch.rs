@@ -13,10 +13,9 @@
 mod common;
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aqueduct_kfd_emu::floor::ping_pong;
 use aqueduct_kfd_emu::Twin;
 use common::*;
 use criterion::{Criterion, Throughput};
@@ -58,32 +57,6 @@ impl Bench {
     }
 }
 
-/// Two threads bounce one cache line `iters` times; returns the time per round trip.
-fn ping_pong(iters: u64) -> Duration {
-    #[repr(align(128))]
-    struct Line(AtomicU64);
-    let line = Arc::new(Line(AtomicU64::new(0)));
-    let l2 = Arc::clone(&line);
-    let peer = std::thread::spawn(move || {
-        for i in 0..iters {
-            while l2.0.load(Ordering::Acquire) != 2 * i + 1 {
-                std::hint::spin_loop();
-            }
-            l2.0.store(2 * i + 2, Ordering::Release);
-        }
-    });
-    let start = Instant::now();
-    for i in 0..iters {
-        line.0.store(2 * i + 1, Ordering::Release);
-        while line.0.load(Ordering::Acquire) != 2 * i + 2 {
-            std::hint::spin_loop();
-        }
-    }
-    let t = start.elapsed();
-    peer.join().unwrap();
-    t / iters.max(1) as u32
-}
-
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -103,7 +76,7 @@ fn main() {
         g.bench_function("round_trip", |it| it.iter(|| b.round_trip()));
         g.finish();
     }
-    c.benchmark_group("floor").bench_function("ping_pong", |it| it.iter_custom(|n| ping_pong(black_box(n)) * n as u32));
+    c.benchmark_group("floor").bench_function("ping_pong", |it| it.iter_custom(|n| ping_pong(black_box(n))));
 
     // Side by side, measured in this run.
     let rt = median(
@@ -117,7 +90,7 @@ fn main() {
             })
             .collect(),
     );
-    let floor = median((0..21).map(|_| ping_pong(2000)).collect());
+    let floor = median((0..21).map(|_| ping_pong(2000) / 2000).collect());
     let pps = {
         let t = Instant::now();
         for _ in 0..200 {

@@ -53,6 +53,7 @@ pub mod drm;
 mod emu;
 mod errno;
 mod events;
+pub mod floor;
 pub mod kernels;
 mod memory;
 pub mod metadata;

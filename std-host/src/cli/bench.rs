@@ -14,12 +14,12 @@
 use std::hint::black_box;
 use std::io::Write;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aqueduct::loopback::{Loopback, LoopbackMemory};
 use aqueduct::{CaptureMode, Runtime, SingleThread, StreamHandle};
 use aqueduct_kfd::WaitMode;
+use aqueduct_kfd_emu::floor::ping_pong;
 
 use crate::api::{Device, Dim3, Kernel};
 use crate::cli::demo::{demo_code_object, AddArgs};
@@ -120,34 +120,6 @@ fn copy_floor(packets: usize, iters: u64) -> f64 {
         black_box(&mut dst);
     }
     per(t.elapsed(), iters * packets as u64)
-}
-
-/// Two threads bouncing one cache line: ns per round trip.
-fn ping_pong(iters: u64) -> f64 {
-    #[repr(align(128))]
-    struct Line(AtomicU64);
-    let line = Arc::new(Line(AtomicU64::new(0)));
-    let l2 = Arc::clone(&line);
-    let peer = std::thread::spawn(move || {
-        for i in 0..iters {
-            // Ordering: Acquire/Release pairs with the other side.
-            while l2.0.load(Ordering::Acquire) != 2 * i + 1 {
-                std::hint::spin_loop();
-            }
-            l2.0.store(2 * i + 2, Ordering::Release);
-        }
-    });
-    let t = Instant::now();
-    for i in 0..iters {
-        // Ordering: as above.
-        line.0.store(2 * i + 1, Ordering::Release);
-        while line.0.load(Ordering::Acquire) != 2 * i + 2 {
-            std::hint::spin_loop();
-        }
-    }
-    let d = t.elapsed();
-    let _ = peer.join();
-    per(d, iters)
 }
 
 // ----- handle validation on core's loopback ----------------------------------------------------
@@ -347,7 +319,14 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Ve
     bar.inc(1);
 
     bar.set_message("pingpong floor");
-    let pp = median((0..samples).map(|_| ping_pong(k(20_000, 1_000))).collect());
+    let pp = median(
+        (0..samples)
+            .map(|_| {
+                let n = k(20_000, 1_000);
+                per(ping_pong(n), n)
+            })
+            .collect(),
+    );
     bar.inc(1);
 
     bar.set_message("roundtrip_emulated");
