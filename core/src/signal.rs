@@ -65,17 +65,7 @@ const _: () = {
 impl AmdSignal {
     /// A user signal with value 0, usable in a `static`.
     pub const fn new() -> Self {
-        AmdSignal {
-            kind: AtomicI64::new(kind::USER),
-            value: AtomicI64::new(0),
-            event_mailbox_ptr: AtomicU64::new(0),
-            event_id: AtomicU32::new(0),
-            reserved1: AtomicU32::new(0),
-            start_ts: AtomicU64::new(0),
-            end_ts: AtomicU64::new(0),
-            queue_ptr: AtomicU64::new(0),
-            reserved3: [AtomicU32::new(0), AtomicU32::new(0)],
-        }
+        AmdSignal { kind: AtomicI64::new(kind::USER), ..AmdSignal::zeroed() }
     }
 
     /// An all-zero signal (kind INVALID): pools start from this so they can live in `.bss`.

@@ -543,23 +543,19 @@ impl<
         let leaf = |n: NodeId| !has_dependents.get(usize::from(n.0)).copied().unwrap_or(false);
         let mut leaves = 1usize; // the temporary node
         let mut any_removed = false;
-        let mut counted_manual = 0usize;
         for id in 0..graph.node_count() {
             let n = NodeId(id as u16);
             if is_tail(n) || !leaf(n) {
                 continue;
             }
             if id < usize::from(cap.manual) {
-                counted_manual += 1;
                 continue;
             }
             leaves += 1;
             any_removed |= cap.removed.contains(n);
         }
-        // Manual nodes are dropped from the leaf list only when there is more than one leaf.
-        if leaves == 1 && counted_manual > 0 {
-            return Ok(false);
-        }
+        // Manual nodes never count (clr drops them from the leaf list when there is more than
+        // one leaf, and one leaf is always fine).
         Ok(leaves > 1 && !any_removed)
     }
 
