@@ -21,8 +21,8 @@
 //!   ends its wait with the queue's error instead of waiting forever.
 //! - Core hands no queue or signal back when its runtime drops, so [`Rocr`]'s drop destroys
 //!   what is left before `hsa_shut_down`.
-//! - On aqueduct's emulated GPU through `libaqueduct_kfd_preload.so` (`aqueduct run`), built-in
-//!   copies and fills use the emulator's built-in kernel objects ([`under_emulator_preload`]).
+//! - On aqueduct's emulated GPU through `libaqueduct_kfd_preload.so` (`aqueduct run`) the blit
+//!   code objects run unchanged: the preload's emulator has their kernels' host twins by name.
 //!
 //! With ROCr installed but no GPU, [`Rocr::open`] fails with an error naming the cause
 //! (`hsa_init`'s status), and backend selection falls back to the emulator.
@@ -161,10 +161,6 @@ pub struct Rocr {
     /// drop destroys what is left (queues and signals) before `hsa_shut_down`, which otherwise
     /// reports them as leaked.
     live_signals: Mutex<std::collections::HashSet<u64>>,
-    /// The process runs on aqueduct's emulated GPU through `libaqueduct_kfd_preload.so`
-    /// ([`under_emulator_preload`]): built-in copy/fill/write-value dispatches name the
-    /// emulator's built-in kernel objects instead of the blit code objects' kernels.
-    emulated: bool,
     executables: Mutex<Vec<Option<Executable>>>,
     service: Mutex<Option<service::Service>>,
 }
@@ -211,18 +207,6 @@ unsafe extern "C" fn system_event(event: *const hsa_amd_event_t, data: *mut c_vo
         faults.memory.store(Status::ERROR_MEMORY_FAULT.0, Ordering::Release);
     }
     Status::SUCCESS
-}
-
-/// Whether `libaqueduct_kfd_preload.so` is mapped into this process, i.e. ROCr runs on
-/// aqueduct's emulated GPU (`aqueduct run`). That emulator names kernels it must run by
-/// host twins registered under their symbol names, and the preload registers twins for its test
-/// kernels (`aqueduct_vadd`, `aqueduct_poke`, `aqueduct_mixed`) but not for kfd-direct's blit
-/// kernels (`aqueduct_copy`, `aqueduct_fill`, `aqueduct_write_value`, which `EmuSys` registers
-/// for the in-process emulator), so dispatching the loaded blit code object's kernels fails
-/// there ("no host twin for kernel `aqueduct_fill`"). Every emulator binds its built-in twins to
-/// fixed kernel objects, which the backend then uses instead.
-pub fn under_emulator_preload() -> bool {
-    std::fs::read_to_string("/proc/self/maps").is_ok_and(|m| m.contains(crate::launcher::PRELOAD_LIB))
 }
 
 fn status_error(s: Status) -> Error {
@@ -325,7 +309,6 @@ impl Rocr {
             allocations: Mutex::new(Default::default()),
             live_queues: Mutex::new(Vec::new()),
             live_signals: Mutex::new(Default::default()),
-            emulated: under_emulator_preload(),
             executables: Mutex::new(Vec::new()),
             service: Mutex::new(None),
         };
@@ -455,11 +438,6 @@ impl Rocr {
     fn free(&self, address: u64) {
         // SAFETY: an address from `alloc`, freed once.
         let _ = unsafe { (self.hsa.hsa_amd_memory_pool_free)(address as usize as *mut c_void) };
-    }
-
-    /// Whether this process runs on the emulator through the preload library.
-    pub fn is_emulated(&self) -> bool {
-        self.emulated
     }
 
     /// The fault of a faulted queue that still holds an unprocessed packet completing `signal`
@@ -816,11 +794,6 @@ unsafe impl Backend for Rocr {
             BuiltinKernel::Fill => 1,
             BuiltinKernel::WriteValue => 2,
         };
-        if self.emulated {
-            // The preload's emulator has no twins for the blit code objects' kernel names (see
-            // `under_emulator_preload`); its built-in kernel objects run core's argument layouts.
-            return Ok(aqueduct_kfd_emu::kernels::builtin_object(kernel));
-        }
         match g.blit.get(i).copied() {
             Some(0) | None => Err(Error::NotSupported),
             Some(k) => Ok(k),
