@@ -1,7 +1,9 @@
 //! Typed amdkfd ioctls (kfd-aql.md §1.3) and GPU buffers (§1.4) over a [`Sys`].
 //!
-//! Each call fills the real argument struct from [`crate::abi`], issues the ioctl by its full
-//! request number and turns a failure into [`KfdError::Sys`] naming the step and the errno.
+//! Each call fills the real argument struct from [`crate::abi`] and issues it through
+//! [`Driver::ioctl`], which takes the request as a type ([`abi::Ioctl`]) whose argument struct is
+//! fixed, so a request cannot be paired with the wrong struct; a failure becomes
+//! [`KfdError::Sys`] naming the step and the errno.
 //!
 //! # Buffers
 //!
@@ -13,7 +15,7 @@
 
 use core::ffi::c_void;
 
-use crate::abi::{self, request};
+use crate::abi::{self, ioctl, Ioctl};
 use crate::error::{KfdError, KfdResult, Op};
 use crate::sys::{Errno, Mapping, RawFd, Sys};
 
@@ -61,18 +63,41 @@ impl Bo {
 /// The open kfd fd and the system it lives on.
 #[derive(Debug, Clone)]
 pub struct Driver<S: Sys> {
-    /// The system calls.
-    pub sys: S,
-    /// `/dev/kfd`.
-    pub kfd: RawFd,
+    sys: S,
+    kfd: RawFd,
 }
 
 impl<S: Sys> Driver<S> {
-    /// Issues `request` with `arg`.
-    pub fn ioctl<T>(&self, op: Op, request: u64, arg: &mut T) -> KfdResult<()> {
-        // SAFETY: `arg` is the live argument struct of `request` (callers pair them below); user
-        // pointers inside it point at live locals of the caller.
-        unsafe { self.sys.ioctl(self.kfd, request, (arg as *mut T).cast::<c_void>()) }
+    /// Wraps an open `/dev/kfd` descriptor of `sys`.
+    pub fn new(sys: S, kfd: RawFd) -> Self {
+        Driver { sys, kfd }
+    }
+
+    /// The system calls.
+    pub fn sys(&self) -> &S {
+        &self.sys
+    }
+
+    /// The `/dev/kfd` descriptor.
+    pub fn kfd_fd(&self) -> RawFd {
+        self.kfd
+    }
+
+    /// Issues ioctl `R` with `arg`, its argument struct; a failure is reported as step `op`.
+    ///
+    /// The request number comes from `R` ([`Ioctl::REQUEST`]), so its size and direction always
+    /// describe `arg`.
+    ///
+    /// # Safety
+    ///
+    /// Every user address inside `arg` (the `*_ptr` fields: aperture, device-id, event and CU-mask
+    /// arrays) points at memory valid for what the kernel does with it for `R` — read for the
+    /// count the struct gives, or written for the aperture and event arrays — for the duration
+    /// of the call. Arguments without such fields have no requirement.
+    pub unsafe fn ioctl<R: Ioctl>(&self, op: Op, arg: &mut R::Arg) -> KfdResult<()> {
+        // SAFETY: `arg` is a live, exclusive `R::Arg`, the struct `R::REQUEST` names (the `Ioctl`
+        // contract); the user pointers inside it are valid (this function's contract).
+        unsafe { self.sys.ioctl(self.kfd, R::REQUEST, (arg as *mut R::Arg).cast::<c_void>()) }
             .map(|_| ())
             .map_err(|errno| KfdError::Sys { op, errno })
     }
@@ -80,14 +105,16 @@ impl<S: Sys> Driver<S> {
     /// `GET_VERSION`.
     pub fn version(&self) -> KfdResult<(u32, u32)> {
         let mut a = abi::GetVersionArgs::default();
-        self.ioctl(Op::GetVersion, request::GET_VERSION, &mut a)?;
+        // SAFETY: no user pointers.
+        unsafe { self.ioctl::<ioctl::GetVersion>(Op::GetVersion, &mut a) }?;
         Ok((a.major_version, a.minor_version))
     }
 
     /// `ACQUIRE_VM`.
     pub fn acquire_vm(&self, drm_fd: RawFd, gpu_id: u32) -> KfdResult<()> {
         let mut a = abi::AcquireVmArgs { drm_fd: drm_fd as u32, gpu_id };
-        self.ioctl(Op::AcquireVm, request::ACQUIRE_VM, &mut a)
+        // SAFETY: no user pointers.
+        unsafe { self.ioctl::<ioctl::AcquireVm>(Op::AcquireVm, &mut a) }
     }
 
     /// `GET_PROCESS_APERTURES_NEW` into `out`; returns the entries filled.
@@ -97,23 +124,27 @@ impl<S: Sys> Driver<S> {
             num_of_nodes: out.len() as u32,
             pad: 0,
         };
-        self.ioctl(Op::GetApertures, request::GET_PROCESS_APERTURES_NEW, &mut a)?;
+        // SAFETY: the array pointer and count describe `out`, which the kernel fills.
+        unsafe { self.ioctl::<ioctl::GetProcessAperturesNew>(Op::GetApertures, &mut a) }?;
         Ok((a.num_of_nodes as usize).min(out.len()))
     }
 
-    fn map_op(&self, op: Op, request: u64, handle: u64, gpus: &[u32]) -> KfdResult<()> {
+    /// `MAP_MEMORY_TO_GPU` or `UNMAP_MEMORY_FROM_GPU` (`R`) of `handle` on `gpus`.
+    fn map_op<R: Ioctl<Arg = abi::MapMemoryArgs>>(&self, op: Op, handle: u64, gpus: &[u32]) -> KfdResult<()> {
         let mut a = abi::MapMemoryArgs {
             handle,
             device_ids_array_ptr: gpus.as_ptr() as u64,
             n_devices: gpus.len() as u32,
             n_success: 0,
         };
-        self.ioctl(op, request, &mut a)
+        // SAFETY: the device-id pointer and count describe `gpus`, which the kernel reads.
+        unsafe { self.ioctl::<R>(op, &mut a) }
     }
 
     fn free_handle(&self, handle: u64) -> KfdResult<()> {
         let mut a = abi::FreeMemoryOfGpuArgs { handle };
-        self.ioctl(Op::FreeMemory, request::FREE_MEMORY_OF_GPU, &mut a)
+        // SAFETY: no user pointers.
+        unsafe { self.ioctl::<ioctl::FreeMemoryOfGpu>(Op::FreeMemory, &mut a) }
     }
 
     fn unreserve(&self, va: u64, size: u64) {
@@ -142,12 +173,13 @@ impl<S: Sys> Driver<S> {
             .map_err(|errno| KfdError::Sys { op: Op::ReserveVa, errno })?
             .expose_provenance() as u64;
         let mut a = abi::AllocMemoryOfGpuArgs { va_addr: va, size, gpu_id, flags, ..Default::default() };
-        if let Err(e) = self.ioctl(Op::AllocMemory, request::ALLOC_MEMORY_OF_GPU, &mut a) {
+        // SAFETY: `mmap_offset` is 0, so no user pointer (a `USERPTR` allocation then fails).
+        if let Err(e) = unsafe { self.ioctl::<ioctl::AllocMemoryOfGpu>(Op::AllocMemory, &mut a) } {
             self.unreserve(va, size);
             return Err(e);
         }
         let handle = a.handle;
-        if let Err(e) = self.map_op(Op::MapMemory, request::MAP_MEMORY_TO_GPU, handle, map_on) {
+        if let Err(e) = self.map_op::<ioctl::MapMemoryToGpu>(Op::MapMemory, handle, map_on) {
             let _ = self.free_handle(handle);
             self.unreserve(va, size);
             return Err(e);
@@ -158,7 +190,7 @@ impl<S: Sys> Driver<S> {
             let r =
                 unsafe { self.sys.mmap(at, size as usize, Mapping::Fixed { fd: render_fd, offset: a.mmap_offset }) };
             if let Err(errno) = r {
-                let _ = self.map_op(Op::UnmapMemory, request::UNMAP_MEMORY_FROM_GPU, handle, map_on);
+                let _ = self.map_op::<ioctl::UnmapMemoryFromGpu>(Op::UnmapMemory, handle, map_on);
                 let _ = self.free_handle(handle);
                 self.unreserve(va, size);
                 return Err(KfdError::Sys { op: Op::CpuMap, errno });
@@ -170,7 +202,7 @@ impl<S: Sys> Driver<S> {
     /// Unmaps `bo` from the GPUs in `mapped_on`, frees it and drops its mapping. Stops at the
     /// first failure (the buffer then stays as it is, and the error says why).
     pub fn free(&self, bo: &Bo, mapped_on: &[u32]) -> KfdResult<()> {
-        self.map_op(Op::UnmapMemory, request::UNMAP_MEMORY_FROM_GPU, bo.handle, mapped_on)?;
+        self.map_op::<ioctl::UnmapMemoryFromGpu>(Op::UnmapMemory, bo.handle, mapped_on)?;
         self.free_handle(bo.handle)?;
         self.unreserve(bo.va, bo.size);
         Ok(())
@@ -184,20 +216,23 @@ impl<S: Sys> Driver<S> {
             auto_reset: u32::from(auto_reset),
             ..Default::default()
         };
-        self.ioctl(Op::CreateEvent, request::CREATE_EVENT, &mut a)?;
+        // SAFETY: no user pointers (`event_page_offset` is a buffer handle).
+        unsafe { self.ioctl::<ioctl::CreateEvent>(Op::CreateEvent, &mut a) }?;
         Ok((a.event_id, a.event_slot_index))
     }
 
     /// `DESTROY_EVENT`.
     pub fn destroy_event(&self, id: u32) -> KfdResult<()> {
         let mut a = abi::EventIdArgs { event_id: id, pad: 0 };
-        self.ioctl(Op::DestroyEvent, request::DESTROY_EVENT, &mut a)
+        // SAFETY: no user pointers.
+        unsafe { self.ioctl::<ioctl::DestroyEvent>(Op::DestroyEvent, &mut a) }
     }
 
     /// `SET_EVENT`.
     pub fn set_event(&self, id: u32) -> KfdResult<()> {
         let mut a = abi::EventIdArgs { event_id: id, pad: 0 };
-        self.ioctl(Op::SetEvent, request::SET_EVENT, &mut a)
+        // SAFETY: no user pointers.
+        unsafe { self.ioctl::<ioctl::SetEvent>(Op::SetEvent, &mut a) }
     }
 
     /// `WAIT_EVENTS` (any) over `events` for at most `timeout_ms`; returns the wait result.
@@ -209,32 +244,39 @@ impl<S: Sys> Driver<S> {
             timeout: timeout_ms,
             wait_result: 0,
         };
-        self.ioctl(Op::WaitEvents, request::WAIT_EVENTS, &mut a)?;
+        // SAFETY: the event pointer and count describe `events`, which the kernel reads and
+        // writes back.
+        unsafe { self.ioctl::<ioctl::WaitEvents>(Op::WaitEvents, &mut a) }?;
         Ok(a.wait_result)
     }
 
     /// `CREATE_QUEUE` (1.17 layout; older kernels zero-extend, §0 item 6).
     pub fn create_queue(&self, a: &mut abi::CreateQueueArgs) -> KfdResult<()> {
-        self.ioctl(Op::CreateQueue, request::CREATE_QUEUE, a)
+        // SAFETY: no CPU pointers the kernel dereferences: the ring, read/write pointer, EOP and
+        // context-save addresses are GPU VAs, which amdkfd checks against this process's buffers.
+        unsafe { self.ioctl::<ioctl::CreateQueue>(Op::CreateQueue, a) }
     }
 
     /// `DESTROY_QUEUE`.
     pub fn destroy_queue(&self, queue_id: u32) -> KfdResult<()> {
         let mut a = abi::DestroyQueueArgs { queue_id, pad: 0 };
-        self.ioctl(Op::DestroyQueue, request::DESTROY_QUEUE, &mut a)
+        // SAFETY: no user pointers.
+        unsafe { self.ioctl::<ioctl::DestroyQueue>(Op::DestroyQueue, &mut a) }
     }
 
     /// `SET_CU_MASK` with `words` (32 CUs each).
     pub fn set_cu_mask(&self, queue_id: u32, words: &[u32]) -> KfdResult<()> {
         let mut a =
             abi::SetCuMaskArgs { queue_id, num_cu_mask: words.len() as u32 * 32, cu_mask_ptr: words.as_ptr() as u64 };
-        self.ioctl(Op::SetCuMask, request::SET_CU_MASK, &mut a)
+        // SAFETY: the mask pointer and bit count describe `words`, which the kernel reads.
+        unsafe { self.ioctl::<ioctl::SetCuMask>(Op::SetCuMask, &mut a) }
     }
 
     /// `GET_CLOCK_COUNTERS`: the GPU timestamp counter.
     pub fn gpu_clock(&self, gpu_id: u32) -> KfdResult<u64> {
         let mut a = abi::GetClockCountersArgs { gpu_id, ..Default::default() };
-        self.ioctl(Op::ClockCounters, request::GET_CLOCK_COUNTERS, &mut a)?;
+        // SAFETY: no user pointers.
+        unsafe { self.ioctl::<ioctl::GetClockCounters>(Op::ClockCounters, &mut a) }?;
         Ok(a.gpu_clock_counter)
     }
 

@@ -143,28 +143,24 @@ impl EmuSys {
     }
 }
 
-fn errno(e: aqueduct_kfd_emu::Errno) -> Errno {
-    Errno(e.0)
-}
-
 impl Sys for EmuSys {
     fn open(&self, path: &str) -> SysResult<RawFd> {
         self.push(Call::Open(path.into()));
-        let fd = self.emu.open(path, libc::O_RDWR | libc::O_CLOEXEC).map_err(errno)?;
+        let fd = self.emu.open(path, libc::O_RDWR | libc::O_CLOEXEC)?;
         self.record().fds.push(fd);
         Ok(fd)
     }
 
     fn close(&self, fd: RawFd) -> SysResult<()> {
         self.push(Call::Close(fd));
-        self.emu.close(fd).map_err(errno)?;
+        self.emu.close(fd)?;
         self.record().fds.retain(|f| *f != fd);
         Ok(())
     }
 
     unsafe fn ioctl(&self, fd: RawFd, request: u64, arg: *mut c_void) -> SysResult<i32> {
         // SAFETY: forwarded caller contract.
-        let r = unsafe { self.emu.ioctl(fd, request, arg) }.map_err(errno);
+        let r = unsafe { self.emu.ioctl(fd, request, arg) };
         self.push(Call::Ioctl(Request::decode(request).nr, r.map(|_| ())));
         r
     }
@@ -188,8 +184,7 @@ impl Sys for EmuSys {
                 // SAFETY: a new mapping at an address of the kernel's choice.
                 unsafe { self.emu.mmap(core::ptr::null_mut(), len, rw, libc::MAP_SHARED, fd, offset) }
             }
-        }
-        .map_err(errno)?;
+        }?;
         if mapping == Mapping::Reserve || matches!(mapping, Mapping::Shared { .. }) {
             self.record().mappings.push((r as usize, len));
         }
@@ -199,13 +194,13 @@ impl Sys for EmuSys {
     unsafe fn munmap(&self, addr: *mut c_void, len: usize) -> SysResult<()> {
         self.push(Call::Unmap(len));
         // SAFETY: forwarded caller contract.
-        unsafe { self.emu.munmap(addr, len) }.map_err(errno)?;
+        unsafe { self.emu.munmap(addr, len) }?;
         self.record().mappings.retain(|&(a, _)| a != addr as usize);
         Ok(())
     }
 
     fn read_file(&self, path: &str, buf: &mut [u8]) -> SysResult<usize> {
-        self.emu.read_sysfs(path, buf).map_err(errno)
+        self.emu.read_sysfs(path, buf)
     }
 
     fn process_id(&self) -> u32 {

@@ -326,7 +326,7 @@ impl<S: Sys> Kfd<S> {
             Err(errno) => return Err(KfdError::Sys { op: Op::OpenKfd, errno }),
         };
         let mut k = Kfd {
-            drv: Driver { sys, kfd },
+            drv: Driver::new(sys, kfd),
             pid,
             version: (0, 0),
             config,
@@ -365,7 +365,7 @@ impl<S: Sys> Kfd<S> {
             let mut path = topology::Path::new();
             core::fmt::Write::write_fmt(&mut path, format_args!("/dev/dri/renderD{}", n.props.drm_render_minor))
                 .map_err(|_| KfdError::Capacity("render path"))?;
-            let fd = match k.drv.sys.open(&path) {
+            let fd = match k.drv.sys().open(&path) {
                 Ok(fd) => fd,
                 // Hidden by the container or cgroup: not ours to use (§5).
                 Err(Errno::ENOENT | Errno::EPERM | Errno::EACCES) => continue,
@@ -380,7 +380,7 @@ impl<S: Sys> Kfd<S> {
                 blit: [0; 3],
             };
             if k.gpus.push(gpu).is_err() {
-                let _ = k.drv.sys.close(fd);
+                let _ = k.drv.sys().close(fd);
                 break;
             }
             let _ = k.gpu_ids.push(n.gpu_id);
@@ -419,7 +419,7 @@ impl<S: Sys> Kfd<S> {
 
     /// The system calls this backend uses.
     pub fn sys(&self) -> &S {
-        &self.drv.sys
+        self.drv.sys()
     }
 
     /// The KFD gpu id of `device`.
@@ -471,7 +471,7 @@ impl<S: Sys> Kfd<S> {
     }
 
     fn check_process(&self) -> KfdResult<()> {
-        if self.drv.sys.process_id() != self.pid {
+        if self.drv.sys().process_id() != self.pid {
             return Err(KfdError::Forked);
         }
         Ok(())
@@ -532,7 +532,7 @@ impl<S: Sys> Kfd<S> {
                 return Err(e);
             }
         };
-        self.drv.sys.code_object_loaded(elf);
+        self.drv.sys().code_object_loaded(elf);
         let mut st = self.state.lock();
         match st.code_objects.get_mut(free_slot) {
             Some(slot @ None) => {
@@ -1007,7 +1007,7 @@ impl<S: Sys> Kfd<S> {
             return Err(self.dead_signal(handle).unwrap_or(Error::NotReady));
         }
         self.check_process().map_err(Error::from)?;
-        let start = self.drv.sys.now_ns();
+        let start = self.drv.sys().now_ns();
         let deadline = start.saturating_add(timeout.0);
         let spin_until = match self.config.wait {
             WaitMode::Spin => deadline,
@@ -1022,7 +1022,7 @@ impl<S: Sys> Kfd<S> {
             }
             spins = spins.wrapping_add(1);
             if spins % 256 == 0 {
-                let now = self.drv.sys.now_ns();
+                let now = self.drv.sys().now_ns();
                 if spins % (1 << 16) == 0 {
                     // Even a spinning waiter learns of faults (about every millisecond or so).
                     self.poll();
@@ -1049,7 +1049,7 @@ impl<S: Sys> Kfd<S> {
             if let Some(e) = self.dead_signal(handle) {
                 return Err(e);
             }
-            let now = self.drv.sys.now_ns();
+            let now = self.drv.sys().now_ns();
             if now >= deadline {
                 return Err(Error::NotReady);
             }
@@ -1118,7 +1118,7 @@ impl<S: Sys> Kfd<S> {
             // state when the fd closes. Only our mapping of it is dropped here.
             if let Some(page) = self.event_page.take() {
                 // SAFETY: no event will be created again; the mapping is ours.
-                let _ = unsafe { self.drv.sys.munmap(page.ptr::<core::ffi::c_void>(0), page.size as usize) };
+                let _ = unsafe { self.drv.sys().munmap(page.ptr::<core::ffi::c_void>(0), page.size as usize) };
             }
             let doorbells = self.state.lock().doorbells;
             for p in doorbells.iter().filter(|p| **p != 0) {
@@ -1126,10 +1126,10 @@ impl<S: Sys> Kfd<S> {
             }
         }
         for g in self.gpus.iter().rev() {
-            let _ = self.drv.sys.close(g.render_fd);
+            let _ = self.drv.sys().close(g.render_fd);
         }
         self.gpus.clear();
-        let _ = self.drv.sys.close(self.drv.kfd);
+        let _ = self.drv.sys().close(self.drv.kfd_fd());
     }
 }
 

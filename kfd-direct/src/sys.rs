@@ -9,84 +9,11 @@
 //! (fork detection, §0 item 10) and a monotonic clock (wait deadlines).
 
 use core::ffi::c_void;
-use core::fmt;
 
 /// A file descriptor as the system (or the emulator) numbers it.
 pub type RawFd = i32;
 
-/// A Linux error number, as a newtype with constants (the kernel may return any value).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Errno(pub i32);
-
-impl Errno {
-    /// Operation not permitted.
-    pub const EPERM: Errno = Errno(1);
-    /// No such file or directory.
-    pub const ENOENT: Errno = Errno(2);
-    /// No such process.
-    pub const ESRCH: Errno = Errno(3);
-    /// I/O error.
-    pub const EIO: Errno = Errno(5);
-    /// Bad file descriptor.
-    pub const EBADF: Errno = Errno(9);
-    /// Out of memory.
-    pub const ENOMEM: Errno = Errno(12);
-    /// Permission denied.
-    pub const EACCES: Errno = Errno(13);
-    /// Bad address.
-    pub const EFAULT: Errno = Errno(14);
-    /// Device or resource busy.
-    pub const EBUSY: Errno = Errno(16);
-    /// No such device.
-    pub const ENODEV: Errno = Errno(19);
-    /// Invalid argument.
-    pub const EINVAL: Errno = Errno(22);
-    /// No space left (KFD: no free event slot).
-    pub const ENOSPC: Errno = Errno(28);
-    /// Operation not supported (KFD's `ENOTSUPP`, 524).
-    pub const ENOTSUPP: Errno = Errno(524);
-
-    /// The symbolic name of common values.
-    pub const fn name(self) -> &'static str {
-        match self.0 {
-            1 => "EPERM",
-            2 => "ENOENT",
-            3 => "ESRCH",
-            5 => "EIO",
-            9 => "EBADF",
-            11 => "EAGAIN",
-            12 => "ENOMEM",
-            13 => "EACCES",
-            14 => "EFAULT",
-            16 => "EBUSY",
-            19 => "ENODEV",
-            22 => "EINVAL",
-            28 => "ENOSPC",
-            95 => "EOPNOTSUPP",
-            524 => "ENOTSUPP",
-            _ => "errno",
-        }
-    }
-}
-
-impl fmt::Debug for Errno {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}({})", self.name(), self.0)
-    }
-}
-
-impl fmt::Display for Errno {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for Errno {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(f, "{}({})", self.name(), self.0)
-    }
-}
+pub use aqueduct_kfd_abi::Errno;
 
 /// Result of a system call.
 pub type SysResult<T> = core::result::Result<T, Errno>;

@@ -8,13 +8,20 @@
 //! headers (`kfd-direct/emu/tests/layout.rs`). Packets and `amd_signal_t` are not repeated here:
 //! they live in core (`aqueduct::aql`, `aqueduct::AmdSignal`).
 //!
-//! The crate is `#![no_std]` without dependencies: the kfd-direct backend (`aqueduct-kfd`) and its
+//! It also holds [`Errno`], the error number both sides speak, and [`Ioctl`], which ties each
+//! request number to its argument struct.
+//!
+//! The crate is `#![no_std]` without dependencies (`defmt` is optional): the kfd-direct backend (`aqueduct-kfd`) and its
 //! emulator (`aqueduct-kfd-emu`) both build on it, so the emulator never links the backend it
 //! emulates for (DESIGN.md).
 
 #![no_std]
 
 use core::mem::{offset_of, size_of};
+
+mod errno;
+
+pub use errno::Errno;
 
 /// `AMDKFD_IOCTL_BASE`, the ioctl type byte `'K'`.
 pub const AMDKFD_IOCTL_BASE: u32 = 0x4B;
@@ -838,49 +845,129 @@ assert_layout!(
     kernel_code_properties = 56
 );
 
-/// Request numbers (`AMDKFD_IOC_*`), built with [`ioc`] from the structs above.
+/// An amdkfd ioctl, tied to its argument struct: the request number is built from the command
+/// number, the direction and `size_of::<Self::Arg>()`, so a request cannot be issued with an
+/// argument of another size or type (as rustix ties an opcode to its argument type).
+///
+/// Each ioctl is a type of its own (in [`ioctl`]) rather than a property of its argument struct,
+/// because the kernel shares argument layouts between commands (`MAP`/`UNMAP_MEMORY`, the three
+/// event-id commands).
+///
+/// # Safety
+///
+/// An implementation asserts that, for command `NR` with direction `DIR`, the kernel reads and
+/// writes exactly a `Self::Arg`: `Self::Arg` is `repr(C)` with the layout of the kernel's struct,
+/// every bit pattern the kernel may write back is a valid `Self::Arg`, and [`Ioctl::REQUEST`] keeps
+/// its provided value.
+pub unsafe trait Ioctl {
+    /// The argument struct the kernel copies in and/or out.
+    type Arg;
+    /// The command number (`nr`, bits 7:0 of the request).
+    const NR: u32;
+    /// The direction bits (`_IOR`, `_IOW` or `_IOWR`).
+    const DIR: u32;
+    /// The full request number, `_IOC(DIR, 'K', NR, size_of::<Arg>())`.
+    const REQUEST: u64 = ioc(Self::DIR, Self::NR, size_of::<Self::Arg>());
+}
+
+/// The amdkfd ioctls this crate describes, one uninhabited type each (see [`Ioctl`]).
+pub mod ioctl {
+    use super::*;
+
+    macro_rules! ioctls {
+        ($($(#[$doc:meta])* $name:ident = ($dir:expr, $nr:expr, $arg:ty);)*) => {$(
+            $(#[$doc])*
+            #[derive(Debug)]
+            pub enum $name {}
+            // SAFETY: `$arg` is the `repr(C)` copy of the kernel's argument struct for `$nr`
+            // (`linux/kfd_ioctl.h`, ABI 1.17), its size and offsets asserted above; all its
+            // fields are plain integers, so any bytes the kernel writes back are valid.
+            unsafe impl Ioctl for $name {
+                type Arg = $arg;
+                const NR: u32 = $nr;
+                const DIR: u32 = $dir;
+            }
+        )*};
+    }
+
+    ioctls! {
+        /// `AMDKFD_IOC_GET_VERSION`.
+        GetVersion = (IOC_READ, nr::GET_VERSION, GetVersionArgs);
+        /// `AMDKFD_IOC_CREATE_QUEUE` (1.17, 96 bytes).
+        CreateQueue = (IOC_READ | IOC_WRITE, nr::CREATE_QUEUE, CreateQueueArgs);
+        /// `AMDKFD_IOC_DESTROY_QUEUE`.
+        DestroyQueue = (IOC_READ | IOC_WRITE, nr::DESTROY_QUEUE, DestroyQueueArgs);
+        /// `AMDKFD_IOC_GET_CLOCK_COUNTERS`.
+        GetClockCounters = (IOC_READ | IOC_WRITE, nr::GET_CLOCK_COUNTERS, GetClockCountersArgs);
+        /// `AMDKFD_IOC_UPDATE_QUEUE`.
+        UpdateQueue = (IOC_WRITE, nr::UPDATE_QUEUE, UpdateQueueArgs);
+        /// `AMDKFD_IOC_CREATE_EVENT`.
+        CreateEvent = (IOC_READ | IOC_WRITE, nr::CREATE_EVENT, CreateEventArgs);
+        /// `AMDKFD_IOC_DESTROY_EVENT`.
+        DestroyEvent = (IOC_WRITE, nr::DESTROY_EVENT, EventIdArgs);
+        /// `AMDKFD_IOC_SET_EVENT`.
+        SetEvent = (IOC_WRITE, nr::SET_EVENT, EventIdArgs);
+        /// `AMDKFD_IOC_RESET_EVENT`.
+        ResetEvent = (IOC_WRITE, nr::RESET_EVENT, EventIdArgs);
+        /// `AMDKFD_IOC_WAIT_EVENTS`.
+        WaitEvents = (IOC_READ | IOC_WRITE, nr::WAIT_EVENTS, WaitEventsArgs);
+        /// `AMDKFD_IOC_GET_PROCESS_APERTURES_NEW`.
+        GetProcessAperturesNew =
+            (IOC_READ | IOC_WRITE, nr::GET_PROCESS_APERTURES_NEW, GetProcessAperturesNewArgs);
+        /// `AMDKFD_IOC_ACQUIRE_VM`.
+        AcquireVm = (IOC_WRITE, nr::ACQUIRE_VM, AcquireVmArgs);
+        /// `AMDKFD_IOC_ALLOC_MEMORY_OF_GPU`.
+        AllocMemoryOfGpu = (IOC_READ | IOC_WRITE, nr::ALLOC_MEMORY_OF_GPU, AllocMemoryOfGpuArgs);
+        /// `AMDKFD_IOC_FREE_MEMORY_OF_GPU`.
+        FreeMemoryOfGpu = (IOC_WRITE, nr::FREE_MEMORY_OF_GPU, FreeMemoryOfGpuArgs);
+        /// `AMDKFD_IOC_MAP_MEMORY_TO_GPU`.
+        MapMemoryToGpu = (IOC_READ | IOC_WRITE, nr::MAP_MEMORY_TO_GPU, MapMemoryArgs);
+        /// `AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU`.
+        UnmapMemoryFromGpu = (IOC_READ | IOC_WRITE, nr::UNMAP_MEMORY_FROM_GPU, MapMemoryArgs);
+        /// `AMDKFD_IOC_SET_CU_MASK`.
+        SetCuMask = (IOC_WRITE, nr::SET_CU_MASK, SetCuMaskArgs);
+    }
+}
+
+/// Request numbers (`AMDKFD_IOC_*`), each the [`Ioctl::REQUEST`] of its type in [`ioctl`].
 pub mod request {
     use super::*;
     /// `AMDKFD_IOC_GET_VERSION`.
-    pub const GET_VERSION: u64 = ioc(IOC_READ, nr::GET_VERSION, size_of::<GetVersionArgs>());
+    pub const GET_VERSION: u64 = ioctl::GetVersion::REQUEST;
     /// `AMDKFD_IOC_CREATE_QUEUE` (1.17, 96 bytes).
-    pub const CREATE_QUEUE: u64 = ioc(IOC_READ | IOC_WRITE, nr::CREATE_QUEUE, size_of::<CreateQueueArgs>());
+    pub const CREATE_QUEUE: u64 = ioctl::CreateQueue::REQUEST;
     /// `AMDKFD_IOC_CREATE_QUEUE` as ≤ 1.16 headers encode it (88 bytes).
     pub const CREATE_QUEUE_88: u64 = ioc(IOC_READ | IOC_WRITE, nr::CREATE_QUEUE, 88);
     /// `AMDKFD_IOC_DESTROY_QUEUE`.
-    pub const DESTROY_QUEUE: u64 = ioc(IOC_READ | IOC_WRITE, nr::DESTROY_QUEUE, size_of::<DestroyQueueArgs>());
+    pub const DESTROY_QUEUE: u64 = ioctl::DestroyQueue::REQUEST;
     /// `AMDKFD_IOC_GET_CLOCK_COUNTERS`.
-    pub const GET_CLOCK_COUNTERS: u64 =
-        ioc(IOC_READ | IOC_WRITE, nr::GET_CLOCK_COUNTERS, size_of::<GetClockCountersArgs>());
+    pub const GET_CLOCK_COUNTERS: u64 = ioctl::GetClockCounters::REQUEST;
     /// `AMDKFD_IOC_UPDATE_QUEUE`.
-    pub const UPDATE_QUEUE: u64 = ioc(IOC_WRITE, nr::UPDATE_QUEUE, size_of::<UpdateQueueArgs>());
+    pub const UPDATE_QUEUE: u64 = ioctl::UpdateQueue::REQUEST;
     /// `AMDKFD_IOC_CREATE_EVENT`.
-    pub const CREATE_EVENT: u64 = ioc(IOC_READ | IOC_WRITE, nr::CREATE_EVENT, size_of::<CreateEventArgs>());
+    pub const CREATE_EVENT: u64 = ioctl::CreateEvent::REQUEST;
     /// `AMDKFD_IOC_DESTROY_EVENT`.
-    pub const DESTROY_EVENT: u64 = ioc(IOC_WRITE, nr::DESTROY_EVENT, size_of::<EventIdArgs>());
+    pub const DESTROY_EVENT: u64 = ioctl::DestroyEvent::REQUEST;
     /// `AMDKFD_IOC_SET_EVENT`.
-    pub const SET_EVENT: u64 = ioc(IOC_WRITE, nr::SET_EVENT, size_of::<EventIdArgs>());
+    pub const SET_EVENT: u64 = ioctl::SetEvent::REQUEST;
     /// `AMDKFD_IOC_RESET_EVENT`.
-    pub const RESET_EVENT: u64 = ioc(IOC_WRITE, nr::RESET_EVENT, size_of::<EventIdArgs>());
+    pub const RESET_EVENT: u64 = ioctl::ResetEvent::REQUEST;
     /// `AMDKFD_IOC_WAIT_EVENTS`.
-    pub const WAIT_EVENTS: u64 = ioc(IOC_READ | IOC_WRITE, nr::WAIT_EVENTS, size_of::<WaitEventsArgs>());
+    pub const WAIT_EVENTS: u64 = ioctl::WaitEvents::REQUEST;
     /// `AMDKFD_IOC_GET_PROCESS_APERTURES_NEW`.
-    pub const GET_PROCESS_APERTURES_NEW: u64 =
-        ioc(IOC_READ | IOC_WRITE, nr::GET_PROCESS_APERTURES_NEW, size_of::<GetProcessAperturesNewArgs>());
+    pub const GET_PROCESS_APERTURES_NEW: u64 = ioctl::GetProcessAperturesNew::REQUEST;
     /// `AMDKFD_IOC_ACQUIRE_VM`.
-    pub const ACQUIRE_VM: u64 = ioc(IOC_WRITE, nr::ACQUIRE_VM, size_of::<AcquireVmArgs>());
+    pub const ACQUIRE_VM: u64 = ioctl::AcquireVm::REQUEST;
     /// `AMDKFD_IOC_ALLOC_MEMORY_OF_GPU`.
-    pub const ALLOC_MEMORY_OF_GPU: u64 =
-        ioc(IOC_READ | IOC_WRITE, nr::ALLOC_MEMORY_OF_GPU, size_of::<AllocMemoryOfGpuArgs>());
+    pub const ALLOC_MEMORY_OF_GPU: u64 = ioctl::AllocMemoryOfGpu::REQUEST;
     /// `AMDKFD_IOC_FREE_MEMORY_OF_GPU`.
-    pub const FREE_MEMORY_OF_GPU: u64 = ioc(IOC_WRITE, nr::FREE_MEMORY_OF_GPU, size_of::<FreeMemoryOfGpuArgs>());
+    pub const FREE_MEMORY_OF_GPU: u64 = ioctl::FreeMemoryOfGpu::REQUEST;
     /// `AMDKFD_IOC_MAP_MEMORY_TO_GPU`.
-    pub const MAP_MEMORY_TO_GPU: u64 = ioc(IOC_READ | IOC_WRITE, nr::MAP_MEMORY_TO_GPU, size_of::<MapMemoryArgs>());
+    pub const MAP_MEMORY_TO_GPU: u64 = ioctl::MapMemoryToGpu::REQUEST;
     /// `AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU`.
-    pub const UNMAP_MEMORY_FROM_GPU: u64 =
-        ioc(IOC_READ | IOC_WRITE, nr::UNMAP_MEMORY_FROM_GPU, size_of::<MapMemoryArgs>());
+    pub const UNMAP_MEMORY_FROM_GPU: u64 = ioctl::UnmapMemoryFromGpu::REQUEST;
     /// `AMDKFD_IOC_SET_CU_MASK`.
-    pub const SET_CU_MASK: u64 = ioc(IOC_WRITE, nr::SET_CU_MASK, size_of::<SetCuMaskArgs>());
+    pub const SET_CU_MASK: u64 = ioctl::SetCuMask::REQUEST;
 }
 
 /// The kernel's own direction and argument size for each implemented `nr` (what `kfd_ioctl`
