@@ -34,6 +34,8 @@ pub(crate) const NO_DEVICE: Hip = Hip(100);
 pub(crate) const INVALID_DEVICE: Hip = Hip(101);
 /// `hipErrorInvalidImage`.
 pub(crate) const INVALID_IMAGE: Hip = Hip(200);
+/// `hipErrorInvalidKernelFile`.
+pub(crate) const INVALID_KERNEL_FILE: Hip = Hip(218);
 /// `hipErrorFileNotFound`.
 pub(crate) const FILE_NOT_FOUND: Hip = Hip(301);
 /// `hipErrorInvalidHandle` (`hipErrorInvalidResourceHandle`).

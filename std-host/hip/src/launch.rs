@@ -7,7 +7,11 @@
 //! arguments travel in the dispatch's kernel-argument segment, each at its natural alignment.
 //! A module kernel dispatches the code object's kernel descriptor; on the emulator the twin
 //! registered under the kernel's name runs (the fixture kernels have twins, see
-//! [`crate::global`]). Module kernel arguments are laid out from the code object's metadata.
+//! [`crate::global`]). Module kernel arguments are laid out from the code object's metadata
+//! note; a kernel the note does not describe (no note, an unreadable one, or no entry for it)
+//! has no known layout, and launching it with `kernelParams` fails with
+//! `hipErrorInvalidKernelFile` instead of running it over a zeroed argument segment. Such a
+//! kernel can still be launched with a ready buffer through `extra`.
 
 use std::ffi::{c_char, c_uint, c_void, CStr};
 
@@ -17,7 +21,7 @@ use aqueduct_std::select::AnyBackend;
 
 use crate::error::{
     api, Hip, HipResult, FILE_NOT_FOUND, INVALID_CONFIGURATION, INVALID_DEVICE_FUNCTION, INVALID_HANDLE, INVALID_IMAGE,
-    INVALID_VALUE, NOT_FOUND, NOT_SUPPORTED,
+    INVALID_KERNEL_FILE, INVALID_VALUE, NOT_FOUND, NOT_SUPPORTED,
 };
 use crate::global::{global, lock, Global};
 use crate::{handle, put, stream_of, Dim3, Handle};
@@ -33,11 +37,15 @@ pub(crate) struct HostKernel {
     kernarg_size: usize,
 }
 
+/// The explicit arguments of a kernel: (offset, size) of each in the kernel-argument segment.
+type ArgLayout = Vec<(usize, usize)>;
+
 /// A loaded module.
 pub(crate) struct ModuleEntry {
     code: Code,
-    /// Argument layouts from the code object's metadata: (kernel name, explicit (offset, size)).
-    layouts: Vec<(String, Vec<(usize, usize)>)>,
+    /// Argument layouts from the code object's metadata note, by kernel name; `None` when the
+    /// note is missing or cannot be parsed.
+    layouts: Option<Vec<(String, ArgLayout)>>,
 }
 
 enum Code {
@@ -52,7 +60,8 @@ pub(crate) struct FunctionEntry {
     group: u32,
     private: u32,
     kernarg_size: usize,
-    args: Vec<(usize, usize)>,
+    /// `None`: the metadata does not describe this kernel, so `kernelParams` cannot be laid out.
+    args: Option<ArgLayout>,
 }
 
 /// Tags of module and function handles (top 16 bits).
@@ -220,36 +229,71 @@ pub unsafe extern "C" fn hipLaunchKernel(
     })
 }
 
-/// The size of the ELF image at `image`, from its header tables.
+/// ELF64 sizes: file header, program header entry, section header entry.
+const EHDR_SIZE: usize = 64;
+const PHDR_SIZE: u64 = 56;
+const SHDR_SIZE: u64 = 64;
+
+/// The size of the ELF image at `image`, from its header tables: the largest end of the file
+/// header, the two header tables, every segment's file bytes and every section's file bytes.
+///
+/// `hipModuleLoadData` receives no size, so the headers are trusted only as far as they are
+/// self-consistent: every sum and product is checked (a wrap is `hipErrorInvalidImage`, never a
+/// small size), a table entry smaller than its ELF64 record is refused (the record would be read
+/// past the entry), and nothing is read before the bytes that announce it have been checked: the
+/// four magic bytes first, then the 64-byte header, then the tables the header places.
 ///
 /// # Safety
-/// `image` points at a complete ELF64 file (or at least 64 readable bytes if it is not one).
+/// `image` points at a readable buffer that starts with `\x7fELF` only if it is a complete
+/// ELF64 file (whose header tables lie inside it); any other buffer has at least 4 readable bytes.
 unsafe fn elf_size(image: *const u8) -> HipResult<usize> {
-    // SAFETY: the caller's contract: 64 header bytes are readable.
-    let hdr = unsafe { std::slice::from_raw_parts(image, 64) };
-    if hdr.get(..4) != Some(b"\x7fELF".as_slice()) || hdr.get(4) != Some(&2) {
+    // SAFETY: the caller's contract: at least the 4 magic bytes are readable.
+    let magic = unsafe { std::slice::from_raw_parts(image, 4) };
+    if magic != b"\x7fELF" {
         return Err(INVALID_IMAGE);
     }
-    let u64_at = |o: usize| hdr.get(o..o + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
-    let u16_at = |o: usize| hdr.get(o..o + 2).and_then(|b| b.try_into().ok()).map_or(0, u16::from_le_bytes);
-    let (phoff, shoff) = (u64_at(0x20), u64_at(0x28));
-    let (phentsize, phnum, shentsize, shnum) = (u16_at(0x36), u16_at(0x38), u16_at(0x3a), u16_at(0x3c));
-    let mut end = 64u64.max(shoff + u64::from(shentsize) * u64::from(shnum));
-    end = end.max(phoff + u64::from(phentsize) * u64::from(phnum));
-    for i in 0..u64::from(phnum) {
-        // SAFETY: the program header table lies inside the file (caller's contract).
-        let ph = unsafe { std::slice::from_raw_parts(image.add((phoff + i * u64::from(phentsize)) as usize), 56) };
-        let at = |o: usize| ph.get(o..o + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
-        end = end.max(at(8) + at(32));
+    // SAFETY: an ELF file (magic checked) has its 64-byte header (caller's contract).
+    let hdr = unsafe { std::slice::from_raw_parts(image, EHDR_SIZE) };
+    if hdr[4] != 2 {
+        return Err(INVALID_IMAGE);
     }
-    for i in 0..u64::from(shnum) {
-        // SAFETY: the section header table lies inside the file (caller's contract).
-        let sh = unsafe { std::slice::from_raw_parts(image.add((shoff + i * u64::from(shentsize)) as usize), 64) };
-        let word = |o: usize| sh.get(o..o + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_le_bytes);
-        let at = |o: usize| sh.get(o..o + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
-        // SHT_NOBITS (8) sections occupy no file bytes.
-        if word(4) != 8 {
-            end = end.max(at(0x18) + at(0x20));
+    let u64_at = |b: &[u8], o: usize| b.get(o..o + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
+    let u32_at = |b: &[u8], o: usize| b.get(o..o + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_le_bytes);
+    let u16_at = |b: &[u8], o: usize| b.get(o..o + 2).and_then(|b| b.try_into().ok()).map_or(0, u16::from_le_bytes);
+    let (phoff, shoff) = (u64_at(hdr, 0x20), u64_at(hdr, 0x28));
+    let (phentsize, phnum) = (u64::from(u16_at(hdr, 0x36)), u64::from(u16_at(hdr, 0x38)));
+    let (shentsize, shnum) = (u64::from(u16_at(hdr, 0x3a)), u64::from(u16_at(hdr, 0x3c)));
+    if (phnum > 0 && phentsize < PHDR_SIZE) || (shnum > 0 && shentsize < SHDR_SIZE) {
+        return Err(INVALID_IMAGE);
+    }
+    // `end` of a table or a range: `off + n * len`, with every step checked and the result
+    // addressable (an offset handed to `ptr::add` must stay below `isize::MAX`).
+    let end_of = |off: u64, n: u64, len: u64| -> HipResult<u64> {
+        n.checked_mul(len)
+            .and_then(|bytes| off.checked_add(bytes))
+            .filter(|&end| end <= isize::MAX as u64)
+            .ok_or(INVALID_IMAGE)
+    };
+    let ph_end = end_of(phoff, phnum, phentsize)?;
+    let sh_end = end_of(shoff, shnum, shentsize)?;
+    let mut end = (EHDR_SIZE as u64).max(ph_end).max(sh_end);
+    // The whole table is read once its end is known not to wrap.
+    let table = |off: u64, table_end: u64| -> &[u8] {
+        if table_end == off {
+            return &[];
+        }
+        // SAFETY: the table lies inside the file (the caller's contract: the header describes
+        // the file); `off..table_end` neither wraps nor leaves the address space (checked).
+        unsafe { std::slice::from_raw_parts(image.add(off as usize), (table_end - off) as usize) }
+    };
+    for ph in table(phoff, ph_end).chunks_exact(phentsize.max(1) as usize) {
+        // p_offset + p_filesz.
+        end = end.max(end_of(u64_at(ph, 8), 1, u64_at(ph, 32))?);
+    }
+    for sh in table(shoff, sh_end).chunks_exact(shentsize.max(1) as usize) {
+        // SHT_NOBITS (8) sections occupy no file bytes; the others end at sh_offset + sh_size.
+        if u32_at(sh, 4) != 8 {
+            end = end.max(end_of(u64_at(sh, 0x18), 1, u64_at(sh, 0x20))?);
         }
     }
     usize::try_from(end).map_err(|_| INVALID_IMAGE)
@@ -262,14 +306,16 @@ fn load(g: &Global, elf: &[u8]) -> HipResult<Handle> {
         AnyBackend::Kfd(k) => Code::Kfd(k.load_code_object(device, elf).map_err(|_| INVALID_IMAGE)?),
         AnyBackend::Rocr(r) => Code::Rocr(r.load_executable(device, elf).map_err(|_| INVALID_IMAGE)?),
     };
-    let layouts = aqueduct_kfd_emu::metadata::kernels_from_elf(elf)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|k| {
-            let args = k.args.iter().filter(|a| !a.is_hidden()).map(|a| (a.offset as usize, a.size as usize)).collect();
-            (k.name, args)
-        })
-        .collect();
+    let layouts = aqueduct_kfd_emu::metadata::kernels_from_elf(elf).map(|kernels| {
+        kernels
+            .into_iter()
+            .map(|k| {
+                let args =
+                    k.args.iter().filter(|a| !a.is_hidden()).map(|a| (a.offset as usize, a.size as usize)).collect();
+                (k.name, args)
+            })
+            .collect()
+    });
     let mut modules = lock(&g.modules);
     modules.push(Some(ModuleEntry { code, layouts }));
     Ok(handle(MODULE_TAG | (modules.len() - 1) as u64))
@@ -365,7 +411,7 @@ pub unsafe extern "C" fn hipModuleGetFunction(function: *mut Handle, module: Han
             (Code::Rocr(x), AnyBackend::Rocr(r)) => r.kernel(*x, name).map_err(|_| NOT_FOUND)?,
             _ => return Err(INVALID_HANDLE),
         };
-        let args = m.layouts.iter().find(|(n, _)| n == name).map(|(_, a)| a.clone()).unwrap_or_default();
+        let args = m.layouts.as_ref().and_then(|l| l.iter().find(|(n, _)| n == name)).map(|(_, a)| a.clone());
         drop(modules);
         let entry = FunctionEntry { module: i, object, group, private, kernarg_size: kernarg as usize, args };
         let mut functions = lock(&g.functions);
@@ -382,19 +428,23 @@ const PARAM_BUFFER_SIZE: usize = 2;
 const PARAM_END: usize = 3;
 
 /// The argument segment of a module launch, from `kernelParams` (one pointer per explicit
-/// argument, laid out by the metadata) or from `extra` (a ready buffer).
+/// argument, laid out by the metadata) or from `extra` (a ready buffer). Without a layout from
+/// the metadata only `extra` can describe the arguments: `kernelParams`, or no arguments at all,
+/// is `hipErrorInvalidKernelFile`.
 ///
 /// # Safety
 /// As `hipModuleLaunchKernel`'s `params` and `extra`.
 unsafe fn module_kernarg(f: &FunctionEntry, params: *mut *mut c_void, extra: *mut *mut c_void) -> HipResult<Vec<u8>> {
-    let total = f.kernarg_size.max(f.args.iter().map(|&(o, s)| o + s).max().unwrap_or(0));
-    match (params.is_null(), extra.is_null()) {
-        (false, false) => Err(INVALID_VALUE),
+    let explicit_end = f.args.iter().flatten().map(|&(o, s)| o.saturating_add(s)).max().unwrap_or(0);
+    let total = f.kernarg_size.max(explicit_end);
+    match (params.is_null(), extra.is_null(), &f.args) {
+        (false, false, _) => Err(INVALID_VALUE),
+        (_, true, None) => Err(INVALID_KERNEL_FILE),
         // SAFETY: the caller's contract: one pointer per explicit argument.
-        (false, true) => unsafe { pack(params as *const *const c_void, &f.args, total) },
-        (true, true) if f.args.is_empty() => Ok(vec![0; total]),
-        (true, true) => Err(INVALID_VALUE),
-        (true, false) => {
+        (false, true, Some(args)) => unsafe { pack(params as *const *const c_void, args, total) },
+        (true, true, Some(args)) if args.is_empty() => Ok(vec![0; total]),
+        (true, true, Some(_)) => Err(INVALID_VALUE),
+        (true, false, _) => {
             let (mut buf, mut size): (*const u8, usize) = (std::ptr::null(), 0);
             let mut i = 0;
             loop {

@@ -155,6 +155,13 @@ fn host_kernels_and_modules() {
 }
 
 #[test]
+fn modules_without_metadata_or_with_wrapping_headers() {
+    let fixture = manifest().join("../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
+    assert!(fixture.is_file(), "{} missing", fixture.display());
+    c_test("module_metadata", &[fixture.to_str().expect("utf-8 path")]);
+}
+
+#[test]
 fn readme_example() {
     let out = c_test("readme_example", &[]);
     assert!(out.contains("4 nodes: host[0] = 111, host[255] = 110"), "{out}");
