@@ -531,6 +531,19 @@ mod tests {
     }
 
     #[test]
+    fn elf_size_of_the_fixture_is_its_file_length() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
+        let elf = std::fs::read(path).expect("the emulator's gfx90a fixture");
+        // SAFETY: a complete ELF file.
+        assert_eq!(unsafe { elf_size(elf.as_ptr()) }, Ok(elf.len()));
+        let mut wrapped = elf[..64].to_vec();
+        wrapped[0x28..0x30].copy_from_slice(&(u64::MAX - 64).to_le_bytes());
+        wrapped[0x3c..0x3e].copy_from_slice(&2u16.to_le_bytes());
+        // SAFETY: the section table's end wraps, which is refused before any table is read.
+        assert_eq!(unsafe { elf_size(wrapped.as_ptr()) }, Err(INVALID_IMAGE));
+    }
+
+    #[test]
     fn geometry_multiplies_blocks_by_threads() {
         let d = |x, y, z| Dim3 { x, y, z };
         assert_eq!(geometry(d(4, 2, 1), d(64, 1, 1)), Ok(([256, 2, 1], [64, 1, 1])));
