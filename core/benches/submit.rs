@@ -3,9 +3,10 @@
 //!
 //! Criterion groups first, then a summary table from a quick `Instant` loop (best of 5):
 //!
-//! - **packet floor**: atomic add on a 64-bit write index, a 64-byte packet written with plain
-//!   stores, a release store of dword 0, a 64-bit doorbell store — hand-written on a 64-byte
-//!   aligned ring in ordinary memory;
+//! - **packet floor**: [`PacketFloor::submit`], core's one floor body (also what `aqueduct bench`
+//!   runs): atomic add on a 64-bit write index, the 60-byte body written with plain stores, a
+//!   release store of dword 0, a 64-bit doorbell store, on a 64-byte aligned ring in ordinary
+//!   memory;
 //! - **ring**: [`AqlRing::reserve`] + [`Reservation::write`] of a [`KernelDispatchPacket`] +
 //!   `finish` + the same doorbell store, on a ring over this file's memory;
 //! - **launch_kernel, submit only**: [`Runtime::launch_kernel`] over a backend that wraps the
@@ -18,18 +19,20 @@
 //! Rings are refilled between timed chunks of `RING` operations (read index caught up, or the
 //! deferred doorbells rung) outside the timed region.
 //!
+//! [`PacketFloor::submit`]: aqueduct::floor::PacketFloor::submit
 //! [`AqlRing::reserve`]: aqueduct::aql::AqlRing::reserve
 //! [`Reservation::write`]: aqueduct::aql::Reservation::write
 
-use std::cell::UnsafeCell;
+use std::cell::{RefCell, UnsafeCell};
 use std::hint::black_box;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aqueduct::aql::{
     AqlRing, Condition, KernelDispatchPacket, Packet, QueueFault, DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
 };
+use aqueduct::floor::PacketFloor;
 use aqueduct::loopback::{Dispatch, Loopback, LoopbackMemory, LoopbackQueue};
 use aqueduct::{
     Backend, BuiltinKernel, CuMask, DeviceInfo, HostFn, KernelLaunch, MemoryKind, Priority, QueueDesc, Result, Runtime,
@@ -39,7 +42,6 @@ use criterion::Criterion;
 
 /// Packets per ring (floor, direct ring and the launch runtimes): operations per timed chunk.
 const RING: usize = 1024;
-const RING_MASK: u64 = RING as u64 - 1;
 /// Kernel-argument bytes per ring slot on the loopbacks.
 const KARG: usize = 64;
 /// Queues of the launch loopbacks.
@@ -64,12 +66,12 @@ static CREATE_MEM: CreateMem = LoopbackMemory::new();
 static VALIDATE_ONE_MEM: ValidateMem = LoopbackMemory::new();
 static VALIDATE_MANY_MEM: ValidateMem = LoopbackMemory::new();
 
-// ----- the packet floor ------------------------------------------------------------------------
+// ----- the direct ring ---------------------------------------------------------------------------
 
 #[repr(C, align(64))]
 struct Slot(UnsafeCell<[u32; 16]>);
 
-/// A ring in ordinary memory with its indices and doorbell, for the floor and the direct ring.
+/// A ring in ordinary memory with its indices and doorbell, for the direct ring.
 struct Ring {
     slots: Box<[Slot; RING]>,
     write: AtomicU64,
@@ -85,35 +87,6 @@ impl Ring {
             read: AtomicU64::new(0),
             doorbell: AtomicU64::new(0),
         }
-    }
-
-    /// The minimum publish: reserve, write 64 bytes, release dword 0, store the doorbell.
-    #[inline]
-    fn floor_submit(&self, packet: &[u32; 16]) {
-        let index = self.write.fetch_add(1, Ordering::AcqRel);
-        let slot = self.slots[(index & RING_MASK) as usize].0.get().cast::<u32>();
-        // SAFETY: the slot lies inside the ring and is owned by this (single) producer between
-        // its reservation and the header store; nothing consumes the floor ring.
-        unsafe {
-            std::ptr::copy_nonoverlapping(packet.as_ptr().add(1), slot.add(1), 15);
-            AtomicU32::from_ptr(slot).store(packet[0], Ordering::Release);
-        }
-        self.doorbell.store(index, Ordering::Release);
-    }
-
-    /// The floor with a SeqCst fence before the doorbell store (what a device-memory ring needs;
-    /// core's publish uses a Release fence, free on x86).
-    #[inline]
-    fn floor_submit_fenced(&self, packet: &[u32; 16]) {
-        let index = self.write.fetch_add(1, Ordering::AcqRel);
-        let slot = self.slots[(index & RING_MASK) as usize].0.get().cast::<u32>();
-        // SAFETY: as in `floor_submit`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(packet.as_ptr().add(1), slot.add(1), 15);
-            AtomicU32::from_ptr(slot).store(packet[0], Ordering::Release);
-        }
-        fence(Ordering::SeqCst);
-        self.doorbell.store(index, Ordering::Release);
     }
 
     /// An [`AqlRing`] over this ring's memory.
@@ -246,6 +219,8 @@ fn noop_kernel(_: &Dispatch) -> core::result::Result<(), QueueFault> {
 const KERNARG: [u8; 16] = [7; 16];
 
 struct Fixtures {
+    /// Borrowed once per timed run (`submit` takes `&mut`: one producer).
+    floor: RefCell<Box<PacketFloor<RING>>>,
     ring: Ring,
     dispatch: KernelDispatchPacket,
     floor_packet: [u32; 16],
@@ -290,6 +265,7 @@ impl Fixtures {
             (0..1024).map(|_| validate_many.stream_create(0).expect("stream slot")).collect();
 
         Fixtures {
+            floor: RefCell::new(Box::new(PacketFloor::new())),
             ring: Ring::new(),
             dispatch,
             floor_packet,
@@ -323,6 +299,8 @@ impl Fixtures {
         self.deferred.stream_synchronize(self.deferred_stream).expect("deferred stream drains");
         self.exec.stream_synchronize(self.exec_stream).expect("loopback stream completes");
         assert!(self.deferred.backend().inner.queues_in_use() >= 1);
+        let floor = self.floor.borrow();
+        assert_eq!(floor.doorbell(), floor.submitted() - 1, "the floor rang its doorbell for every packet");
     }
 }
 
@@ -354,12 +332,14 @@ fn best_ns(runs: u32, iters: u64, mut run: impl FnMut(u64) -> Duration) -> f64 {
 
 fn op_floor(f: &Fixtures, iters: u64) -> Duration {
     let packet = black_box(&f.floor_packet);
-    chunked(iters, RING as u64, || {}, || f.ring.floor_submit(packet))
+    let mut floor = f.floor.borrow_mut();
+    chunked(iters, RING as u64, || {}, || floor.submit(packet))
 }
 
 fn op_floor_fenced(f: &Fixtures, iters: u64) -> Duration {
     let packet = black_box(&f.floor_packet);
-    chunked(iters, RING as u64, || {}, || f.ring.floor_submit_fenced(packet))
+    let mut floor = f.floor.borrow_mut();
+    chunked(iters, RING as u64, || {}, || floor.submit_fenced(packet))
 }
 
 fn op_ring(f: &Fixtures, iters: u64) -> Duration {
@@ -506,7 +486,7 @@ fn summary(f: &Fixtures, runs: u32, fast: u64, slow: u64) {
     let pf = Some(("packet floor", floor));
     let rows = [
         Row {
-            operation: "packet floor (hand-written)",
+            operation: "packet floor (aqueduct::floor)",
             measured: floor,
             floor: pf,
             target: "~5 ns on a current x86 core",

@@ -56,6 +56,7 @@ pub mod backend;
 pub mod capture;
 pub mod error;
 pub mod event;
+pub mod floor;
 pub mod graph;
 pub mod loopback;
 pub mod runtime;
