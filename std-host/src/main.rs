@@ -79,12 +79,11 @@ fn main() {
             let samples = if short { samples.min(3) } else { samples };
             let opts = aqueduct_std::cli::bench::BenchOptions { samples, short };
             match aqueduct_std::cli::bench::run(&OpenOptions::new(backend), opts, !json) {
-                Ok(figures) => {
+                Ok(report) => {
                     if json {
-                        println!("{}", aqueduct_std::cli::bench::to_json(&figures));
+                        println!("{}", aqueduct_std::cli::bench::to_json(&report));
                     } else {
-                        let name = backend.name();
-                        aqueduct_std::cli::bench::print_table(&figures, name, &mut std::io::stdout());
+                        aqueduct_std::cli::bench::print_table(&report, &mut std::io::stdout());
                     }
                 }
                 Err(e) => {

@@ -55,41 +55,57 @@ fn demo_by_default_falls_back_to_the_emulator_without_a_gpu() {
 }
 
 #[test]
-fn bench_json_has_every_figure_with_its_floor() {
+fn bench_json_has_every_figure_with_its_floor_the_backend_and_the_device() {
     let o = aqueduct(&["bench", "--short", "--json", "--backend", "emu"]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
-    let line = out.trim();
-    assert!(line.starts_with("{\"figures\":[") && line.ends_with("]}"), "{line}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["backend"], "emu", "the backend actually selected: {v}");
+    assert_eq!(v["device"]["gfx"], "gfx90a", "{v}");
+    assert_eq!(v["device"]["gfx_target_version"], 90010, "{v}");
+    assert_eq!(v["device"]["cu_count"], 104, "{v}");
+    let floors = v["floors"].as_object().unwrap_or_else(|| panic!("no floors: {v}"));
+    for name in ["packet", "copy", "copy_100", "pingpong"] {
+        let ns = floors.get(name).and_then(serde_json::Value::as_f64).unwrap_or_else(|| panic!("{name}: {v}"));
+        assert!(ns > 0.0 && ns.is_finite(), "floor {name}: {ns}");
+    }
+    let figures = v["figures"].as_array().unwrap_or_else(|| panic!("no figures: {v}"));
     for (name, floor) in [
         ("enqueue_dispatch", Some("packet")),
         ("graph_launch_per_node_1000", Some("copy")),
-        ("capture_instantiate_per_node", None),
+        ("capture_instantiate_per_node", Some("copy_100")),
         ("stream_create_destroy", None),
         ("validate_handle_1", None),
-        ("validate_handle_1024", None),
+        ("validate_handle_1024", Some("validate_handle_1")),
         ("roundtrip_emulated", Some("pingpong")),
         ("event_record_sync", Some("pingpong")),
     ] {
-        let at = line.find(&format!("{{\"name\":\"{name}\",")).unwrap_or_else(|| panic!("{name} missing: {line}"));
-        let obj = &line[at..at + line[at..].find('}').unwrap()];
-        for key in ["\"ns\":", "\"floor\":", "\"floor_ns\":", "\"ratio\":"] {
-            assert!(obj.contains(key), "{obj} lacks {key}");
+        let f = figures.iter().find(|f| f["name"] == name).unwrap_or_else(|| panic!("{name} missing: {v}"));
+        let ns = f["ns"].as_f64().unwrap_or_else(|| panic!("{f}"));
+        assert!(ns > 0.0 && ns.is_finite(), "{f}");
+        match floor {
+            Some(name) => {
+                assert_eq!(f["floor"], name, "{f}");
+                let floor_ns = f["floor_ns"].as_f64().unwrap_or_else(|| panic!("{f}"));
+                if let Some(listed) = floors.get(name) {
+                    assert_eq!(listed.as_f64(), Some(floor_ns), "a figure's floor is the listed floor: {f}");
+                }
+                assert!(f["ratio"].as_f64().is_some(), "{f}");
+            }
+            None => assert!(f["floor"].is_null() && f["floor_ns"].is_null() && f["ratio"].is_null(), "{f}"),
         }
-        if let Some(f) = floor {
-            assert!(obj.contains(&format!("\"floor\":\"{f}\"")), "{obj}");
-        }
-        let ns: f64 = obj.split("\"ns\":").nth(1).unwrap().split(',').next().unwrap().parse().unwrap();
-        assert!(ns > 0.0 && ns.is_finite(), "{obj}");
     }
 }
 
 #[test]
 fn bench_table_is_readable() {
-    let o = aqueduct(&["bench", "--short", "--backend", "emu", "--samples", "1"]);
+    let o = aqueduct(&["bench", "--short", "--backend", "auto", "--samples", "1"]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
     assert!(out.contains("figure") && out.contains("ratio") && out.contains("enqueue_dispatch"), "{out}");
+    assert!(out.contains("floors:") && out.contains("pingpong"), "{out}");
+    // The header names the backend `auto` selected, never `auto` itself, and the device.
+    assert!(!out.contains("bench on `auto`") && out.contains(", device 0 (gfx"), "{out}");
 }
 
 #[test]

@@ -6,20 +6,26 @@
 //! captures), `stream_create_destroy`, `roundtrip_emulated` (launch + synchronise, spinning
 //! waiter) and `event_record_sync`. Handle validation needs 1024 live streams, more than a
 //! device runtime holds, so `validate_handle_1` / `validate_handle_1024` run on core's loopback
-//! (as core's benchmark does). Floors: `packet` (reserve, 64-byte packet, release header,
-//! doorbell in ordinary memory), `copy` (copying the same number of 64-byte packets),
-//! `pingpong` (two threads bouncing one cache line), and `validate_handle_1` for the 1024 case.
+//! (as core's benchmark does). Floors: `packet` ([`aqueduct::floor::PacketFloor::submit`], the
+//! body core's submit benchmark times too), `copy` and `copy_100` (copying the same number of
+//! 64-byte packets as the 1000-node graph and the 100-node capture), `pingpong` (two threads
+//! bouncing one cache line, [`ping_pong_floor`]), and `validate_handle_1` for the 1024 case.
 //! Each figure is the median of its samples.
+//!
+//! Every timed operation's result is checked: a failure ends the run with an error naming the
+//! operation, so a failing operation can never pass as a fast one. The report names the backend
+//! actually selected (not the one asked for) and the device, and lists the floors.
 
 use std::hint::black_box;
 use std::io::Write;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use aqueduct::aql::{KernelDispatchPacket, Packet, DISPATCH_HEADER};
+use aqueduct::floor::PacketFloor;
 use aqueduct::loopback::{Loopback, LoopbackMemory};
 use aqueduct::{CaptureMode, Runtime, SingleThread, StreamHandle};
 use aqueduct_kfd::WaitMode;
-use aqueduct_kfd_emu::floor::ping_pong;
+use aqueduct_kfd_emu::floor::ping_pong_floor;
 
 use crate::api::{Device, Dim3, Kernel};
 use crate::cli::demo::{demo_code_object, AddArgs};
@@ -47,6 +53,43 @@ impl Figure {
     }
 }
 
+/// The device the figures were measured on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceSummary {
+    /// Index within the backend.
+    pub index: u32,
+    /// gfx name, e.g. `gfx90a`.
+    pub gfx: String,
+    /// `gfx_target_version`, e.g. 90010.
+    pub gfx_target_version: u32,
+    /// Compute units.
+    pub cu_count: u32,
+}
+
+/// A floor measured in this run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Floor {
+    /// Its name, as figures refer to it.
+    pub name: &'static str,
+    /// Nanoseconds per operation.
+    pub ns: f64,
+    /// What it measures.
+    pub what: &'static str,
+}
+
+/// Everything one `aqueduct bench` run measured, and where.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The backend actually selected (`emu`, `kfd` or `rocr`; never `auto`).
+    pub backend: &'static str,
+    /// The device.
+    pub device: DeviceSummary,
+    /// The floors.
+    pub floors: Vec<Floor>,
+    /// The figures.
+    pub figures: Vec<Figure>,
+}
+
 /// How long to measure.
 #[derive(Debug, Clone, Copy)]
 pub struct BenchOptions {
@@ -67,47 +110,13 @@ fn per(d: Duration, n: u64) -> f64 {
 
 // ----- floors -------------------------------------------------------------------------------
 
-#[repr(C, align(64))]
-struct Slot([AtomicU32; 16]);
-
-struct PacketFloor {
-    ring: Vec<Slot>,
-    write: AtomicU64,
-    doorbell: AtomicU64,
-}
-
-impl PacketFloor {
-    fn new() -> Self {
-        PacketFloor {
-            ring: (0..1024).map(|_| Slot(std::array::from_fn(|_| AtomicU32::new(0)))).collect(),
-            write: AtomicU64::new(0),
-            doorbell: AtomicU64::new(0),
-        }
+/// The packet floor: `n` calls of core's floor body, ns per packet.
+fn packet_floor_sample(floor: &mut PacketFloor<1024>, packet: &[u32; 16], n: u64) -> f64 {
+    let t = Instant::now();
+    for _ in 0..n {
+        floor.submit(black_box(packet));
     }
-
-    #[inline]
-    fn submit(&self, p: &[u32; 16]) {
-        // Ordering: AcqRel, the multi-producer reservation.
-        let i = self.write.fetch_add(1, Ordering::AcqRel);
-        let Some(slot) = self.ring.get((i as usize) & (self.ring.len() - 1)) else { return };
-        for (d, s) in slot.0.iter().zip(p).skip(1) {
-            // Ordering: Relaxed; the body is published by the header store.
-            d.store(*s, Ordering::Relaxed);
-        }
-        // Ordering: Release publishes the body.
-        slot.0[0].store(p[0], Ordering::Release);
-        // Ordering: Release; the doorbell follows the header.
-        self.doorbell.store(i, Ordering::Release);
-    }
-
-    fn sample(&self, n: u64) -> f64 {
-        let packet = [0x1502u32 | (3 << 16), 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        let t = Instant::now();
-        for _ in 0..n {
-            self.submit(black_box(&packet));
-        }
-        per(t.elapsed(), n)
-    }
+    per(t.elapsed(), n)
 }
 
 /// Copying `packets` 64-byte packets: ns per packet.
@@ -142,12 +151,20 @@ fn validate_runtime(streams: usize) -> Result<(Box<ValidateRt>, Vec<StreamHandle
         .map_err(|_| "loopback construction failed".to_string())?
 }
 
-fn validate_sample(rt: &ValidateRt, h: StreamHandle, n: u64) -> f64 {
+/// `n` validations of `h`, ns per validation; any failure is an error, not a fast sample.
+fn validate_sample(rt: &ValidateRt, h: StreamHandle, n: u64) -> Result<f64, String> {
+    let mut failed = 0u64;
     let t = Instant::now();
     for _ in 0..n {
-        let _ = black_box(rt.stream_priority(black_box(h)));
+        if black_box(rt.stream_priority(black_box(h))).is_err() {
+            failed += 1;
+        }
     }
-    per(t.elapsed(), n)
+    let ns = per(t.elapsed(), n);
+    if failed > 0 {
+        return Err(format!("validate_handle: stream_priority failed {failed} of {n} times"));
+    }
+    Ok(ns)
 }
 
 // ----- the device ------------------------------------------------------------------------------
@@ -167,10 +184,17 @@ fn bench_kernel(dev: &Device) -> Result<(Kernel<AddArgs>, Option<crate::api::Mod
 const FIGURES: u64 = 12;
 
 /// Measures every figure on the device `opts` selects (its wait mode is forced to spinning, as
-/// the round-trip budget assumes a spinning waiter).
-pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Vec<Figure>, String> {
+/// the round-trip budget assumes a spinning waiter). Any failed operation fails the run.
+pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Report, String> {
     let opts = OpenOptions { wait: WaitMode::Spin, ring_packets: opts.ring_packets.max(2048), ..opts.clone() };
     let dev = Device::open(&opts).map_err(|e| e.to_string())?;
+    let info = dev.info().map_err(|e| format!("device info: {e}"))?;
+    let device = DeviceSummary {
+        index: dev.index(),
+        gfx: crate::cli::gfx_name(info.gfx_target_version),
+        gfx_target_version: info.gfx_target_version,
+        cu_count: info.cu_count,
+    };
     let bar = if progress {
         let b = indicatif::ProgressBar::new(FIGURES);
         if let Ok(style) = indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg}") {
@@ -190,9 +214,12 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Ve
     let s = dev.stream().map_err(e("stream"))?;
 
     bar.set_message("packet floor");
-    let pf = PacketFloor::new();
+    let mut pf: Box<PacketFloor<1024>> = Box::default();
+    let floor_packet =
+        *KernelDispatchPacket { header: DISPATCH_HEADER.0, setup: 3, grid_size_x: 1, ..Default::default() }.words();
     let chunk = 512u64;
-    let packet = median((0..samples).map(|_| pf.sample(k(chunk * 8, chunk))).collect());
+    let packet =
+        median((0..samples).map(|_| packet_floor_sample(&mut pf, &floor_packet, k(chunk * 8, chunk))).collect());
     bar.inc(1);
 
     bar.set_message("enqueue_dispatch");
@@ -269,7 +296,7 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Ve
     figures.push(Figure {
         name: "capture_instantiate_per_node",
         ns: median(ci),
-        floor: Some("copy"),
+        floor: Some("copy_100"),
         floor_ns: Some(copy100),
         target: "<= 100 ns per node",
     });
@@ -283,19 +310,16 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Ve
         rt.stream_destroy(h).map_err(e("stream destroy"))?;
     }
     let n = k(20_000, 1_000);
-    let cd = median(
-        (0..samples)
-            .map(|_| {
-                let t = Instant::now();
-                for _ in 0..n {
-                    if let Ok(h) = rt.stream_create(black_box(0)) {
-                        let _ = rt.stream_destroy(black_box(h));
-                    }
-                }
-                per(t.elapsed(), n)
-            })
-            .collect(),
-    );
+    let mut cds = Vec::new();
+    for _ in 0..samples {
+        let t = Instant::now();
+        for _ in 0..n {
+            let h = rt.stream_create(black_box(0)).map_err(e("stream create"))?;
+            rt.stream_destroy(black_box(h)).map_err(e("stream destroy"))?;
+        }
+        cds.push(per(t.elapsed(), n));
+    }
+    let cd = median(cds);
     figures.push(Figure { name: "stream_create_destroy", ns: cd, floor: None, floor_ns: None, target: "<= 200 ns" });
     bar.inc(1);
 
@@ -305,9 +329,9 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Ve
     let (many_rt, many_h) = validate_runtime(1024)?;
     bar.inc(1);
     let n = k(1_000_000, 20_000);
-    let v1 = median((0..samples).map(|_| validate_sample(&one_rt, one_h[0], n)).collect());
+    let v1 = median((0..samples).map(|_| validate_sample(&one_rt, one_h[0], n)).collect::<Result<_, _>>()?);
     let last = *many_h.last().ok_or("no stream")?;
-    let v1024 = median((0..samples).map(|_| validate_sample(&many_rt, last, n)).collect());
+    let v1024 = median((0..samples).map(|_| validate_sample(&many_rt, last, n)).collect::<Result<_, _>>()?);
     figures.push(Figure { name: "validate_handle_1", ns: v1, floor: None, floor_ns: None, target: "O(1)" });
     figures.push(Figure {
         name: "validate_handle_1024",
@@ -319,14 +343,7 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Ve
     bar.inc(1);
 
     bar.set_message("pingpong floor");
-    let pp = median(
-        (0..samples)
-            .map(|_| {
-                let n = k(20_000, 1_000);
-                per(ping_pong(n), n)
-            })
-            .collect(),
-    );
+    let pp = ping_pong_floor(samples.max(5), k(20_000, 1_000)).as_secs_f64() * 1e9;
     bar.inc(1);
 
     bar.set_message("roundtrip_emulated");
@@ -375,40 +392,69 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Ve
     if let Some(err) = dev.take_sticky_error() {
         return Err(format!("a drop failed: {err}"));
     }
-    Ok(figures)
+    let floors = vec![
+        Floor { name: "packet", ns: packet, what: "aqueduct::floor::PacketFloor::submit, ns per packet" },
+        Floor { name: "copy", ns: copy, what: "copying 1001 64-byte packets, ns per packet" },
+        Floor { name: "copy_100", ns: copy100, what: "copying 100 64-byte packets, ns per packet" },
+        Floor { name: "pingpong", ns: pp, what: "one cache line between two threads, ns per round trip" },
+    ];
+    Ok(Report { backend: dev.backend_kind().name(), device, floors, figures })
 }
 
-fn num(v: Option<f64>) -> String {
+fn num(v: Option<f64>) -> serde_json::Value {
     match v {
-        Some(x) if x.is_finite() => format!("{x:.3}"),
-        _ => "null".into(),
+        Some(x) if x.is_finite() => serde_json::json!((x * 1000.0).round() / 1000.0),
+        _ => serde_json::Value::Null,
     }
 }
 
-/// `{"figures":[{"name":…, "ns":…, "floor":…, "floor_ns":…, "ratio":…}, …]}`.
-pub fn to_json(figures: &[Figure]) -> String {
-    let items: Vec<String> = figures
+/// `{"figures":[{"name", "ns", "floor", "floor_ns", "ratio"}, …], "backend", "device":{"index",
+/// "gfx", "gfx_target_version", "cu_count"}, "floors":{name: ns, …}}`.
+pub fn to_json(report: &Report) -> String {
+    let figures: Vec<serde_json::Value> = report
+        .figures
         .iter()
         .map(|f| {
-            let floor = f.floor.map_or("null".to_string(), |n| format!("\"{n}\""));
-            format!(
-                "{{\"name\":\"{}\",\"ns\":{},\"floor\":{},\"floor_ns\":{},\"ratio\":{}}}",
-                f.name,
-                num(Some(f.ns)),
-                floor,
-                num(f.floor_ns),
-                num(f.ratio())
-            )
+            serde_json::json!({
+                "name": f.name,
+                "ns": num(Some(f.ns)),
+                "floor": f.floor,
+                "floor_ns": num(f.floor_ns),
+                "ratio": num(f.ratio()),
+            })
         })
         .collect();
-    format!("{{\"figures\":[{}]}}", items.join(","))
+    let floors: serde_json::Map<String, serde_json::Value> =
+        report.floors.iter().map(|f| (f.name.to_string(), num(Some(f.ns)))).collect();
+    let d = &report.device;
+    let v = serde_json::json!({
+        "figures": figures,
+        "backend": report.backend,
+        "device": {
+            "index": d.index,
+            "gfx": d.gfx,
+            "gfx_target_version": d.gfx_target_version,
+            "cu_count": d.cu_count,
+        },
+        "floors": floors,
+    });
+    v.to_string()
 }
 
-/// The readable table.
-pub fn print_table<W: Write>(figures: &[Figure], backend: &str, out: &mut W) {
-    let _ = writeln!(out, "aqueduct bench on `{backend}` (median ns per operation; floors measured in this run)");
+/// The readable table, after the backend, the device and the floors.
+pub fn print_table<W: Write>(report: &Report, out: &mut W) {
+    let d = &report.device;
+    let _ = writeln!(
+        out,
+        "aqueduct bench on `{}`, device {} ({}, {} CUs); median ns per operation, floors measured in this run",
+        report.backend, d.index, d.gfx, d.cu_count
+    );
+    let _ = writeln!(out, "floors:");
+    for f in &report.floors {
+        let _ = writeln!(out, "  {:<10} {:>10.2} ns  {}", f.name, f.ns, f.what);
+    }
     let _ = writeln!(out, "{:<30} {:>12} {:<18} {:>12} {:>8}  target", "figure", "ns", "floor", "floor ns", "ratio");
-    for f in figures {
+    for f in &report.figures {
         let _ = writeln!(
             out,
             "{:<30} {:>12.2} {:<18} {:>12} {:>8}  {}",
@@ -419,5 +465,19 @@ pub fn print_table<W: Write>(figures: &[Figure], backend: &str, out: &mut W) {
             f.ratio().map_or("-".into(), |r| format!("{r:.2}x")),
             f.target
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_validation_is_an_error_not_a_fast_sample() {
+        let (rt, hs) = validate_runtime(1).expect("loopback runtime");
+        assert!(validate_sample(&rt, hs[0], 10).is_ok());
+        rt.stream_destroy(hs[0]).expect("destroy");
+        let err = validate_sample(&rt, hs[0], 10).expect_err("a stale handle fails every validation");
+        assert!(err.contains("failed 10 of 10"), "{err}");
     }
 }
