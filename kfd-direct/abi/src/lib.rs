@@ -853,6 +853,24 @@ assert_layout!(
 /// because the kernel shares argument layouts between commands (`MAP`/`UNMAP_MEMORY`, the three
 /// event-id commands).
 ///
+/// ```
+/// use aqueduct_kfd_abi::{ioctl, request, GetVersionArgs, Ioctl};
+/// fn issue<R: Ioctl>(_arg: &mut R::Arg) -> u64 {
+///     R::REQUEST
+/// }
+/// assert_eq!(issue::<ioctl::GetVersion>(&mut GetVersionArgs::default()), request::GET_VERSION);
+/// ```
+///
+/// A request with another command's argument does not compile:
+///
+/// ```compile_fail,E0308
+/// use aqueduct_kfd_abi::{ioctl, GetVersionArgs, Ioctl};
+/// fn issue<R: Ioctl>(_arg: &mut R::Arg) -> u64 {
+///     R::REQUEST
+/// }
+/// issue::<ioctl::SetCuMask>(&mut GetVersionArgs::default());
+/// ```
+///
 /// # Safety
 ///
 /// An implementation asserts that, for command `NR` with direction `DIR`, the kernel reads and
