@@ -38,6 +38,48 @@ pub trait Target {
     fn name(&self) -> &'static str;
     /// A fresh runtime (one device unless the target says otherwise) and its kernels.
     fn runtime(&self) -> (Box<Runtime<Self::B, StdThreads>>, Kernels);
+    /// Enqueues on `s` work of known duration on the device's timestamp clock: it ends at least
+    /// `ticks` ticks after the work before it on `s` ended.
+    fn enqueue_ticks(&self, rt: &Runtime<Self::B, StdThreads>, k: &Kernels, s: StreamHandle, ticks: u64);
+}
+
+/// Milliseconds of `ticks` ticks at `hz`, rounded as `event_elapsed_time` rounds them (so more
+/// ticks never give fewer milliseconds).
+pub fn ticks_ms(ticks: u64, hz: u64) -> f32 {
+    (ticks as f64 * 1000.0 / hz as f64) as f32
+}
+
+/// What [`spin_host_fn`] needs: the backend whose clock it reads and how far to let it run.
+struct ClockSpin<B> {
+    backend: *const B,
+    ticks: u64,
+}
+
+/// A host function that returns once the device clock (`Backend::timestamp`, the clock of
+/// signal timestamps) has advanced by `ticks` since it started: work of known device duration
+/// on a device whose clock runs on its own. Spinning on the device clock is no wall-clock
+/// sleep: it waits for exactly the quantity the test measures.
+unsafe extern "C" fn spin_host_fn<B: Backend>(data: *mut core::ffi::c_void) {
+    // SAFETY: `data` is the ClockSpin that `enqueue_clock_spin` leaked for this one call; the
+    // runtime (and with it the backend) outlives every host function it runs.
+    let spin = unsafe { Box::from_raw(data.cast::<ClockSpin<B>>()) };
+    // SAFETY: as above.
+    let backend = unsafe { &*spin.backend };
+    let start = backend.timestamp();
+    while backend.timestamp().wrapping_sub(start) < spin.ticks {
+        std::hint::spin_loop();
+    }
+}
+
+/// Enqueues [`spin_host_fn`] on `s`.
+fn enqueue_clock_spin<B: Backend>(rt: &Runtime<B, StdThreads>, s: StreamHandle, ticks: u64) {
+    let data = Box::into_raw(Box::new(ClockSpin { backend: rt.backend() as *const B, ticks }));
+    let f = HostFn::Plain { func: spin_host_fn::<B>, data: data.cast() };
+    if let Err(e) = rt.launch_host_func(s, f) {
+        // SAFETY: refused, so never called: the box is still ours.
+        drop(unsafe { Box::from_raw(data) });
+        panic!("launch_host_func: {e:?}");
+    }
 }
 
 fn lb_inc(d: &Dispatch) -> core::result::Result<(), QueueFault> {
@@ -87,6 +129,15 @@ impl Target for LoopbackTarget {
 
     fn name(&self) -> &'static str {
         "loopback"
+    }
+
+    /// The loopback clock ticks once at each packet's start and once at its end
+    /// (`LOOPBACK_TIMESTAMP_HZ`), so each kernel between two records adds two ticks.
+    fn enqueue_ticks(&self, rt: &Runtime<Self::B, StdThreads>, k: &Kernels, s: StreamHandle, ticks: u64) {
+        let scratch = cell(rt);
+        for _ in 0..ticks.div_ceil(2) {
+            launch(rt, s, k.inc, &args1(scratch)).unwrap();
+        }
     }
 
     fn runtime(&self) -> (Box<Runtime<Self::B, StdThreads>>, Kernels) {
@@ -167,6 +218,11 @@ impl Target for KfdEmuTarget {
         let kfd =
             Kfd::open(sys, KfdConfig { wait: self.wait, ..KfdConfig::default() }).expect("kfd-direct on the emulator");
         (Box::new(Runtime::new(kfd, StdThreads)), k)
+    }
+
+    /// The emulated GPU clock runs on its own: a host function spins until it has advanced.
+    fn enqueue_ticks(&self, rt: &Runtime<Self::B, StdThreads>, _: &Kernels, s: StreamHandle, ticks: u64) {
+        enqueue_clock_spin(rt, s, ticks);
     }
 }
 
@@ -280,10 +336,14 @@ pub fn events_order_streams<T: Target>(t: &T) {
     let log = new_log(rt);
     let e0 = rt.event_create(0).unwrap();
     let e1 = rt.event_create(0).unwrap();
+    // Between the records: work lasting at least 2 ms of device time.
+    let hz = rt.backend().device_info(0).unwrap().timestamp_frequency;
+    let ticks = hz / 500;
     rt.event_record(e0, s1, 0).unwrap();
     for id in 1..=4 {
         launch(rt, s1, k.log, &args2(log, id)).unwrap();
     }
+    t.enqueue_ticks(rt, &k, s1, ticks);
     rt.event_record(e1, s1, 0).unwrap();
     rt.stream_wait_event(s2, e1, 0).unwrap();
     launch(rt, s2, k.log, &args2(log, 100)).unwrap();
@@ -292,7 +352,9 @@ pub fn events_order_streams<T: Target>(t: &T) {
     rt.event_synchronize(e1).unwrap();
     rt.event_query(e1).unwrap();
     let ms = rt.event_elapsed_time(e0, e1).unwrap();
-    assert!(ms >= 0.0, "{}: elapsed {ms}", t.name());
+    let min = ticks_ms(ticks, hz);
+    assert!(ms >= min, "{}: elapsed {ms} ms over work of {min} ms", t.name());
+    assert_eq!(rt.event_elapsed_time(e1, e0), Ok(-ms), "{}: reversed", t.name());
     rt.event_destroy(e0).unwrap();
     rt.event_destroy(e1).unwrap();
     rt.stream_destroy(s1).unwrap();
@@ -313,12 +375,19 @@ pub fn null_stream_implicit_sync<T: Target>(t: &T) {
     rt.stream_destroy(blocking).unwrap();
 }
 
-static HOST_SEEN: AtomicU32 = AtomicU32::new(u32::MAX);
+/// What [`host_reads_log`] reads and where it notes what it saw: one per scenario run, so the
+/// three backends' runs (parallel tests) never share it.
+struct LogReader {
+    log: u64,
+    seen: AtomicU32,
+}
 
 unsafe extern "C" fn host_reads_log(data: *mut core::ffi::c_void) {
-    // SAFETY: the scenario passes the address of its live log.
-    let n = unsafe { AtomicU32::from_ptr(data.cast::<u32>()) }.load(Ordering::SeqCst);
-    HOST_SEEN.store(n, Ordering::SeqCst);
+    // SAFETY: the scenario passes its leaked LogReader, whose log is live backend memory.
+    let r = unsafe { &*(data as *const LogReader) };
+    // SAFETY: as above.
+    let n = unsafe { AtomicU32::from_ptr(r.log as usize as *mut u32) }.load(Ordering::SeqCst);
+    r.seen.store(n, Ordering::SeqCst);
 }
 
 /// A host function runs after the work before it and before the work after it.
@@ -327,13 +396,15 @@ pub fn host_function_in_order<T: Target>(t: &T) {
     let rt = &*rt;
     let s = rt.stream_create(0).unwrap();
     let log = new_log(rt);
-    HOST_SEEN.store(u32::MAX, Ordering::SeqCst);
+    // Leaked (one per run, never shared), so it outlives the runtime whatever the stream does.
+    let reader = leak(LogReader { log, seen: AtomicU32::new(u32::MAX) });
     launch(rt, s, k.log, &args2(log, 1)).unwrap();
     launch(rt, s, k.log, &args2(log, 2)).unwrap();
-    rt.launch_host_func(s, HostFn::Plain { func: host_reads_log, data: log as usize as *mut _ }).unwrap();
+    let data = reader as *const LogReader as *mut core::ffi::c_void;
+    rt.launch_host_func(s, HostFn::Plain { func: host_reads_log, data }).unwrap();
     launch(rt, s, k.log, &args2(log, 3)).unwrap();
     rt.stream_synchronize(s).unwrap();
-    assert_eq!(HOST_SEEN.load(Ordering::SeqCst), 2, "{}: the host function saw the log at 2 entries", t.name());
+    assert_eq!(reader.seen.load(Ordering::SeqCst), 2, "{}: the host function saw the log at 2 entries", t.name());
     assert_eq!(log_ids(log), vec![1, 2, 3], "{}", t.name());
     rt.stream_destroy(s).unwrap();
 }

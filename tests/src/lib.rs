@@ -43,6 +43,8 @@ pub fn runtime() -> Rt {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StdThreads;
 
+/// The next thread key. Process-wide on purpose, and no test state: it only hands out ids, each
+/// once, so tests running in parallel get distinct keys and never observe each other through it.
 static NEXT_THREAD_KEY: AtomicU64 = AtomicU64::new(1);
 
 std::thread_local! {
@@ -75,6 +77,14 @@ pub fn leaked_runtime() -> &'static Rt {
 #[inline(never)]
 pub fn leaked_mt_runtime() -> &'static MtRt {
     leak(mt_runtime())
+}
+
+/// The least time, in milliseconds, that `packets` packets between two event records add on the
+/// loopback clock, which ticks once at each packet's start and once at its end
+/// ([`LOOPBACK_TIMESTAMP_HZ`](aqueduct::loopback::LOOPBACK_TIMESTAMP_HZ)): work of known duration
+/// for elapsed-time tests. Rounded as `event_elapsed_time` rounds, so it compares exactly.
+pub fn loopback_packets_ms(packets: u64) -> f32 {
+    (2.0 * packets as f64 * 1000.0 / aqueduct::loopback::LOOPBACK_TIMESTAMP_HZ as f64) as f32
 }
 
 /// A runtime over a fresh loopback with `devices` devices.

@@ -134,15 +134,15 @@ fn elapsed_time_rules() {
     assert_eq!(rt.event_elapsed_time(a, untimed), Err(Error::InvalidHandle));
     assert_eq!(rt.event_elapsed_time(untimed, a), Err(Error::InvalidHandle));
     assert_eq!(rt.event_elapsed_time(untimed, untimed), Err(Error::InvalidHandle));
-    // Positive time over work.
+    // Time over work of known duration: 50 kernels, each at least two loopback clock ticks.
     rt.event_record(a, s, 0).unwrap();
-    for _ in 0..5 {
+    for _ in 0..50 {
         launch(&rt, s, k.inc, addr32(c)).unwrap();
     }
     rt.event_record(b, s, 0).unwrap();
     rt.event_synchronize(b).unwrap();
     let ms = rt.event_elapsed_time(a, b).unwrap();
-    assert!(ms > 0.0, "elapsed {ms}");
+    assert!(ms >= loopback_packets_ms(50), "elapsed {ms} ms over 50 kernels ({} ms)", loopback_packets_ms(50));
     let back = rt.event_elapsed_time(b, a).unwrap();
     assert!(back < 0.0 && (back + ms).abs() < 1e-6, "reverse order is negative: {back}");
     // Pending.
@@ -153,7 +153,9 @@ fn elapsed_time_rules() {
     assert_eq!(rt.event_elapsed_time(b, b), Err(Error::NotReady));
     open(g);
     rt.event_synchronize(b).unwrap();
-    assert!(rt.event_elapsed_time(a, b).unwrap() > ms);
+    // Now b's first record and the wait packet lie between them as well.
+    let later = rt.event_elapsed_time(a, b).unwrap();
+    assert!(later > ms && later >= loopback_packets_ms(52), "elapsed {later} ms over 52 packets");
     // Destroyed events.
     rt.event_destroy(b).unwrap();
     assert_eq!(rt.event_elapsed_time(a, b), Err(Error::ContextIsDestroyed));

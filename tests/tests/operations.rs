@@ -23,12 +23,23 @@ fn open(g: &AtomicU32) {
     g.store(1, Ordering::SeqCst);
 }
 
-/// Log of the static host function: each call appends its argument as a decimal digit.
-static ORDER_LOG: AtomicU32 = AtomicU32::new(0);
+/// One call of [`append_digit`]: the test's own log (never shared with another test) and the
+/// digit this call appends to it.
+struct Digit {
+    log: &'static AtomicU32,
+    digit: u32,
+}
 
 unsafe extern "C" fn append_digit(data: *mut core::ffi::c_void) {
-    let digit = data as usize as u32;
-    let _ = ORDER_LOG.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(v * 10 + digit));
+    // SAFETY: `data` is a leaked Digit (`digit_fn`).
+    let d = unsafe { &*(data as *const Digit) };
+    let _ = d.log.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| Some(v * 10 + d.digit));
+}
+
+/// A host function appending `digit` to `log` as a decimal digit.
+fn digit_fn(log: &'static AtomicU32, digit: u32) -> HostFn {
+    let d: &'static Digit = leak(Digit { log, digit });
+    HostFn::Plain { func: append_digit, data: d as *const Digit as *mut core::ffi::c_void }
 }
 
 #[test]
@@ -80,13 +91,14 @@ fn host_functions_keep_stream_order() {
     let rt = runtime();
     let s = rt.stream_create(0).unwrap();
     let g = gate(&rt, s);
-    for d in 1..=4usize {
-        rt.launch_host_func(s, HostFn::Plain { func: append_digit, data: d as *mut core::ffi::c_void }).unwrap();
+    let order = cell32(0);
+    for d in 1..=4 {
+        rt.launch_host_func(s, digit_fn(order, d)).unwrap();
     }
-    assert_eq!(ORDER_LOG.load(Ordering::SeqCst), 0);
+    assert_eq!(order.load(Ordering::SeqCst), 0);
     open(g);
     rt.stream_synchronize(s).unwrap();
-    assert_eq!(ORDER_LOG.load(Ordering::SeqCst), 1234);
+    assert_eq!(order.load(Ordering::SeqCst), 1234);
 }
 
 #[test]
