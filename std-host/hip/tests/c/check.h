@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
+/* Atomic: the threads test checks from two pthreads at once. */
+static _Atomic int failures;
 
 #define EXPECT(call, want)                                                                         \
     do {                                                                                           \

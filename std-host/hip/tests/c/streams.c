@@ -2,17 +2,30 @@
    memory operations; the error paths in HIP's check order. */
 #include "check.h"
 
-static volatile int callbacks;
-static hipStream_t callback_stream;
-static hipError_t callback_status = (hipError_t)-1;
+/* What the callbacks and host functions saw. Each one gets its record and its amount through its
+   user data: no state lives in statics. The main thread reads a record only after a synchronize
+   that the callback's completion happens-before. */
+struct seen {
+    int total;
+    hipStream_t stream;
+    hipError_t status;
+};
+struct add {
+    struct seen *seen;
+    int amount;
+};
 
 static void on_callback(hipStream_t stream, hipError_t status, void *data) {
-    callback_stream = stream;
-    callback_status = status;
-    callbacks += *(int *)data;
+    struct add *a = data;
+    a->seen->stream = stream;
+    a->seen->status = status;
+    a->seen->total += a->amount;
 }
 
-static void on_host(void *data) { callbacks += *(int *)data; }
+static void on_host(void *data) {
+    struct add *a = data;
+    a->seen->total += a->amount;
+}
 
 int main(void) {
     hipStream_t s, nb, hi, lo, cu;
@@ -129,7 +142,8 @@ int main(void) {
     OK(hipStreamSynchronize(hipStreamPerThread));
 
     /* Callbacks and host functions run in stream order. */
-    int one = 1, ten = 10;
+    struct seen seen = {0, NULL, (hipError_t)-1};
+    struct add one = {&seen, 1}, ten = {&seen, 10};
     EXPECT(hipStreamAddCallback(s, NULL, &one, 0), hipErrorInvalidValue);
     EXPECT(hipStreamAddCallback(s, on_callback, &one, 1), hipErrorInvalidValue);
     EXPECT(hipLaunchHostFunc(s, NULL, &one), hipErrorInvalidValue);
@@ -137,16 +151,16 @@ int main(void) {
     OK(hipStreamWaitValue32(s, flag, 1, hipStreamWaitValueEq, 0xffffffff));
     OK(hipStreamAddCallback(s, on_callback, &one, 0));
     OK(hipLaunchHostFunc(s, on_host, &ten));
-    TRUE(callbacks == 0);
+    TRUE(seen.total == 0);
     *flag = 1;
     OK(hipStreamSynchronize(s));
-    TRUE(callbacks == 11);
-    TRUE(callback_stream == s && callback_status == hipSuccess);
+    TRUE(seen.total == 11);
+    TRUE(seen.stream == s && seen.status == hipSuccess);
     OK(hipLaunchHostFunc(0, on_host, &ten));
     OK(hipStreamAddCallback(hipStreamPerThread, on_callback, &one, 0));
     OK(hipDeviceSynchronize());
-    TRUE(callbacks == 22);
-    TRUE(callback_stream == hipStreamPerThread);
+    TRUE(seen.total == 22);
+    TRUE(seen.stream == hipStreamPerThread);
 
     /* Events. */
     hipEvent_t a, b, untimed, e;
@@ -190,6 +204,35 @@ int main(void) {
     OK(hipEventElapsedTime(&ms, a, a));
     TRUE(ms == 0);
     EXPECT(hipEventElapsedTime(&ms, a, untimed), hipErrorInvalidHandle);
+
+    /* Elapsed time over work of known device duration: s is held at a wait between two records
+       until the device clock has run 2 ms past the first record, as probe events recorded on
+       another stream show; the second record executes after the wait, so its time is at least
+       the last probe's. No wall clock: the host waits on the device clock itself. */
+    hipEvent_t probe;
+    OK(hipEventCreate(&probe));
+    *flag = 0;
+    OK(hipEventRecord(a, s));
+    OK(hipStreamWaitValue32(s, flag, 1, hipStreamWaitValueEq, 0xffffffff));
+    OK(hipEventRecord(b, s));
+    OK(hipEventSynchronize(a));
+    float held = 0;
+    long probes = 0;
+    while (held < 2.0f && probes < 100000000) {
+        probes++;
+        if (hipEventRecord(probe, nb) != hipSuccess || hipEventSynchronize(probe) != hipSuccess ||
+            hipEventElapsedTime(&held, a, probe) != hipSuccess)
+            break;
+    }
+    EXPECT(hipEventQuery(b), hipErrorNotReady); /* still held at the wait */
+    *flag = 1;
+    OK(hipEventSynchronize(b));
+    OK(hipEventElapsedTime(&ms, a, b));
+    TRUE(held >= 2.0f);
+    TRUE(ms >= held);
+    if (!(held >= 2.0f && ms >= held))
+        fprintf(stderr, "elapsed %f ms, device clock held %f ms over %ld probes\n", ms, held, probes);
+    OK(hipEventDestroy(probe));
     OK(hipEventRecord(e, 0));
     OK(hipEventRecord(e, hipStreamPerThread));
     OK(hipEventSynchronize(e));
