@@ -6,6 +6,10 @@ fn aqueduct(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_aqueduct")).args(args).output().expect("run aqueduct")
 }
 
+fn gpu_present() -> bool {
+    std::path::Path::new("/dev/kfd").exists()
+}
+
 fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
@@ -18,7 +22,11 @@ fn info_lists_every_backend_and_the_emulated_device() {
     for want in ["kfd:", "rocr:", "emu:", "device 0: gfx90a", "compute units        104", "auto selects"] {
         assert!(out.contains(want), "info lacks {want:?}:\n{out}");
     }
-    if !std::path::Path::new("/dev/kfd").exists() {
+    if gpu_present() {
+        assert!(out.contains("auto selects `kfd`"), "{out}");
+        assert!(out.contains("kfd: kfd-direct on /dev/kfd (kernel bypass) — available"), "{out}");
+    } else {
+        assert!(out.contains("auto selects `emu`"), "{out}");
         assert!(out.contains("/dev/kfd does not exist"), "{out}");
     }
 }
@@ -41,14 +49,18 @@ fn demo_runs_and_checks_everything_on_the_emulator() {
     }
 }
 
+/// The default device: the real GPU where there is one, the emulator otherwise.
 #[test]
-fn demo_by_default_falls_back_to_the_emulator_without_a_gpu() {
-    if std::path::Path::new("/dev/kfd").exists() {
-        return;
-    }
+fn demo_by_default_runs_on_the_real_gpu_or_falls_back_to_the_emulator() {
     let o = aqueduct(&["demo"]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}\n{err}");
+    assert!(out.contains("checks passed"), "{out}");
+    if gpu_present() {
+        assert!(out.contains("backend `kfd`"), "{out}");
+        assert!(!out.contains("(not used:"), "{out}");
+        return;
+    }
     assert!(out.contains("backend `emu`"), "{out}");
     assert!(out.contains("(not used: kfd: /dev/kfd does not exist"), "{out}");
     assert!(out.contains("(not used: rocr:"), "{out}");

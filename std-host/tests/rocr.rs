@@ -1,16 +1,25 @@
-//! The ROCr backend's load, init-failure and fallback paths (this machine has ROCr, Debian's
-//! libhsa-runtime64-1, and no GPU).
+//! The ROCr backend's load, init and selection paths. Both machines are covered: without a GPU
+//! (no `/dev/kfd`, as on the machines we build on) ROCr's init must fail clearly and selection
+//! fall back to the emulator; with one, ROCr must open and selection pick the real device.
+//! ROCr itself (Debian's `libhsa-runtime64-1`) is a prerequisite: missing, the tests fail.
 
 #![cfg(feature = "rocr")]
 
+mod common;
+
 use std::path::Path;
 
+use aqueduct::Backend;
 use aqueduct_std::rocr::{Rocr, RocrError};
 use aqueduct_std::select::{AnyBackend, BackendKind, OpenOptions};
 use aqueduct_std::Device;
 
-fn no_gpu() -> bool {
-    !Path::new("/dev/kfd").exists()
+fn gpu_present() -> bool {
+    Path::new("/dev/kfd").exists()
+}
+
+fn require_rocr() {
+    common::require("libhsa-runtime64-1", "/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1");
 }
 
 #[test]
@@ -29,8 +38,16 @@ fn a_library_that_is_not_rocr_is_refused_by_symbol() {
 }
 
 #[test]
-fn without_a_gpu_hsa_init_fails_with_a_clear_error() {
-    if !no_gpu() || hsa_sys::Hsa::load(None).is_err() {
+fn hsa_init_fails_clearly_without_a_gpu_and_opens_with_one() {
+    require_rocr();
+    if let Err(e) = hsa_sys::Hsa::load(None) {
+        panic!("libhsa-runtime64.so.1 is installed but does not load: {e:?}");
+    }
+    if gpu_present() {
+        let r = Rocr::open(None, 256).unwrap_or_else(|e| panic!("/dev/kfd exists but ROCr does not open: {e}"));
+        assert!(r.device_count() > 0, "ROCr found no GPU agent");
+        let dev = Device::open(&OpenOptions::new(BackendKind::Rocr)).unwrap();
+        assert_eq!(dev.backend_kind(), BackendKind::Rocr);
         return;
     }
     let e = Rocr::open(None, 256).unwrap_err();
@@ -46,11 +63,16 @@ fn without_a_gpu_hsa_init_fails_with_a_clear_error() {
 }
 
 #[test]
-fn auto_falls_back_to_the_emulator_and_says_why() {
-    if !no_gpu() {
+fn auto_selects_the_real_gpu_or_falls_back_to_the_emulator_and_says_why() {
+    require_rocr();
+    let (b, unavailable) = AnyBackend::open(&OpenOptions::default()).unwrap();
+    if gpu_present() {
+        // kfd-direct on the real /dev/kfd comes first.
+        assert_eq!(b.kind(), BackendKind::Kfd, "tried before: {unavailable:?}");
+        assert!(unavailable.is_empty(), "{unavailable:?}");
+        assert_eq!(Device::open_default().unwrap().backend_kind(), BackendKind::Kfd);
         return;
     }
-    let (b, unavailable) = AnyBackend::open(&OpenOptions::default()).unwrap();
     assert_eq!(b.kind(), BackendKind::Emu);
     let kinds: Vec<_> = unavailable.iter().map(|u| u.kind).collect();
     assert_eq!(kinds, vec![BackendKind::Kfd, BackendKind::Rocr]);
