@@ -1,8 +1,14 @@
 //! Model-based property test: random sequences of stream, event, capture, graph, context
-//! (detach) and thread-mode calls, from two host threads, run against the loopback runtime and
-//! against a small reference model of HIP's semantics (hip-semantics.md §2–§4). After every
-//! call the result code must match the model's, and so must every observable state: each
-//! stream's capture status and detach flag, and the number of times each stream's kernels ran.
+//! (detach) and thread-mode calls, run against the loopback runtime and against a small
+//! reference model of HIP's semantics (docs/hip-semantics.md). After every call the result code
+//! must match the model's, and so must every observable state: each stream's capture status and
+//! detach flag, and the number of times each stream's kernels ran.
+//!
+//! Each call is made as one of two host threads, and they are two *identities*, not concurrency:
+//! the calls of thread 1 run on a worker OS thread (so it has its own thread key, per-thread
+//! stream and capture mode, and the thread-mode and wrong-thread rules apply), but every call
+//! runs alone, in the generated order, the test waiting for each before sending the next. Races
+//! between threads are the stress and loom suites' subject, not this one's.
 //!
 //! Cases: `AQUEDUCT_PROPTEST_CASES` (default 256; CI runs 10,000 through `scripts/verify
 //! model`; a long run is e.g. `AQUEDUCT_PROPTEST_CASES=1000000 cargo test --release -p
