@@ -287,6 +287,10 @@ fn fault_04_stream_table_full() {
     let e = env();
     let rt = &*e.rt;
     let first = rt.stream_create(1).unwrap();
+    // Work accepted before the table fills, pending while creation is refused.
+    let (c, flag) = (cell(rt), cell(rt));
+    stall(rt, first, flag);
+    launch(rt, first, e.k.inc, &a1(c)).unwrap();
     let mut streams = vec![first];
     let err = loop {
         match rt.stream_create(1) {
@@ -300,7 +304,10 @@ fn fault_04_stream_table_full() {
     let maps = e.sys.live_mappings();
     assert_eq!(rt.stream_create(1), Err(Error::OutOfMemory));
     assert_eq!(e.sys.live_mappings(), maps);
-    // Existing streams unaffected.
+    // Existing streams unaffected; the pending work runs once.
+    set(flag, 1);
+    rt.stream_synchronize_timeout(first, LONG).unwrap();
+    assert_eq!(get(c), 1);
     assert_healthy(rt, &e.k, first);
     assert_healthy(rt, &e.k, *streams.last().unwrap());
     // Freeing one slot makes room again.
