@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CHECK(x) do { hipError_t e_ = (x); if (e_ != hipSuccess) { \
     fprintf(stderr, "%s:%d %s = %d (%s)\n", __FILE__, __LINE__, #x, e_, hipGetErrorString(e_)); exit(1); } } while (0)
@@ -78,6 +79,23 @@ int main(void) {
     CHECK(hipStreamWriteValue32(s[2], flag, 7, 0));
     CHECK(hipStreamSynchronize(s[2]));
     if (*flag != 7) { fprintf(stderr, "write value %u\n", *flag); return 1; }
+
+    /* Elapsed time against a lower bound the test creates: s[2] is held at a wait-value until
+       the host has spun for 5 ms after event a completed, so b ends at least 5 ms after a (the
+       emulated GPU clock runs at host time; load only lengthens the gap). */
+    *flag = 0;
+    CHECK(hipEventRecord(a, s[2]));
+    CHECK(hipStreamWaitValue32(s[2], flag, 1, hipStreamWaitValueEq, 0xffffffff));
+    CHECK(hipEventRecord(b, s[2]));
+    CHECK(hipEventSynchronize(a));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t1);
+    while ((t1.tv_sec - t0.tv_sec) * 1000.0 + (t1.tv_nsec - t0.tv_nsec) / 1e6 < 5.0);
+    __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+    CHECK(hipEventSynchronize(b));
+    CHECK(hipEventElapsedTime(&ms, a, b));
+    if (!(ms >= 5.0)) { fprintf(stderr, "elapsed %f ms across a 5 ms hold\n", ms); return 1; }
 
     for (int i = 0; i < 3; i++) CHECK(hipStreamDestroy(s[i]));
     CHECK(hipEventDestroy(a));
