@@ -24,8 +24,12 @@ pub(crate) const SUCCESS: i32 = 0;
 pub(crate) const INVALID_VALUE: Hip = Hip(1);
 /// `hipErrorInvalidConfiguration`.
 pub(crate) const INVALID_CONFIGURATION: Hip = Hip(9);
+/// `hipErrorInvalidSymbol`.
+pub(crate) const INVALID_SYMBOL: Hip = Hip(13);
 /// `hipErrorInvalidMemcpyDirection`.
 pub(crate) const INVALID_MEMCPY_DIRECTION: Hip = Hip(21);
+/// `hipErrorMissingConfiguration`.
+pub(crate) const MISSING_CONFIGURATION: Hip = Hip(52);
 /// `hipErrorInvalidDeviceFunction`.
 pub(crate) const INVALID_DEVICE_FUNCTION: Hip = Hip(98);
 /// `hipErrorNoDevice`.
@@ -34,6 +38,8 @@ pub(crate) const NO_DEVICE: Hip = Hip(100);
 pub(crate) const INVALID_DEVICE: Hip = Hip(101);
 /// `hipErrorInvalidImage`.
 pub(crate) const INVALID_IMAGE: Hip = Hip(200);
+/// `hipErrorNoBinaryForGpu`.
+pub(crate) const NO_BINARY_FOR_GPU: Hip = Hip(209);
 /// `hipErrorInvalidKernelFile`.
 pub(crate) const INVALID_KERNEL_FILE: Hip = Hip(218);
 /// `hipErrorFileNotFound`.

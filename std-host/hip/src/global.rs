@@ -40,6 +40,9 @@ pub(crate) struct Global {
     pub(crate) modules: Mutex<Vec<Option<ModuleEntry>>>,
     /// Functions found in modules.
     pub(crate) functions: Mutex<Vec<FunctionEntry>>,
+    /// Loaded code-object images in device memory: base → bytes (their variables are
+    /// device memory for copies).
+    pub(crate) images: Mutex<BTreeMap<u64, u64>>,
 }
 
 impl ThreadExit for Global {
@@ -101,6 +104,11 @@ pub(crate) fn global() -> HipResult<&'static Global> {
     Ok(g)
 }
 
+/// The process-wide state if it has been created (never creates it).
+pub(crate) fn global_if_created() -> Option<&'static Global> {
+    GLOBAL.get().and_then(|g| g.as_ref().ok()).map(|g| &**g)
+}
+
 fn backend_kind() -> BackendKind {
     std::env::var("AQUEDUCT_BACKEND").ok().as_deref().and_then(BackendKind::parse).unwrap_or(BackendKind::Emu)
 }
@@ -129,6 +137,7 @@ fn init() -> Result<Arc<Global>, Hip> {
         host_kernels: Mutex::new(HashMap::new()),
         modules: Mutex::new(Vec::new()),
         functions: Mutex::new(Vec::new()),
+        images: Mutex::new(BTreeMap::new()),
     }))
 }
 
@@ -136,11 +145,13 @@ impl Global {
     /// Whether `[addr, addr + bytes)` lies inside one allocation of this runtime (memory the
     /// device can reach); pageable host memory does not.
     pub(crate) fn is_device_reachable(&self, addr: u64, bytes: u64) -> bool {
+        let inside = |start: u64, len: u64| addr.saturating_add(bytes) <= start.saturating_add(len.max(1));
         let allocs = lock(&self.allocs);
-        allocs
-            .range(..=addr)
-            .next_back()
-            .is_some_and(|(&start, &(len, _))| addr.saturating_add(bytes) <= start.saturating_add(len.max(1)))
+        if allocs.range(..=addr).next_back().is_some_and(|(&start, &(len, _))| inside(start, len)) {
+            return true;
+        }
+        drop(allocs);
+        lock(&self.images).range(..=addr).next_back().is_some_and(|(&start, &len)| inside(start, len))
     }
 }
 

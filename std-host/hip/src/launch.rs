@@ -5,7 +5,8 @@
 //! A host kernel is a C function the emulated GPU runs once per work-group in place of GPU code:
 //! it is registered with the emulator as a twin with a kernel object of its own, and its
 //! arguments travel in the dispatch's kernel-argument segment, each at its natural alignment.
-//! A module kernel dispatches the code object's kernel descriptor; on the emulator the twin
+//! A module kernel dispatches the code object's kernel descriptor (modules are also what the
+//! registration ABI of [`crate::register`] loads from a program's fat binary); on the emulator the twin
 //! registered under the kernel's name runs (the fixture kernels have twins, see
 //! [`crate::global`]). Module kernel arguments are laid out from the code object's metadata
 //! note; a kernel the note does not describe (no note, an unreadable one, or no entry for it)
@@ -21,7 +22,7 @@ use aqueduct_std::select::AnyBackend;
 
 use crate::error::{
     api, Hip, HipResult, FILE_NOT_FOUND, INVALID_CONFIGURATION, INVALID_DEVICE_FUNCTION, INVALID_HANDLE, INVALID_IMAGE,
-    INVALID_KERNEL_FILE, INVALID_VALUE, NOT_FOUND, NOT_SUPPORTED,
+    INVALID_KERNEL_FILE, INVALID_SYMBOL, INVALID_VALUE, NOT_FOUND, NOT_SUPPORTED,
 };
 use crate::global::{global, lock, Global};
 use crate::{handle, put, stream_of, Dim3, Handle};
@@ -46,6 +47,11 @@ pub(crate) struct ModuleEntry {
     /// Argument layouts from the code object's metadata note, by kernel name; `None` when the
     /// note is missing or cannot be parsed.
     layouts: Option<Vec<(String, ArgLayout)>>,
+    /// The code object's data symbols (device variables): name, offset in the image, size.
+    variables: Vec<(String, u64, u64)>,
+    /// Where the image sits in device memory (base, bytes); `None` where the backend does not
+    /// say (ROCr).
+    image: Option<(u64, u64)>,
 }
 
 enum Code {
@@ -54,14 +60,15 @@ enum Code {
 }
 
 /// A function of a module.
+#[derive(Clone)]
 pub(crate) struct FunctionEntry {
-    module: usize,
-    object: u64,
-    group: u32,
-    private: u32,
-    kernarg_size: usize,
+    pub(crate) module: usize,
+    pub(crate) object: u64,
+    pub(crate) group: u32,
+    pub(crate) private: u32,
+    pub(crate) kernarg_size: usize,
     /// `None`: the metadata does not describe this kernel, so `kernelParams` cannot be laid out.
-    args: Option<ArgLayout>,
+    pub(crate) args: Option<ArgLayout>,
 }
 
 /// Tags of module and function handles (top 16 bits).
@@ -202,11 +209,12 @@ pub unsafe extern "C" fn aqdRegisterHostKernel(
     })
 }
 
-/// `hipLaunchKernel` of a host kernel registered with `aqdRegisterHostKernel`; any other
+/// `hipLaunchKernel` of a host kernel registered with `aqdRegisterHostKernel`, or of a kernel
+/// handle registered with `__hipRegisterFunction` (see [`crate::register`]); any other
 /// `function` is `hipErrorInvalidDeviceFunction`.
 ///
 /// # Safety
-/// `args` holds one pointer per registered argument, each valid for the argument's size.
+/// `args` holds one pointer per kernel argument, each valid for the argument's size.
 #[no_mangle]
 pub unsafe extern "C" fn hipLaunchKernel(
     function: *const c_void,
@@ -218,6 +226,10 @@ pub unsafe extern "C" fn hipLaunchKernel(
 ) -> i32 {
     api(|| {
         let g = global()?;
+        if !lock(&g.host_kernels).contains_key(&(function as usize)) {
+            // SAFETY: the caller's contract.
+            return unsafe { crate::register::launch_registered(g, function, grid, block, args, shared_mem, stream) };
+        }
         let (object, seg) = {
             let kernels = lock(&g.host_kernels);
             let k = kernels.get(&(function as usize)).ok_or(INVALID_DEVICE_FUNCTION)?;
@@ -246,7 +258,7 @@ const SHDR_SIZE: u64 = 64;
 /// # Safety
 /// `image` points at a readable buffer that starts with `\x7fELF` only if it is a complete
 /// ELF64 file (whose header tables lie inside it); any other buffer has at least 4 readable bytes.
-unsafe fn elf_size(image: *const u8) -> HipResult<usize> {
+pub(crate) unsafe fn elf_size(image: *const u8) -> HipResult<usize> {
     // SAFETY: the caller's contract: at least the 4 magic bytes are readable.
     let magic = unsafe { std::slice::from_raw_parts(image, 4) };
     if magic != b"\x7fELF" {
@@ -299,12 +311,19 @@ unsafe fn elf_size(image: *const u8) -> HipResult<usize> {
     usize::try_from(end).map_err(|_| INVALID_IMAGE)
 }
 
-fn load(g: &Global, elf: &[u8]) -> HipResult<Handle> {
-    let device = g.rt.device()?;
-    let code = match g.rt.backend() {
-        AnyBackend::Emu(k) => Code::Kfd(k.load_code_object(device, elf).map_err(|_| INVALID_IMAGE)?),
-        AnyBackend::Kfd(k) => Code::Kfd(k.load_code_object(device, elf).map_err(|_| INVALID_IMAGE)?),
-        AnyBackend::Rocr(r) => Code::Rocr(r.load_executable(device, elf).map_err(|_| INVALID_IMAGE)?),
+/// Loads the code object `elf` onto `device`; returns the module's index.
+pub(crate) fn load_on(g: &Global, device: u32, elf: &[u8]) -> HipResult<usize> {
+    let variables = data_symbols(elf).ok_or(INVALID_IMAGE)?;
+    let (code, image) = match g.rt.backend() {
+        AnyBackend::Emu(k) => {
+            let co = k.load_code_object(device, elf).map_err(|_| INVALID_IMAGE)?;
+            (Code::Kfd(co), k.code_object(co).map(|c| (c.base(), image_bytes(elf))))
+        }
+        AnyBackend::Kfd(k) => {
+            let co = k.load_code_object(device, elf).map_err(|_| INVALID_IMAGE)?;
+            (Code::Kfd(co), k.code_object(co).map(|c| (c.base(), image_bytes(elf))))
+        }
+        AnyBackend::Rocr(r) => (Code::Rocr(r.load_executable(device, elf).map_err(|_| INVALID_IMAGE)?), None),
     };
     let layouts = aqueduct_kfd_emu::metadata::kernels_from_elf(elf).map(|kernels| {
         kernels
@@ -316,9 +335,120 @@ fn load(g: &Global, elf: &[u8]) -> HipResult<Handle> {
             })
             .collect()
     });
+    if let Some((base, bytes)) = image {
+        lock(&g.images).insert(base, bytes);
+    }
     let mut modules = lock(&g.modules);
-    modules.push(Some(ModuleEntry { code, layouts }));
-    Ok(handle(MODULE_TAG | (modules.len() - 1) as u64))
+    modules.push(Some(ModuleEntry { code, layouts, variables, image }));
+    Ok(modules.len() - 1)
+}
+
+fn load(g: &Global, elf: &[u8]) -> HipResult<Handle> {
+    let i = load_on(g, g.rt.device()?, elf)?;
+    Ok(handle(MODULE_TAG | i as u64))
+}
+
+/// The data symbols of an AMDGPU ELF (`STT_OBJECT` with a size, kernel descriptors excluded):
+/// name, value (offset in the loaded image) and size. `None` if the ELF cannot be read.
+fn data_symbols(elf: &[u8]) -> Option<Vec<(String, u64, u64)>> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let file = object::read::elf::ElfFile64::<object::Endianness>::parse(elf).ok()?;
+    let mut out = Vec::new();
+    for sym in file.dynamic_symbols().chain(file.symbols()) {
+        let Ok(name) = sym.name() else { continue };
+        if sym.kind() != SymbolKind::Data || sym.is_undefined() || name.ends_with(".kd") {
+            continue;
+        }
+        if !out.iter().any(|(n, _, _): &(String, u64, u64)| n == name) {
+            out.push((name.to_owned(), sym.address(), sym.size()));
+        }
+    }
+    Some(out)
+}
+
+/// Bytes the loaded image of `elf` spans: the end of its last `PT_LOAD` segment in memory.
+fn image_bytes(elf: &[u8]) -> u64 {
+    use object::read::elf::{FileHeader, ProgramHeader};
+    let Ok(file) = object::read::elf::ElfFile64::<object::Endianness>::parse(elf) else { return 0 };
+    let e = file.endian();
+    let Ok(headers) = file.elf_header().program_headers(e, elf) else { return 0 };
+    headers
+        .iter()
+        .filter(|ph| ph.p_type(e) == object::elf::PT_LOAD)
+        .map(|ph| ph.p_vaddr(e).saturating_add(ph.p_memsz(e)))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The device address and size of data symbol `name` of module `module`: `hipErrorInvalidSymbol`
+/// if the code object has no such symbol, `hipErrorNotSupported` where the backend does not say
+/// where the image lies.
+pub(crate) fn module_variable(g: &Global, module: usize, name: &str) -> HipResult<(u64, u64)> {
+    let modules = lock(&g.modules);
+    let m = modules.get(module).and_then(Option::as_ref).ok_or(INVALID_HANDLE)?;
+    let &(_, value, size) = m.variables.iter().find(|(n, _, _)| n == name).ok_or(INVALID_SYMBOL)?;
+    let (base, _) = m.image.ok_or(NOT_SUPPORTED)?;
+    Ok((base + value, size))
+}
+
+/// Unloads module `module` (no launch of its kernels may still be pending).
+pub(crate) fn unload(g: &Global, module: usize) -> HipResult {
+    let entry = lock(&g.modules).get_mut(module).and_then(Option::take).ok_or(INVALID_HANDLE)?;
+    if let Some((base, _)) = entry.image {
+        lock(&g.images).remove(&base);
+    }
+    match (entry.code, g.rt.backend()) {
+        (Code::Kfd(co), AnyBackend::Emu(k)) => k.unload_code_object(co).map_err(|_| INVALID_HANDLE),
+        (Code::Kfd(co), AnyBackend::Kfd(k)) => k.unload_code_object(co).map_err(|_| INVALID_HANDLE),
+        (Code::Rocr(x), AnyBackend::Rocr(r)) => r.unload_executable(x).map_err(Hip::from),
+        _ => Err(INVALID_HANDLE),
+    }
+}
+
+/// Function `name` of module `module`: `hipErrorNotFound` if the code object has no such kernel.
+pub(crate) fn module_function(g: &Global, module: usize, name: &str) -> HipResult<FunctionEntry> {
+    let modules = lock(&g.modules);
+    let m = modules.get(module).and_then(Option::as_ref).ok_or(INVALID_HANDLE)?;
+    let (object, group, private, kernarg) = match (&m.code, g.rt.backend()) {
+        (Code::Kfd(co), AnyBackend::Emu(k)) => {
+            let info = k.kernel(*co, name).map_err(|_| NOT_FOUND)?;
+            (info.kernel_object, info.group_segment_size, info.private_segment_size, info.kernarg_size)
+        }
+        (Code::Kfd(co), AnyBackend::Kfd(k)) => {
+            let info = k.kernel(*co, name).map_err(|_| NOT_FOUND)?;
+            (info.kernel_object, info.group_segment_size, info.private_segment_size, info.kernarg_size)
+        }
+        (Code::Rocr(x), AnyBackend::Rocr(r)) => r.kernel(*x, name).map_err(|_| NOT_FOUND)?,
+        _ => return Err(INVALID_HANDLE),
+    };
+    let args = m.layouts.as_ref().and_then(|l| l.iter().find(|(n, _)| n == name)).map(|(_, a)| a.clone());
+    Ok(FunctionEntry { module, object, group, private, kernarg_size: kernarg as usize, args })
+}
+
+/// A launch's configuration: blocks, threads per block, dynamic LDS bytes, stream.
+#[derive(Clone, Copy)]
+pub(crate) struct Config {
+    pub(crate) grid: Dim3,
+    pub(crate) block: Dim3,
+    pub(crate) shared_mem: u32,
+    pub(crate) stream: Handle,
+}
+
+/// Launches function `f` with `kernelParams` (`params`) or a ready buffer (`extra`).
+///
+/// # Safety
+/// As `hipModuleLaunchKernel`'s `params` and `extra`.
+pub(crate) unsafe fn launch_function(
+    g: &Global,
+    f: &FunctionEntry,
+    c: Config,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> HipResult {
+    // SAFETY: the caller's contract.
+    let seg = unsafe { module_kernarg(f, params, extra)? };
+    let t = Target { object: f.object, group: f.group.saturating_add(c.shared_mem), private: f.private };
+    launch(g, c.stream, t, c.grid, c.block, &seg)
 }
 
 /// `hipModuleLoad`: loads an AMDHSA code object file.
@@ -369,14 +499,7 @@ pub extern "C" fn hipModuleUnload(module: Handle) -> i32 {
     api(|| {
         let g = global()?;
         let i = untag(module, MODULE_TAG).ok_or(INVALID_HANDLE)?;
-        let entry = lock(&g.modules).get_mut(i).and_then(Option::take).ok_or(INVALID_HANDLE)?;
-        let r = match (entry.code, g.rt.backend()) {
-            (Code::Kfd(co), AnyBackend::Emu(k)) => k.unload_code_object(co).map_err(|_| INVALID_HANDLE),
-            (Code::Kfd(co), AnyBackend::Kfd(k)) => k.unload_code_object(co).map_err(|_| INVALID_HANDLE),
-            (Code::Rocr(x), AnyBackend::Rocr(r)) => r.unload_executable(x).map_err(Hip::from),
-            _ => Err(INVALID_HANDLE),
-        };
-        r
+        unload(g, i)
     })
 }
 
@@ -397,23 +520,7 @@ pub unsafe extern "C" fn hipModuleGetFunction(function: *mut Handle, module: Han
             return Err(INVALID_VALUE);
         }
         let i = untag(module, MODULE_TAG).ok_or(INVALID_HANDLE)?;
-        let modules = lock(&g.modules);
-        let m = modules.get(i).and_then(Option::as_ref).ok_or(INVALID_HANDLE)?;
-        let (object, group, private, kernarg) = match (&m.code, g.rt.backend()) {
-            (Code::Kfd(co), AnyBackend::Emu(k)) => {
-                let info = k.kernel(*co, name).map_err(|_| NOT_FOUND)?;
-                (info.kernel_object, info.group_segment_size, info.private_segment_size, info.kernarg_size)
-            }
-            (Code::Kfd(co), AnyBackend::Kfd(k)) => {
-                let info = k.kernel(*co, name).map_err(|_| NOT_FOUND)?;
-                (info.kernel_object, info.group_segment_size, info.private_segment_size, info.kernarg_size)
-            }
-            (Code::Rocr(x), AnyBackend::Rocr(r)) => r.kernel(*x, name).map_err(|_| NOT_FOUND)?,
-            _ => return Err(INVALID_HANDLE),
-        };
-        let args = m.layouts.as_ref().and_then(|l| l.iter().find(|(n, _)| n == name)).map(|(_, a)| a.clone());
-        drop(modules);
-        let entry = FunctionEntry { module: i, object, group, private, kernarg_size: kernarg as usize, args };
+        let entry = module_function(g, i, name)?;
         let mut functions = lock(&g.functions);
         functions.push(entry);
         let h = handle(FUNCTION_TAG | (functions.len() - 1) as u64);
@@ -423,9 +530,9 @@ pub unsafe extern "C" fn hipModuleGetFunction(function: *mut Handle, module: Han
 }
 
 /// `HIP_LAUNCH_PARAM_BUFFER_POINTER`, `…_SIZE`, `…_END`.
-const PARAM_BUFFER_POINTER: usize = 1;
-const PARAM_BUFFER_SIZE: usize = 2;
-const PARAM_END: usize = 3;
+pub(crate) const PARAM_BUFFER_POINTER: usize = 1;
+pub(crate) const PARAM_BUFFER_SIZE: usize = 2;
+pub(crate) const PARAM_END: usize = 3;
 
 /// The argument segment of a module launch, from `kernelParams` (one pointer per explicit
 /// argument, laid out by the metadata) or from `extra` (a ready buffer). Without a layout from
@@ -502,19 +609,15 @@ pub unsafe extern "C" fn hipModuleLaunchKernel(
     api(|| {
         let g = global()?;
         let i = untag(function, FUNCTION_TAG).ok_or(INVALID_HANDLE)?;
-        let (object, group, private, seg) = {
-            let functions = lock(&g.functions);
-            let f = functions.get(i).ok_or(INVALID_HANDLE)?;
-            if lock(&g.modules).get(f.module).and_then(Option::as_ref).is_none() {
-                return Err(INVALID_HANDLE);
-            }
-            // SAFETY: the caller's contract.
-            let seg = unsafe { module_kernarg(f, params, extra)? };
-            (f.object, f.group.saturating_add(shared_mem), f.private, seg)
-        };
+        let f = lock(&g.functions).get(i).cloned().ok_or(INVALID_HANDLE)?;
+        if lock(&g.modules).get(f.module).and_then(Option::as_ref).is_none() {
+            return Err(INVALID_HANDLE);
+        }
         let grid = Dim3 { x: grid_x, y: grid_y, z: grid_z };
         let block = Dim3 { x: block_x, y: block_y, z: block_z };
-        launch(g, stream, Target { object, group, private }, grid, block, &seg)
+        let c = Config { grid, block, shared_mem, stream };
+        // SAFETY: the caller's contract.
+        unsafe { launch_function(g, &f, c, params, extra) }
     })
 }
 

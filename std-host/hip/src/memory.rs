@@ -152,6 +152,24 @@ fn staged(g: &Global, dst: u64, src: u64, bytes: u64, copy: impl Fn(u64, u64, u6
     Ok(true)
 }
 
+/// The check of synchronous copies: `hipErrorStreamCaptureImplicit` (and every capture
+/// invalidated) while any capture is active. A fill of nothing on the null stream makes exactly
+/// that check, and the null stream's own.
+pub(crate) fn check_capturing(g: &Global) -> HipResult {
+    Ok(g.rt.memset(1, 0, 0)?)
+}
+
+/// A synchronous copy on the null stream: device-reachable memory on the device, pageable
+/// memory staged; complete on return.
+pub(crate) fn memcpy_sync(g: &Global, d: u64, s: u64, n: u64) -> HipResult {
+    // The capture check, the null-stream ordering and the NULL checks, with nothing to copy.
+    g.rt.memcpy(d, s, 0)?;
+    if !staged(g, d, s, n, |d, s, n| Ok(g.rt.memcpy(d, s, n)?))? {
+        g.rt.memcpy(d, s, n)?;
+    }
+    Ok(())
+}
+
 /// `hipMemcpy`: synchronous; any active capture makes it `hipErrorStreamCaptureImplicit`.
 ///
 /// # Safety
@@ -161,19 +179,13 @@ pub unsafe extern "C" fn hipMemcpy(dst: *mut c_void, src: *const c_void, bytes: 
     api(|| {
         let g = global()?;
         check_kind(kind)?;
-        let (d, s, n) = (dst as usize as u64, src as usize as u64, bytes as u64);
-        // The capture check, the null-stream ordering and the NULL checks, with nothing to copy.
-        g.rt.memcpy(d, s, 0)?;
-        if !staged(g, d, s, n, |d, s, n| Ok(g.rt.memcpy(d, s, n)?))? {
-            g.rt.memcpy(d, s, n)?;
-        }
-        Ok(())
+        memcpy_sync(g, dst as usize as u64, src as usize as u64, bytes as u64)
     })
 }
 
 /// Copies on `stream`: device-reachable memory in stream order; pageable memory staged after
 /// the stream's earlier work, complete on return. A capturing stream records the copy as is.
-fn memcpy_on(g: &Global, stream: StreamHandle, d: u64, s: u64, n: u64) -> HipResult {
+pub(crate) fn memcpy_on(g: &Global, stream: StreamHandle, d: u64, s: u64, n: u64) -> HipResult {
     // The stream's checks (stale, detached, invalidated capture) and the NULL checks.
     g.rt.memcpy_async(stream, d, s, 0)?;
     let reachable = g.is_device_reachable(d, n) && g.is_device_reachable(s, n);

@@ -50,6 +50,11 @@ static GCC: Mutex<()> = Mutex::new(());
 
 /// Compiles `tests/c/<name>.c`; `static_lib` links `libaqueduct_hip.a` instead of the `.so`.
 fn build(name: &str, static_lib: bool) -> PathBuf {
+    build_with(name, static_lib, &[])
+}
+
+/// As [`build`], with extra compiler arguments (`-D…`).
+fn build_with(name: &str, static_lib: bool, extra: &[String]) -> PathBuf {
     require("libamdhip64-dev", "/usr/include/hip/hip_runtime_api.h");
     require("gcc", "/usr/bin/gcc");
     let lib = lib_dir();
@@ -59,6 +64,7 @@ fn build(name: &str, static_lib: bool) -> PathBuf {
     c.args(["-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-D__HIP_PLATFORM_AMD__"])
         .arg("-I/usr/include")
         .arg(format!("-I{}", manifest().join("include").display()))
+        .args(extra)
         .arg("-o")
         .arg(&exe)
         .arg(manifest().join("tests/c").join(format!("{name}.c")));
@@ -114,6 +120,117 @@ fn check(name: &str, out: &Output) -> String {
     assert!(out.status.success(), "{name}: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
     assert!(stdout.contains(&format!("{name}: ok")), "{name} did not finish:\n{stdout}\nstderr:\n{stderr}");
     stdout
+}
+
+/// The emulator's clang-15 fixture code object for `target` (`gfx90a`, `gfx1100`).
+fn fixture(target: &str) -> Vec<u8> {
+    let path = manifest().join(format!("../../kfd-direct/emu/fixtures/kernels-{target}.co"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A clang offload bundle as clang-offload-bundler writes one for hipcc: the magic, the entry
+/// count, each entry's offset, size and id, then the code objects at 4096-byte alignment.
+fn bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let header: usize = 32 + entries.iter().map(|(id, _)| 24 + id.len()).sum::<usize>();
+    let mut at = header.div_ceil(4096) * 4096;
+    let mut out = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    out.extend((entries.len() as u64).to_le_bytes());
+    let mut offsets = Vec::new();
+    for (id, code) in entries {
+        offsets.push(at);
+        out.extend((at as u64).to_le_bytes());
+        out.extend((code.len() as u64).to_le_bytes());
+        out.extend((id.len() as u64).to_le_bytes());
+        out.extend(id.as_bytes());
+        at += code.len().div_ceil(4096) * 4096;
+    }
+    for ((_, code), off) in entries.iter().zip(offsets) {
+        out.resize(off, 0);
+        out.extend(*code);
+    }
+    out
+}
+
+/// Writes `bytes` to a file of this test run; returns its path.
+fn write_temp(name: &str, bytes: &[u8]) -> PathBuf {
+    let path = out_dir().join(name);
+    std::fs::write(&path, bytes).expect("write");
+    path
+}
+
+/// The host entry clang always writes first (its input is /dev/null).
+const HOST_ENTRY: &str = "host-x86_64-unknown-linux-gnu";
+
+#[test]
+fn hipcc_style_registration_and_launch() {
+    let (gfx90a, gfx1100) = (fixture("gfx90a"), fixture("gfx1100"));
+    let good = bundle(&[
+        (HOST_ENTRY, &[]),
+        ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", &gfx1100),
+        ("hipv4-amdgcn-amd-amdhsa--gfx1100", &gfx1100),
+        ("hipv4-amdgcn-amd-amdhsa--gfx90a", &gfx90a),
+    ]);
+    let wrong = bundle(&[(HOST_ENTRY, &[]), ("hipv4-amdgcn-amd-amdhsa--gfx1100", &gfx1100)]);
+    let define = |key: &str, path: PathBuf| format!("-D{key}=\"{}\"", path.display());
+    let extra = [
+        define("BUNDLE_GOOD", write_temp("registration-good.hipfb", &good)),
+        define("BUNDLE_WRONG", write_temp("registration-wrong.hipfb", &wrong)),
+    ];
+    check("registration", &run(&build_with("registration", false, &extra), &[]));
+}
+
+/// `tests/c/hipcc_program.hip` compiled by clang-15 the way hipcc compiles it (device code
+/// object, offload bundle, host object embedding it), linked against `libaqueduct_hip.so`.
+#[test]
+fn clang_built_hip_program_runs_unmodified() {
+    require("clang-15", "/usr/bin/clang-15");
+    require("lld-15", "/usr/bin/ld.lld-15");
+    require("libamdhip64-dev", "/usr/include/hip/hip_runtime_api.h");
+    let lib = lib_dir();
+    let src = manifest().join("tests/c/hipcc_program.hip");
+    let dir = out_dir();
+    let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
+    let clang = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new("clang-15").args(args).output().expect("clang-15");
+        assert!(out.status.success(), "clang-15 {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let (device, fatbin, host, exe) = (
+        dir.join("hipcc_program-gfx90a.co"),
+        dir.join("hipcc_program.hipfb"),
+        dir.join("hipcc_program.o"),
+        dir.join("hipcc_program"),
+    );
+    let common = ["-x", "hip", "-nogpulib", "-nogpuinc", "-O2", "-D__HIP_PLATFORM_AMD__", "-I/usr/include"];
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let mut args: Vec<&std::ffi::OsStr> = common.iter().map(|a| os(a)).collect();
+    args.extend(["--cuda-device-only", "--offload-arch=gfx90a", "--no-gpu-bundle-output", "-c"].map(os));
+    args.extend([src.as_os_str(), os("-o"), device.as_os_str()]);
+    clang(&args);
+    let code = std::fs::read(&device).expect("device code object");
+    std::fs::write(&fatbin, bundle(&[(HOST_ENTRY, &[]), ("hipv4-amdgcn-amd-amdhsa--gfx90a", &code)])).expect("write");
+    let mut args: Vec<&std::ffi::OsStr> = common.iter().map(|a| os(a)).collect();
+    args.extend(["--cuda-host-only", "-Xclang", "-fcuda-include-gpubinary", "-Xclang"].map(os));
+    args.push(fatbin.as_os_str());
+    args.extend([os("-c"), src.as_os_str(), os("-o"), host.as_os_str()]);
+    clang(&args);
+    let out = Command::new("gcc")
+        .arg(&host)
+        .arg(format!("-L{}", lib.display()))
+        .arg("-laqueduct_hip")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("gcc");
+    assert!(out.status.success(), "linking hipcc_program failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    drop(_g);
+    // The host object calls the registration ABI itself.
+    let nm = Command::new("nm").arg("-u").arg(&host).output().expect("nm");
+    let undefined = String::from_utf8_lossy(&nm.stdout);
+    for f in ["__hipRegisterFatBinary", "__hipRegisterFunction", "__hipRegisterVar", "__hipPushCallConfiguration"] {
+        assert!(undefined.contains(f), "clang's host object does not call {f}:\n{undefined}");
+    }
+    check("hipcc_program", &run(&exe, &[]));
 }
 
 #[test]
