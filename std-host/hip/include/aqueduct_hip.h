@@ -20,6 +20,11 @@ extern "C" {
 hipError_t hipStreamGetId(hipStream_t stream, unsigned long long* id);
 hipError_t hipStreamGetDevice(hipStream_t stream, hipDevice_t* device);
 hipError_t hipEventRecordWithFlags(hipEvent_t event, hipStream_t stream, unsigned int flags);
+/* hipLimitStackSize (0) of newer HIP, and hipDeviceSetLimit, which HIP 5.2 does not declare. */
+#ifndef hipLimitStackSize
+#define hipLimitStackSize ((enum hipLimit_t)0)
+#endif
+hipError_t hipDeviceSetLimit(enum hipLimit_t limit, size_t value);
 /* Host kernels: the emulated device runs these in place of GPU code. */
 typedef void (*aqdHostKernel)(void** args, dim3 blockIdx, dim3 gridDim, dim3 blockDim);
 /* Binds body to symbol (any unique address). argCount/argSizes describe the kernel's arguments; at

@@ -1,4 +1,4 @@
-//! Device management and error reporting: `hipGetDeviceCount` … `hipDeviceGetAttribute`,
+//! Device management and error reporting: `hipGetDeviceCount` … `hipDeviceReset`,
 //! `hipGetLastError`, `hipPeekAtLastError`, `hipGetErrorName`, `hipGetErrorString`.
 
 use std::collections::HashMap;
@@ -96,55 +96,6 @@ pub unsafe extern "C" fn hipDeviceGetStreamPriorityRange(least: *mut c_int, grea
             }
         }
         Ok(())
-    })
-}
-
-/// `hipDeviceAttributeMaxThreadsPerBlock` (HIP 5.2's numbering).
-const ATTR_MAX_THREADS_PER_BLOCK: c_int = 56;
-/// `hipDeviceAttributeMaxBlockDimX` .. `Z`.
-const ATTR_MAX_BLOCK_DIM: [c_int; 3] = [26, 27, 28];
-/// `hipDeviceAttributeMaxGridDimX` .. `Z`.
-const ATTR_MAX_GRID_DIM: [c_int; 3] = [29, 30, 31];
-/// `hipDeviceAttributeComputeCapabilityMajor` / `Minor`.
-const ATTR_CC_MAJOR: c_int = 23;
-const ATTR_CC_MINOR: c_int = 61;
-/// `hipDeviceAttributeMultiprocessorCount`.
-const ATTR_MULTIPROCESSOR_COUNT: c_int = 63;
-/// `hipDeviceAttributeWarpSize`.
-const ATTR_WARP_SIZE: c_int = 87;
-
-/// `hipDeviceGetAttribute`: the CU count, the launch limits, the warp size and the gfx version
-/// as a compute capability; other attributes are `hipErrorInvalidValue`.
-///
-/// # Safety
-/// `value` is NULL or valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn hipDeviceGetAttribute(value: *mut c_int, attr: c_int, device: c_int) -> i32 {
-    api(|| {
-        let g = global()?;
-        if value.is_null() {
-            return Err(INVALID_VALUE);
-        }
-        let device = u32::try_from(device).map_err(|_| INVALID_DEVICE)?;
-        let info = g.rt.device_info(device)?;
-        let v = match attr {
-            ATTR_MULTIPROCESSOR_COUNT => info.cu_count as c_int,
-            ATTR_MAX_THREADS_PER_BLOCK => 1024,
-            a if ATTR_MAX_BLOCK_DIM.contains(&a) => 1024,
-            a if ATTR_MAX_GRID_DIM.contains(&a) => c_int::MAX,
-            ATTR_WARP_SIZE => {
-                if info.gfx_target_version / 10000 >= 10 {
-                    32
-                } else {
-                    64
-                }
-            }
-            ATTR_CC_MAJOR => (info.gfx_target_version / 10000) as c_int,
-            ATTR_CC_MINOR => (info.gfx_target_version / 100 % 100) as c_int,
-            _ => return Err(INVALID_VALUE),
-        };
-        // SAFETY: the caller's contract.
-        unsafe { put(value, v) }
     })
 }
 

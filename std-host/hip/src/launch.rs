@@ -49,6 +49,8 @@ pub(crate) struct ModuleEntry {
     layouts: Option<Vec<(String, ArgLayout)>>,
     /// The code object's data symbols (device variables): name, offset in the image, size.
     variables: Vec<(String, u64, u64)>,
+    /// What the metadata note says each kernel uses, by kernel name.
+    resources: Vec<(String, Resources)>,
     /// Where the image sits in device memory (base, bytes); `None` where the backend does not
     /// say (ROCr).
     image: Option<(u64, u64)>,
@@ -69,6 +71,56 @@ pub(crate) struct FunctionEntry {
     pub(crate) kernarg_size: usize,
     /// `None`: the metadata does not describe this kernel, so `kernelParams` cannot be laid out.
     pub(crate) args: Option<ArgLayout>,
+    /// Registers and limits from the metadata (`None` when it does not describe the kernel).
+    pub(crate) resources: Option<Resources>,
+}
+
+/// What a kernel uses and allows, from its metadata entry (code object v3+).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Resources {
+    /// `.vgpr_count`.
+    pub(crate) vgprs: u32,
+    /// `.sgpr_count`.
+    pub(crate) sgprs: u32,
+    /// `.max_flat_workgroup_size`.
+    pub(crate) max_threads: u32,
+    /// `.wavefront_size`.
+    pub(crate) wavefront: u32,
+}
+
+/// The resources of every kernel the metadata note of `elf` describes.
+fn kernel_resources(elf: &[u8]) -> Vec<(String, Resources)> {
+    use aqueduct_kfd_emu::metadata::{decode, Value, NT_AMDGPU_METADATA};
+    use object::read::elf::{FileHeader, ProgramHeader};
+    let Ok(hdr) = object::elf::FileHeader64::<object::Endianness>::parse(elf) else { return Vec::new() };
+    let Ok(endian) = hdr.endian() else { return Vec::new() };
+    let Ok(headers) = hdr.program_headers(endian, elf) else { return Vec::new() };
+    for ph in headers.iter().filter(|ph| ph.p_type(endian) == object::elf::PT_NOTE) {
+        let Ok(Some(mut notes)) = ph.notes(endian, elf) else { continue };
+        while let Ok(Some(note)) = notes.next() {
+            if note.name() != b"AMDGPU" || note.n_type(endian) != NT_AMDGPU_METADATA {
+                continue;
+            }
+            let Some(Value::Array(kernels)) = decode(note.desc()).and_then(|v| v.get("amdhsa.kernels").cloned()) else {
+                return Vec::new();
+            };
+            let u32_of = |k: &Value, key: &str| k.get(key).and_then(Value::as_u64).map_or(0, |v| v as u32);
+            return kernels
+                .iter()
+                .filter_map(|k| {
+                    let name = k.get(".name").and_then(Value::as_str)?.to_owned();
+                    let r = Resources {
+                        vgprs: u32_of(k, ".vgpr_count"),
+                        sgprs: u32_of(k, ".sgpr_count"),
+                        max_threads: u32_of(k, ".max_flat_workgroup_size"),
+                        wavefront: u32_of(k, ".wavefront_size"),
+                    };
+                    Some((name, r))
+                })
+                .collect();
+        }
+    }
+    Vec::new()
 }
 
 /// Tags of module and function handles (top 16 bits).
@@ -338,8 +390,9 @@ pub(crate) fn load_on(g: &Global, device: u32, elf: &[u8]) -> HipResult<usize> {
     if let Some((base, bytes)) = image {
         lock(&g.images).insert(base, bytes);
     }
+    let resources = kernel_resources(elf);
     let mut modules = lock(&g.modules);
-    modules.push(Some(ModuleEntry { code, layouts, variables, image }));
+    modules.push(Some(ModuleEntry { code, layouts, variables, resources, image }));
     Ok(modules.len() - 1)
 }
 
@@ -422,7 +475,8 @@ pub(crate) fn module_function(g: &Global, module: usize, name: &str) -> HipResul
         _ => return Err(INVALID_HANDLE),
     };
     let args = m.layouts.as_ref().and_then(|l| l.iter().find(|(n, _)| n == name)).map(|(_, a)| a.clone());
-    Ok(FunctionEntry { module, object, group, private, kernarg_size: kernarg as usize, args })
+    let resources = m.resources.iter().find(|(n, _)| n == name).map(|&(_, r)| r);
+    Ok(FunctionEntry { module, object, group, private, kernarg_size: kernarg as usize, args, resources })
 }
 
 /// A launch's configuration: blocks, threads per block, dynamic LDS bytes, stream.

@@ -15,7 +15,8 @@
 //!   selects (the emulated GPU by default), created on first use, with std-host's thread keys.
 //! - `register`: HIP's registration ABI (fat binaries, kernel handles, device variables, the
 //!   `<<<>>>` call configuration), as hipcc-generated host code calls it.
-//! - `device`, `stream`, `capture`, `memory`, `launch`, `context`: the exported functions. This
+//! - `device`, `properties`, `stream`, `capture`, `memory`, `launch`, `context`: the exported
+//!   functions. This
 //!   layer checks what only C has — NULL out-pointers, in the order HIP checks them — converts
 //!   handles, and passes everything else to core, whose errors already carry HIP's numbers.
 //!
@@ -30,6 +31,7 @@ mod error;
 mod global;
 mod launch;
 mod memory;
+mod properties;
 mod register;
 mod stream;
 

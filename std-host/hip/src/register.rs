@@ -288,7 +288,7 @@ fn load_for(g: &Global, blob: usize, device: u32) -> HipResult<usize> {
 }
 
 /// The function behind kernel handle `key` on `device`.
-fn function_on(g: &Global, key: usize, device: u32) -> HipResult<Arc<FunctionEntry>> {
+pub(crate) fn function_on(g: &Global, key: usize, device: u32) -> HipResult<Arc<FunctionEntry>> {
     let mut reg = lock(&REGISTRY);
     let f = reg.functions.get(&key).ok_or(INVALID_DEVICE_FUNCTION)?;
     if let Some(entry) = f.devices.get(&device) {

@@ -234,6 +234,14 @@ fn clang_built_hip_program_runs_unmodified() {
 }
 
 #[test]
+fn device_properties_and_attributes() {
+    require("libdrm-common", "/usr/share/libdrm/amdgpu.ids");
+    let out = c_test("device_properties", &[]);
+    // The emulated gfx90a's PCI id, 0x740f, is the MI210 in libdrm's table.
+    assert!(out.contains("name: AMD Instinct MI210"), "{out}");
+}
+
+#[test]
 fn device_memory_and_errors() {
     let out = c_test("device_memory", &[]);
     assert!(out.contains("CUs: 104"), "the emulated gfx90a has 104 CUs:\n{out}");

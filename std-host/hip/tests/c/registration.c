@@ -206,6 +206,39 @@ int main(void) {
     EXPECT(hipMemcpyFromSymbol(host, &shadow_missing, 4, 0, hipMemcpyHostToDevice), hipErrorInvalidMemcpyDirection);
     EXPECT(hipGetLastError(), hipErrorInvalidMemcpyDirection);
 
+    /* What a kernel uses: static LDS and scratch, registers and block limit from the metadata. */
+    hipFuncAttributes fa;
+    memset(&fa, 0xab, sizeof fa);
+    OK(hipFuncGetAttributes(&fa, (const void *)&vector_add));
+    TRUE(fa.maxThreadsPerBlock == 256 && fa.numRegs == 8 && fa.sharedSizeBytes == 0 && fa.localSizeBytes == 0);
+    TRUE(fa.binaryVersion == 90 && fa.ptxVersion == 90 && fa.maxDynamicSharedSizeBytes == 65536);
+    TRUE(fa.constSizeBytes == 0 && fa.cacheModeCA == 0 && fa.preferredShmemCarveout == 0);
+    EXPECT(hipFuncGetAttributes(NULL, (const void *)&vector_add), hipErrorInvalidValue);
+    EXPECT(hipFuncGetAttributes(&fa, (const void *)&shadow_unregistered), hipErrorInvalidDeviceFunction);
+    EXPECT(hipFuncGetAttributes(&fa, (const void *)&fill_u32_wrong), hipErrorInvalidDeviceFunction);
+    /* Occupancy: few registers, so 4 SIMDs x 8 waves x 64 = 2048 threads per CU, within the
+       kernel's 256-thread limit. */
+    int og = 0, ob = 0, per_cu = 0;
+    OK(hipOccupancyMaxPotentialBlockSize(&og, &ob, (const void *)&fill_u32, 0, 0));
+    TRUE(ob == 256 && og == 104 * 8);
+    OK(hipOccupancyMaxPotentialBlockSize(&og, &ob, (const void *)&fill_u32, 0, 128));
+    TRUE(ob == 128 && og == 104 * 16);
+    OK(hipOccupancyMaxPotentialBlockSize(&og, &ob, (const void *)&fill_u32, 48 << 10, 0));
+    TRUE(ob == 256 && og == 104);
+    OK(hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_cu, (const void *)&fill_u32, 64, 0));
+    TRUE(per_cu == 32);
+    OK(hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_cu, (const void *)&fill_u32, 512, 0));
+    TRUE(per_cu == 0);
+    EXPECT(hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_cu, (const void *)&fill_u32, 0, 0), hipErrorInvalidValue);
+    EXPECT(hipOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&per_cu, (const void *)&fill_u32, 64, 0, 2),
+           hipErrorInvalidValue);
+    OK(hipOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&per_cu, (const void *)&fill_u32, 64, 0, 1));
+    TRUE(per_cu == 32);
+    EXPECT(hipOccupancyMaxPotentialBlockSize(NULL, &ob, (const void *)&fill_u32, 0, 0), hipErrorInvalidValue);
+    EXPECT(hipOccupancyMaxPotentialBlockSize(&og, &ob, (const void *)&shadow_unregistered, 0, 0),
+           hipErrorInvalidDeviceFunction);
+    (void)hipGetLastError();
+
     /* Unregistering forgets the binary's kernels. */
     again = __hipRegisterFatBinary(&again_wrapper);
     TRUE(again != NULL && again != good);

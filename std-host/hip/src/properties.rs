@@ -1,0 +1,696 @@
+//! What a device is: `hipGetDeviceProperties` with HIP 5.2's `hipDeviceProp_t` (792 bytes, the
+//! layout Debian's header declares), `hipDeviceGetAttribute`, `hipDeviceGetLimit` /
+//! `hipDeviceSetLimit`, and what a kernel uses: `hipFuncGetAttributes`, the occupancy
+//! calculator.
+//!
+//! Values come from the device's KFD topology node (`properties`, the memory bank, the L2
+//! cache), read through the backend's system interface (the emulator answers with its own
+//! topology), and from the ISA; a field aqueduct cannot back is 0 — textures, cooperative and
+//! managed memory, pageable-memory access, ECC (HIP 5.2 reports 0 too). The device name is the
+//! marketing name libdrm's `amdgpu.ids` gives the PCI device id, as HIP's is; without that file,
+//! the topology node's name.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use aqueduct_kfd::Sys;
+use aqueduct_std::select::AnyBackend;
+
+use crate::error::{api, Hip, HipResult, INVALID_DEVICE, INVALID_DEVICE_FUNCTION, INVALID_VALUE};
+use crate::global::{global, lock, Global};
+use crate::launch::FunctionEntry;
+use crate::put;
+use crate::register::{function_on, isa_name};
+
+/// `hipDeviceArch_t`: 17 one-bit fields in declaration order.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceArch(u32);
+
+/// `hipDeviceProp_t` of HIP 5.2 (field names as in the header).
+#[repr(C)]
+#[derive(Clone, Copy)]
+#[allow(non_snake_case, missing_docs)]
+pub struct DeviceProp {
+    pub name: [c_char; 256],
+    pub totalGlobalMem: usize,
+    pub sharedMemPerBlock: usize,
+    pub regsPerBlock: c_int,
+    pub warpSize: c_int,
+    pub maxThreadsPerBlock: c_int,
+    pub maxThreadsDim: [c_int; 3],
+    pub maxGridSize: [c_int; 3],
+    pub clockRate: c_int,
+    pub memoryClockRate: c_int,
+    pub memoryBusWidth: c_int,
+    pub totalConstMem: usize,
+    pub major: c_int,
+    pub minor: c_int,
+    pub multiProcessorCount: c_int,
+    pub l2CacheSize: c_int,
+    pub maxThreadsPerMultiProcessor: c_int,
+    pub computeMode: c_int,
+    pub clockInstructionRate: c_int,
+    pub arch: DeviceArch,
+    pub concurrentKernels: c_int,
+    pub pciDomainID: c_int,
+    pub pciBusID: c_int,
+    pub pciDeviceID: c_int,
+    pub maxSharedMemoryPerMultiProcessor: usize,
+    pub isMultiGpuBoard: c_int,
+    pub canMapHostMemory: c_int,
+    pub gcnArch: c_int,
+    pub gcnArchName: [c_char; 256],
+    pub integrated: c_int,
+    pub cooperativeLaunch: c_int,
+    pub cooperativeMultiDeviceLaunch: c_int,
+    pub maxTexture1DLinear: c_int,
+    pub maxTexture1D: c_int,
+    pub maxTexture2D: [c_int; 2],
+    pub maxTexture3D: [c_int; 3],
+    pub hdpMemFlushCntl: *mut c_uint,
+    pub hdpRegFlushCntl: *mut c_uint,
+    pub memPitch: usize,
+    pub textureAlignment: usize,
+    pub texturePitchAlignment: usize,
+    pub kernelExecTimeoutEnabled: c_int,
+    pub ECCEnabled: c_int,
+    pub tccDriver: c_int,
+    pub cooperativeMultiDeviceUnmatchedFunc: c_int,
+    pub cooperativeMultiDeviceUnmatchedGridDim: c_int,
+    pub cooperativeMultiDeviceUnmatchedBlockDim: c_int,
+    pub cooperativeMultiDeviceUnmatchedSharedMem: c_int,
+    pub isLargeBar: c_int,
+    pub asicRevision: c_int,
+    pub managedMemory: c_int,
+    pub directManagedMemAccessFromHost: c_int,
+    pub concurrentManagedAccess: c_int,
+    pub pageableMemoryAccess: c_int,
+    pub pageableMemoryAccessUsesHostPageTables: c_int,
+}
+
+const _: () = assert!(size_of::<DeviceProp>() == 792);
+
+// SAFETY: the two pointers are always NULL (no HDP registers are exposed); the rest is plain data.
+unsafe impl Send for DeviceProp {}
+// SAFETY: as above.
+unsafe impl Sync for DeviceProp {}
+
+/// The `hipDeviceArch_t` bits HIP sets for every GCN/CDNA/RDNA device: all but funnel shift
+/// (11), the extended `__syncthreads` (13), surface functions (14) and dynamic parallelism (16).
+const ARCH_FLAGS: u32 = 0x1_ffff & !((1 << 11) | (1 << 13) | (1 << 14) | (1 << 16));
+
+/// What the topology says about one GPU node.
+#[derive(Debug, Default)]
+struct Topology {
+    /// `nodes/N/properties`.
+    props: HashMap<String, u64>,
+    /// `nodes/N/name`.
+    name: String,
+    /// `mem_banks/0/properties`.
+    memory: HashMap<String, u64>,
+    /// Bytes of the L2 cache (`caches/*/properties`, level 2).
+    l2_bytes: u64,
+}
+
+const TOPOLOGY: &str = "/sys/devices/virtual/kfd/kfd/topology/nodes";
+
+fn parse(text: &str) -> HashMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            Some((it.next()?.to_owned(), it.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Reads node `node` through `read(path)`.
+fn read_node(node: u32, read: impl Fn(&str) -> Option<String>) -> Option<Topology> {
+    let dir = format!("{TOPOLOGY}/{node}");
+    let props = parse(&read(&format!("{dir}/properties"))?);
+    let name = read(&format!("{dir}/name")).map(|n| n.trim().to_owned()).unwrap_or_default();
+    let memory = read(&format!("{dir}/mem_banks/0/properties")).map(|t| parse(&t)).unwrap_or_default();
+    let caches = props.get("caches_count").copied().unwrap_or(0).min(64);
+    let l2_bytes = (0..caches)
+        .filter_map(|i| read(&format!("{dir}/caches/{i}/properties")).map(|t| parse(&t)))
+        .find(|c| c.get("level") == Some(&2))
+        .and_then(|c| c.get("size").map(|kib| kib * 1024))
+        .unwrap_or(0);
+    Some(Topology { props, name, memory, l2_bytes })
+}
+
+fn sys_reader<S: Sys>(sys: &S) -> impl Fn(&str) -> Option<String> + '_ {
+    move |path| {
+        let mut buf = vec![0u8; 16 << 10];
+        let n = sys.read_file(path, &mut buf).ok()?;
+        String::from_utf8(buf.get(..n)?.to_vec()).ok()
+    }
+}
+
+/// The topology of `device`: through kfd-direct's system interface (the emulator's, or the
+/// kernel's), or, under ROCr, from sysfs, where GPU agents come in node order.
+fn topology(g: &Global, device: u32) -> Option<Topology> {
+    match g.rt.backend() {
+        AnyBackend::Emu(k) => read_node(k.node(device)?.node, sys_reader(k.sys())),
+        AnyBackend::Kfd(k) => read_node(k.node(device)?.node, sys_reader(k.sys())),
+        AnyBackend::Rocr(_) => {
+            let read = |p: &str| std::fs::read_to_string(p).ok();
+            let gpus = (0..64u32).map_while(|n| read(&format!("{TOPOLOGY}/{n}/gpu_id")).map(|id| (n, id)));
+            let node = gpus.filter(|(_, id)| id.trim() != "0").nth(device as usize)?.0;
+            read_node(node, read)
+        }
+    }
+}
+
+/// The marketing name of PCI device `id` in libdrm's `amdgpu.ids` (`DEVICE, REVISION, NAME`).
+fn marketing_name(id: u64) -> Option<String> {
+    let text = std::fs::read_to_string("/usr/share/libdrm/amdgpu.ids").ok()?;
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let mut f = l.splitn(3, ',').map(str::trim);
+        let dev = u64::from_str_radix(f.next()?, 16).ok()?;
+        let _revision = f.next()?;
+        (dev == id).then(|| f.next().map(str::to_owned)).flatten()
+    })
+}
+
+/// Copies `s` into a C string field (NUL-terminated, truncated to fit).
+fn c_field<const N: usize>(s: &str) -> [c_char; N] {
+    let mut out = [0 as c_char; N];
+    for (o, b) in out.iter_mut().zip(s.bytes().take(N - 1)) {
+        *o = b as c_char;
+    }
+    out
+}
+
+/// VGPRs a wave may address: 512 on gfx90a and gfx94x (unified with the accumulation
+/// registers), 256 elsewhere.
+fn addressable_vgprs(gfx_target_version: u32) -> u32 {
+    match gfx_target_version {
+        90010 | 90400..=90402 => 512,
+        _ => 256,
+    }
+}
+
+/// `hipDeviceProp_t` of `device`.
+fn properties(g: &Global, device: u32) -> HipResult<Arc<DeviceProp>> {
+    static CACHE: LazyLock<Mutex<HashMap<u32, Arc<DeviceProp>>>> = LazyLock::new(Default::default);
+    if device >= g.rt.device_count()? {
+        return Err(INVALID_DEVICE);
+    }
+    if let Some(p) = lock(&CACHE).get(&device) {
+        return Ok(p.clone());
+    }
+    let info = g.rt.device_info(device)?;
+    let t = topology(g, device).unwrap_or_default();
+    let prop = |k: &str| t.props.get(k).copied().unwrap_or(0);
+    let gfx = info.gfx_target_version;
+    let (major, minor, stepping) = (gfx / 10000, gfx / 100 % 100, gfx % 100);
+    let wave = match prop("wave_front_size") {
+        0 if major >= 10 => 32,
+        0 => 64,
+        w => w,
+    };
+    let lds = match prop("lds_size_in_kb") {
+        0 => 64 << 10,
+        kib => kib << 10,
+    };
+    let waves_per_cu = prop("simd_per_cu") * prop("max_waves_per_simd");
+    let location = prop("location_id");
+    let name = marketing_name(prop("device_id")).unwrap_or_else(|| t.name.clone());
+    let target_id = isa_name(gfx);
+    let int = |v: u64| c_int::try_from(v).unwrap_or(c_int::MAX);
+    let vram = t.memory.get("size_in_bytes").copied().unwrap_or(0);
+    let p = DeviceProp {
+        name: c_field(&name),
+        totalGlobalMem: vram as usize,
+        sharedMemPerBlock: lds as usize,
+        regsPerBlock: int(u64::from(addressable_vgprs(gfx)) * 4 * 64),
+        warpSize: int(wave),
+        maxThreadsPerBlock: 1024,
+        maxThreadsDim: [1024; 3],
+        maxGridSize: [c_int::MAX; 3],
+        clockRate: int(prop("max_engine_clk_fcompute") * 1000),
+        memoryClockRate: int(t.memory.get("mem_clk_max").copied().unwrap_or(0) * 1000),
+        memoryBusWidth: int(t.memory.get("width").copied().unwrap_or(0)),
+        totalConstMem: c_int::MAX as usize,
+        major: int(major.into()),
+        minor: int(minor.into()),
+        multiProcessorCount: int(info.cu_count.into()),
+        l2CacheSize: int(t.l2_bytes),
+        maxThreadsPerMultiProcessor: int(wave * waves_per_cu),
+        computeMode: 0,
+        clockInstructionRate: int(info.timestamp_frequency / 1000),
+        arch: DeviceArch(ARCH_FLAGS),
+        concurrentKernels: 1,
+        pciDomainID: int(prop("domain")),
+        pciBusID: int(location >> 8),
+        pciDeviceID: int((location >> 3) & 0x1f),
+        maxSharedMemoryPerMultiProcessor: lds as usize,
+        isMultiGpuBoard: 0,
+        canMapHostMemory: 1,
+        gcnArch: int((major * 100 + minor * 10 + stepping).into()),
+        gcnArchName: c_field(target_id.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(&target_id)),
+        integrated: 0,
+        cooperativeLaunch: 0,
+        cooperativeMultiDeviceLaunch: 0,
+        maxTexture1DLinear: 0,
+        maxTexture1D: 0,
+        maxTexture2D: [0; 2],
+        maxTexture3D: [0; 3],
+        hdpMemFlushCntl: std::ptr::null_mut(),
+        hdpRegFlushCntl: std::ptr::null_mut(),
+        memPitch: c_int::MAX as usize,
+        textureAlignment: 256,
+        texturePitchAlignment: 256,
+        kernelExecTimeoutEnabled: 0,
+        ECCEnabled: 0,
+        tccDriver: 0,
+        cooperativeMultiDeviceUnmatchedFunc: 0,
+        cooperativeMultiDeviceUnmatchedGridDim: 0,
+        cooperativeMultiDeviceUnmatchedBlockDim: 0,
+        cooperativeMultiDeviceUnmatchedSharedMem: 0,
+        isLargeBar: 0,
+        asicRevision: 0,
+        managedMemory: 0,
+        directManagedMemAccessFromHost: 0,
+        concurrentManagedAccess: 0,
+        pageableMemoryAccess: 0,
+        pageableMemoryAccessUsesHostPageTables: 0,
+    };
+    let p = Arc::new(p);
+    lock(&CACHE).insert(device, p.clone());
+    Ok(p)
+}
+
+/// `hipGetDeviceProperties` (HIP 5.2's struct).
+///
+/// # Safety
+/// `prop` is NULL or valid for writing a `hipDeviceProp_t`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGetDeviceProperties(prop: *mut DeviceProp, device: c_int) -> i32 {
+    api(|| {
+        let g = global()?;
+        if prop.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let device = u32::try_from(device).map_err(|_| INVALID_DEVICE)?;
+        let p = properties(g, device)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(prop, *p) }
+    })
+}
+
+/// `hipDeviceGetAttribute`: the attributes HIP answers from the properties, plus
+/// `CanUseStreamWaitValue` (1), `ImageSupport` (0) and `PhysicalMultiProcessorCount`; any other
+/// is `hipErrorInvalidValue`, as in HIP.
+///
+/// # Safety
+/// `value` is NULL or valid for writes (of a pointer, for the two HDP register attributes).
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceGetAttribute(value: *mut c_int, attr: c_int, device: c_int) -> i32 {
+    api(|| {
+        let g = global()?;
+        if value.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let device = u32::try_from(device).map_err(|_| INVALID_DEVICE)?;
+        let p = properties(g, device)?;
+        if attr == 10005 || attr == 10006 {
+            // HdpMemFlushCntl / HdpRegFlushCntl: a pointer through the int pointer, as HIP does.
+            // SAFETY: the caller's contract for these attributes.
+            return unsafe { put(value.cast::<*mut c_uint>(), std::ptr::null_mut()) };
+        }
+        let v = attribute(&p, attr).ok_or(INVALID_VALUE)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(value, v) }
+    })
+}
+
+/// An attribute's value (HIP 5.2's `hipDeviceAttribute_t` numbering), `None` for those HIP
+/// does not answer.
+fn attribute(p: &DeviceProp, attr: c_int) -> Option<c_int> {
+    let clamp = |v: usize| c_int::try_from(v).unwrap_or(c_int::MAX);
+    Some(match attr {
+        0 => p.ECCEnabled,
+        3 => p.canMapHostMemory,
+        5 => p.clockRate,
+        6 => p.computeMode,
+        8 => p.concurrentKernels,
+        9 => p.concurrentManagedAccess,
+        10 => p.cooperativeLaunch,
+        11 => p.cooperativeMultiDeviceLaunch,
+        13 => p.directManagedMemAccessFromHost,
+        16 => p.integrated,
+        17 => p.isMultiGpuBoard,
+        18 => p.kernelExecTimeoutEnabled,
+        19 => p.l2CacheSize,
+        23 => p.major,
+        24 => p.managedMemory,
+        26..=28 => p.maxThreadsDim[(attr - 26) as usize],
+        29..=31 => p.maxGridSize[(attr - 29) as usize],
+        39 => p.maxTexture1D,
+        44 => p.maxTexture2D[0],
+        45 => p.maxTexture2D[1],
+        50..=52 => p.maxTexture3D[(attr - 50) as usize],
+        56 => p.maxThreadsPerBlock,
+        57 => p.maxThreadsPerMultiProcessor,
+        58 => clamp(p.memPitch),
+        59 => p.memoryBusWidth,
+        60 => p.memoryClockRate,
+        61 => p.minor,
+        63 => p.multiProcessorCount,
+        65 => p.pageableMemoryAccess,
+        66 => p.pageableMemoryAccessUsesHostPageTables,
+        67 => p.pciBusID,
+        68 => p.pciDeviceID,
+        71 => p.regsPerBlock,
+        74 => clamp(p.sharedMemPerBlock),
+        81 => clamp(p.textureAlignment),
+        82 => clamp(p.texturePitchAlignment),
+        83 => clamp(p.totalConstMem),
+        87 => p.warpSize,
+        10000 => p.clockInstructionRate,
+        10002 => clamp(p.maxSharedMemoryPerMultiProcessor),
+        10007 => p.cooperativeMultiDeviceUnmatchedFunc,
+        10008 => p.cooperativeMultiDeviceUnmatchedGridDim,
+        10009 => p.cooperativeMultiDeviceUnmatchedBlockDim,
+        10010 => p.cooperativeMultiDeviceUnmatchedSharedMem,
+        10012 => p.asicRevision,
+        // hipStreamWaitValue32/64 are served.
+        10013 => 1,
+        // No images (textures, surfaces).
+        10014 => 0,
+        10015 => p.multiProcessorCount,
+        _ => return None,
+    })
+}
+
+/// `hipLimitStackSize` (newer HIP), `hipLimitPrintfFifoSize`, `hipLimitMallocHeapSize`.
+const LIMIT_STACK_SIZE: c_uint = 0;
+const LIMIT_MALLOC_HEAP_SIZE: c_uint = 2;
+const LIMIT_RANGE: c_uint = 3;
+/// `hipErrorUnsupportedLimit`.
+const UNSUPPORTED_LIMIT: Hip = Hip(215);
+
+/// `hipDeviceGetLimit`: the malloc heap limit is the device's memory (as HIP reports it); the
+/// stack size is 0, since aqueduct gives kernels no scratch memory; the printf FIFO is
+/// `hipErrorUnsupportedLimit`.
+///
+/// # Safety
+/// `value` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipDeviceGetLimit(value: *mut usize, limit: c_uint) -> i32 {
+    api(|| {
+        let g = global()?;
+        if value.is_null() || limit >= LIMIT_RANGE {
+            return Err(INVALID_VALUE);
+        }
+        let v = match limit {
+            LIMIT_MALLOC_HEAP_SIZE => properties(g, g.rt.device()?)?.totalGlobalMem,
+            LIMIT_STACK_SIZE => 0,
+            _ => return Err(UNSUPPORTED_LIMIT),
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(value, v) }
+    })
+}
+
+/// `hipDeviceSetLimit`: a malloc heap up to the device's memory is accepted (no device-side
+/// `malloc` draws on it); a stack size other than 0 is `hipErrorInvalidValue` (no scratch
+/// memory to grow); the printf FIFO is `hipErrorUnsupportedLimit`.
+#[no_mangle]
+pub extern "C" fn hipDeviceSetLimit(limit: c_uint, value: usize) -> i32 {
+    api(|| {
+        let g = global()?;
+        if limit >= LIMIT_RANGE {
+            return Err(INVALID_VALUE);
+        }
+        match limit {
+            LIMIT_MALLOC_HEAP_SIZE if value <= properties(g, g.rt.device()?)?.totalGlobalMem => Ok(()),
+            LIMIT_STACK_SIZE if value == 0 => Ok(()),
+            LIMIT_MALLOC_HEAP_SIZE | LIMIT_STACK_SIZE => Err(INVALID_VALUE),
+            _ => Err(UNSUPPORTED_LIMIT),
+        }
+    })
+}
+
+/// `hipFuncAttributes`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[allow(non_snake_case, missing_docs)]
+pub struct FuncAttributes {
+    pub binaryVersion: c_int,
+    pub cacheModeCA: c_int,
+    pub constSizeBytes: usize,
+    pub localSizeBytes: usize,
+    pub maxDynamicSharedSizeBytes: c_int,
+    pub maxThreadsPerBlock: c_int,
+    pub numRegs: c_int,
+    pub preferredShmemCarveout: c_int,
+    pub ptxVersion: c_int,
+    pub sharedSizeBytes: usize,
+}
+
+const _: () = assert!(size_of::<FuncAttributes>() == 56);
+
+/// The function behind kernel handle `func` on the calling thread's device, and its device's
+/// properties.
+fn function(g: &Global, func: *const c_void) -> HipResult<(Arc<FunctionEntry>, Arc<DeviceProp>)> {
+    let device = g.rt.device()?;
+    let f = function_on(g, func as usize, device)?;
+    Ok((f, properties(g, device)?))
+}
+
+/// `hipFuncGetAttributes` of a kernel handle registered with `__hipRegisterFunction`: static
+/// LDS and scratch from the kernel descriptor, registers and the block limit from the metadata;
+/// an unknown handle is `hipErrorInvalidDeviceFunction`.
+///
+/// # Safety
+/// `attr` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipFuncGetAttributes(attr: *mut FuncAttributes, func: *const c_void) -> i32 {
+    api(|| {
+        let g = global()?;
+        if attr.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let (f, p) = function(g, func).map_err(|_| INVALID_DEVICE_FUNCTION)?;
+        let version = p.major * 10 + p.minor;
+        let r = f.resources;
+        let a = FuncAttributes {
+            binaryVersion: version,
+            cacheModeCA: 0,
+            constSizeBytes: 0,
+            localSizeBytes: f.private as usize,
+            maxDynamicSharedSizeBytes: c_int::try_from(p.sharedMemPerBlock.saturating_sub(f.group as usize))
+                .unwrap_or(0),
+            maxThreadsPerBlock: r.map_or(p.maxThreadsPerBlock, |r| r.max_threads as c_int),
+            numRegs: r.map_or(0, |r| r.vgprs as c_int),
+            preferredShmemCarveout: 0,
+            ptxVersion: version,
+            sharedSizeBytes: f.group as usize,
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(attr, a) }
+    })
+}
+
+/// HIP's occupancy model (clr's `ihipOccupancyMaxActiveBlocksPerMultiprocessor`): waves per
+/// SIMD limited by the VGPRs and SGPRs a wave uses, blocks per CU by LDS. Returns (blocks per
+/// CU, blocks per grid, best block size) for `block` threads, or — with `potential` — for the
+/// block size that fills a CU (up to `block`, or up to 1024 if `block` is out of range).
+fn occupancy(
+    f: &FunctionEntry,
+    p: &DeviceProp,
+    block: c_int,
+    dynamic_lds: usize,
+    potential: bool,
+) -> HipResult<[c_int; 3]> {
+    // A block over the kernel's own limit (`.max_flat_workgroup_size`) cannot launch.
+    let kernel_max = f.resources.map_or(0, |r| r.max_threads as c_int);
+    let max_block = if kernel_max > 0 { p.maxThreadsPerBlock.min(kernel_max) } else { p.maxThreadsPerBlock };
+    let mut block = block;
+    if potential {
+        if block <= 0 || block > max_block {
+            block = max_block;
+        }
+    } else if block <= 0 {
+        return Err(INVALID_VALUE);
+    } else if block > max_block {
+        return Ok([0, 0, 0]);
+    }
+    let gfx_major = p.major as usize;
+    let waves_per_simd: usize = if gfx_major <= 9 { 8 } else { 16 };
+    let (max_vgprs, granule): (usize, usize) = match (gfx_major, p.minor, p.gcnArch) {
+        (9, 0, 910) => (512, 8),
+        (0..=9, _, _) => (256, 4),
+        _ => (1024, 8),
+    };
+    let align = |v: usize, a: usize| v.div_ceil(a.max(1)) * a.max(1);
+    let r = f.resources;
+    let (vgprs, sgprs) = r.map_or((0, 0), |r| (r.vgprs as usize, r.sgprs as usize));
+    let wave =
+        r.map_or(p.warpSize as usize, |r| if r.wavefront == 0 { p.warpSize as usize } else { r.wavefront as usize });
+    let mut gpr_waves = waves_per_simd;
+    if sgprs > 0 {
+        let vgpr_waves = max_vgprs / align(vgprs, granule).max(granule);
+        let max_sgprs = if gfx_major < 10 { 800 } else { usize::MAX };
+        gpr_waves = vgpr_waves.min(max_sgprs / align(sgprs, 16));
+    }
+    let simd_per_cu = (p.maxThreadsPerMultiProcessor as usize / wave.max(1) / waves_per_simd).max(1);
+    let alu_threads = simd_per_cu * waves_per_simd.min(gpr_waves) * wave;
+    let lds_used = f.group as usize + dynamic_lds;
+    let lds_blocks = p.sharedMemPerBlock.checked_div(lds_used).unwrap_or(usize::MAX);
+    let per_cu = (alu_threads / align(block as usize, wave)).min(lds_blocks);
+    let best = alu_threads.min(align(block as usize, wave)).max(1);
+    let best_per_cu = (alu_threads / best).min(lds_blocks);
+    let int = |v: usize| c_int::try_from(v).unwrap_or(c_int::MAX);
+    Ok([int(per_cu), int(p.multiProcessorCount as usize * best_per_cu), int(best)])
+}
+
+/// `hipOccupancyMaxPotentialBlockSize`: the block size (up to `block_size_limit`) that fills a
+/// CU and the grid that fills the device with it. Unlike HIP, which offers up to 1024 threads,
+/// the block stays within the kernel's `.max_flat_workgroup_size`, the largest that launches.
+///
+/// # Safety
+/// `grid_size` and `block_size` are NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipOccupancyMaxPotentialBlockSize(
+    grid_size: *mut c_int,
+    block_size: *mut c_int,
+    func: *const c_void,
+    dynamic_lds: usize,
+    block_size_limit: c_int,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        if grid_size.is_null() || block_size.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let (f, p) = function(g, func).map_err(|_| INVALID_DEVICE_FUNCTION)?;
+        let [_, grid, best] = occupancy(&f, &p, block_size_limit, dynamic_lds, true)?;
+        // SAFETY: the caller's contract; both are non-null.
+        unsafe {
+            put(block_size, best)?;
+            put(grid_size, grid)
+        }
+    })
+}
+
+/// `hipOccupancyMaxActiveBlocksPerMultiprocessor`.
+///
+/// # Safety
+/// `blocks` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipOccupancyMaxActiveBlocksPerMultiprocessor(
+    blocks: *mut c_int,
+    func: *const c_void,
+    block_size: c_int,
+    dynamic_lds: usize,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        if blocks.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let (f, p) = function(g, func).map_err(|_| INVALID_DEVICE_FUNCTION)?;
+        let [per_cu, _, _] = occupancy(&f, &p, block_size, dynamic_lds, false)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(blocks, per_cu) }
+    })
+}
+
+/// `hipOccupancyMaxActiveBlocksPerMultiprocessorWithFlags`: `flags` is `hipOccupancyDefault`
+/// (0) or `hipOccupancyDisableCachingOverride` (1).
+///
+/// # Safety
+/// `blocks` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    blocks: *mut c_int,
+    func: *const c_void,
+    block_size: c_int,
+    dynamic_lds: usize,
+    flags: c_uint,
+) -> i32 {
+    if flags > 1 {
+        return api(|| {
+            global()?;
+            Err(INVALID_VALUE)
+        });
+    }
+    // SAFETY: forwarded caller contract.
+    unsafe { hipOccupancyMaxActiveBlocksPerMultiprocessor(blocks, func, block_size, dynamic_lds) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::offset_of;
+
+    #[test]
+    fn device_prop_has_hip_5_2_offsets() {
+        assert_eq!(offset_of!(DeviceProp, totalGlobalMem), 256);
+        assert_eq!(offset_of!(DeviceProp, regsPerBlock), 272);
+        assert_eq!(offset_of!(DeviceProp, maxGridSize), 296);
+        assert_eq!(offset_of!(DeviceProp, totalConstMem), 320);
+        assert_eq!(offset_of!(DeviceProp, clockInstructionRate), 352);
+        assert_eq!(offset_of!(DeviceProp, arch), 356);
+        assert_eq!(offset_of!(DeviceProp, maxSharedMemoryPerMultiProcessor), 376);
+        assert_eq!(offset_of!(DeviceProp, gcnArchName), 396);
+        assert_eq!(offset_of!(DeviceProp, integrated), 652);
+        assert_eq!(offset_of!(DeviceProp, hdpMemFlushCntl), 696);
+        assert_eq!(offset_of!(DeviceProp, memPitch), 712);
+        assert_eq!(offset_of!(DeviceProp, kernelExecTimeoutEnabled), 736);
+        assert_eq!(offset_of!(DeviceProp, isLargeBar), 764);
+        assert_eq!(offset_of!(DeviceProp, pageableMemoryAccessUsesHostPageTables), 788);
+        assert_eq!(offset_of!(FuncAttributes, sharedSizeBytes), 48);
+    }
+
+    #[test]
+    fn arch_flags_clear_the_four_hip_leaves_out() {
+        assert_eq!(ARCH_FLAGS & (1 << 11), 0);
+        assert_eq!(ARCH_FLAGS & (1 << 7), 1 << 7); // hasDoubles
+        assert_eq!(ARCH_FLAGS.count_ones(), 13);
+    }
+
+    fn gfx90a() -> DeviceProp {
+        // SAFETY: all-zero is a valid DeviceProp (integers, arrays and NULL pointers).
+        let mut p: DeviceProp = unsafe { std::mem::zeroed() };
+        p.major = 9;
+        p.gcnArch = 910;
+        p.warpSize = 64;
+        p.maxThreadsPerBlock = 1024;
+        p.maxThreadsPerMultiProcessor = 2048;
+        p.sharedMemPerBlock = 65536;
+        p.multiProcessorCount = 104;
+        p
+    }
+
+    fn kernel(vgprs: u32, sgprs: u32, group: u32) -> FunctionEntry {
+        FunctionEntry {
+            module: 0,
+            object: 0,
+            group,
+            private: 0,
+            kernarg_size: 0,
+            args: None,
+            resources: Some(crate::launch::Resources { vgprs, sgprs, max_threads: 1024, wavefront: 64 }),
+        }
+    }
+
+    #[test]
+    fn occupancy_follows_registers_and_lds() {
+        let p = gfx90a();
+        // Few registers: 4 SIMDs × 8 waves × 64 = 2048 threads per CU.
+        assert_eq!(occupancy(&kernel(8, 16, 0), &p, 0, 0, true), Ok([2, 208, 1024]));
+        assert_eq!(occupancy(&kernel(8, 16, 0), &p, 256, 0, false), Ok([8, 832, 256]));
+        // 128 VGPRs: 512 / 128 = 4 waves per SIMD → 1024 threads per CU.
+        assert_eq!(occupancy(&kernel(128, 16, 0), &p, 1024, 0, true), Ok([1, 104, 1024]));
+        // 40 KiB of LDS per block: one block per CU.
+        assert_eq!(occupancy(&kernel(8, 16, 40 << 10), &p, 256, 0, false), Ok([1, 104, 256]));
+        assert_eq!(occupancy(&kernel(8, 16, 0), &p, 0, 0, false), Err(INVALID_VALUE));
+        assert_eq!(occupancy(&kernel(8, 16, 0), &p, 2048, 0, false), Ok([0, 0, 0]));
+    }
+}
