@@ -520,3 +520,31 @@ fn exec_destroy_and_launch_errors() {
     assert_eq!(rt.graph_exec_destroy(x), Err(Error::InvalidValue));
     assert_eq!(rt.graph_launch(x, s), Err(Error::InvalidValue));
 }
+
+#[test]
+fn nodes_added_by_kind_run_and_dispatch_arguments_read_back() {
+    let rt = leaked_runtime();
+    let k = register(rt.backend());
+    let s = rt.stream_create(0).unwrap();
+    let c = cell32(0);
+    let log = HostLog::watching(addr32(c));
+    let g = rt.graph_create().unwrap();
+    let args = addr32(c).to_le_bytes();
+    let a = rt.graph_add_kernel_node(g, &[], &kernel_launch(k.inc, &args)).unwrap();
+    let h = rt.graph_add_node(g, &[a], aqueduct::NodeKind::Host(log.plain())).unwrap();
+    assert_eq!(rt.graph_add_node(g, &[h], aqueduct::NodeKind::Empty).map(|_| ()), Ok(()));
+    // A dispatch needs its arguments: only graph_add_kernel_node adds one.
+    let d = rt.graph_node_kind(g, a).unwrap();
+    assert_eq!(rt.graph_add_node(g, &[], d).map(|_| ()), Err(Error::InvalidValue));
+    let mut out = [0u8; 16];
+    assert_eq!(rt.graph_node_args(g, a, &mut out), Ok(args.len()));
+    assert_eq!(&out[..args.len()], &args);
+    assert_eq!(rt.graph_node_args(g, h, &mut out), Err(Error::InvalidValue));
+    let x = rt.graph_instantiate(g).unwrap();
+    rt.graph_launch(x, s).unwrap();
+    rt.stream_synchronize(s).unwrap();
+    assert_eq!(log.calls(), 1);
+    assert_eq!(log.seen(), 1, "the host node ran after the kernel it depends on");
+    rt.graph_exec_destroy(x).unwrap();
+    rt.graph_destroy(g).unwrap();
+}

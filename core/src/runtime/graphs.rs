@@ -225,6 +225,31 @@ impl<
         self.with_graph_mut(g, |gr| gr.add_node(NodeKind::Empty, deps))
     }
 
+    /// Adds a node that carries no kernel arguments — empty, host function, event record or
+    /// wait, wait-value — after `deps`; a dispatch is `InvalidValue` (its arguments go through
+    /// [`Self::graph_add_kernel_node`]).
+    pub fn graph_add_node(&self, g: GraphHandle, deps: &[NodeId], kind: NodeKind) -> Result<NodeId> {
+        if matches!(kind, NodeKind::Dispatch(_)) {
+            return Err(Error::InvalidValue);
+        }
+        self.with_graph_mut(g, |gr| gr.add_node(kind, deps))
+    }
+
+    /// The kernel-argument bytes of dispatch node `node`: copies what fits into `out` and
+    /// returns their length; a node that is not a dispatch is `InvalidValue`.
+    pub fn graph_node_args(&self, g: GraphHandle, node: NodeId, out: &mut [u8]) -> Result<usize> {
+        self.with_graph(g, |gr| match gr.node(node).map(|n| n.kind) {
+            Some(NodeKind::Dispatch(d)) => {
+                let args = gr.args(d.arg_offset, d.arg_len);
+                for (o, a) in out.iter_mut().zip(args) {
+                    *o = *a;
+                }
+                Ok(args.len())
+            }
+            _ => Err(Error::InvalidValue),
+        })?
+    }
+
     /// `hipGraphAddKernelNode`: the arguments are copied into the graph.
     pub fn graph_add_kernel_node(&self, g: GraphHandle, deps: &[NodeId], k: &KernelLaunch<'_>) -> Result<NodeId> {
         check_launch(k)?;

@@ -1,11 +1,12 @@
-//! Stream capture and graphs (hip-semantics.md §2.3, §2.5, §4): begin/end, status queries,
-//! dependency updates, the thread's capture mode; graph create/destroy/nodes, instantiate,
-//! launch. Graph nodes get C handles from the node table in [`crate::global`].
+//! Stream capture (hip-semantics.md §2.3, §2.5, §4): begin/end, status queries, dependency
+//! updates, the thread's capture mode. The graph a capture records is core's until the capture
+//! ends; then [`crate::graph`] takes it over under the same handle. Graph nodes get C handles
+//! from the node table in [`crate::global`].
 
 use std::cell::RefCell;
-use std::ffi::{c_char, c_uint, c_ulonglong};
+use std::ffi::{c_uint, c_ulonglong};
 
-use aqueduct::{CaptureStatus, GraphExecHandle, GraphHandle, NodeId};
+use aqueduct::{CaptureStatus, NodeId};
 
 use crate::error::{api, Hip, CAPTURE_INVALIDATED, CAPTURE_UNJOINED, INVALID_VALUE};
 use crate::global::{global, lock, Global};
@@ -15,10 +16,6 @@ std::thread_local! {
     /// The dependency list `hipStreamGetCaptureInfo_v2` last returned on this thread (valid
     /// until the thread's next call, as HIP's is until the stream's next captured operation).
     static DEPS_OUT: RefCell<Vec<Handle>> = const { RefCell::new(Vec::new()) };
-}
-
-fn graph_of(g: Handle) -> GraphHandle {
-    GraphHandle(g as usize as u64)
 }
 
 /// `hipStreamBeginCapture`.
@@ -40,8 +37,11 @@ pub unsafe extern "C" fn hipStreamEndCapture(stream: Handle, graph: *mut Handle)
             return Err(INVALID_VALUE);
         }
         match g.rt.stream_end_capture(stream_of(stream)) {
-            // SAFETY: the caller's contract.
-            Ok(h) => unsafe { put(graph, handle(h.0)) },
+            Ok(h) => {
+                crate::graph::adopt_captured(g, h)?;
+                // SAFETY: the caller's contract.
+                unsafe { put(graph, handle(h.0)) }
+            }
             Err(e) => {
                 let e = Hip::from(e);
                 if e == CAPTURE_INVALIDATED || e == CAPTURE_UNJOINED {
@@ -200,112 +200,4 @@ pub unsafe extern "C" fn hipThreadExchangeStreamCaptureMode(mode: *mut c_uint) -
         // SAFETY: as above.
         unsafe { put(mode, old as c_uint) }
     })
-}
-
-// ----- graphs ----------------------------------------------------------------------------------
-
-/// `hipGraphCreate`: `flags` must be 0.
-///
-/// # Safety
-/// `graph` is NULL or valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn hipGraphCreate(graph: *mut Handle, flags: c_uint) -> i32 {
-    api(|| {
-        let g = global()?;
-        if graph.is_null() || flags != 0 {
-            return Err(INVALID_VALUE);
-        }
-        let h = g.rt.graph_create()?;
-        // SAFETY: the caller's contract.
-        unsafe { put(graph, handle(h.0)) }
-    })
-}
-
-/// `hipGraphDestroy`: NULL, destroyed and garbage graphs are `hipErrorInvalidValue`.
-#[no_mangle]
-pub extern "C" fn hipGraphDestroy(graph: Handle) -> i32 {
-    api(|| Ok(global()?.rt.graph_destroy(graph_of(graph))?))
-}
-
-/// `hipGraphGetNodes`: with `nodes` NULL, `*count` becomes the node count; otherwise up to
-/// `*count` nodes are written, the rest of a longer list set to NULL and `*count` to the count.
-///
-/// # Safety
-/// `count` is NULL or valid for reads and writes; `nodes` is NULL or holds `*count` handles.
-#[no_mangle]
-pub unsafe extern "C" fn hipGraphGetNodes(graph: Handle, nodes: *mut Handle, count: *mut usize) -> i32 {
-    api(|| {
-        let g = global()?;
-        if graph.is_null() || count.is_null() {
-            return Err(INVALID_VALUE);
-        }
-        let gh = graph_of(graph);
-        let total = g.rt.graph_node_count(gh)?;
-        if nodes.is_null() {
-            // SAFETY: the caller's contract.
-            return unsafe { put(count, total) };
-        }
-        // SAFETY: non-null and valid by the caller's contract.
-        let room = unsafe { count.read() };
-        let mut ids = vec![NodeId(0); total];
-        let total = g.rt.graph_nodes(gh, &mut ids)?.min(ids.len());
-        // SAFETY: the caller's contract: `nodes` holds `room` handles.
-        let out = unsafe { std::slice::from_raw_parts_mut(nodes, room) };
-        let mut table = lock(&g.nodes);
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = ids.get(i).filter(|_| i < total).map_or(std::ptr::null_mut(), |n| handle(table.handle(gh.0, n.0)));
-        }
-        if room > total {
-            // SAFETY: the caller's contract.
-            unsafe { put(count, total)? };
-        }
-        Ok(())
-    })
-}
-
-/// `hipGraphInstantiate`; the error node and log are not produced.
-///
-/// # Safety
-/// `exec` is NULL or valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn hipGraphInstantiate(
-    exec: *mut Handle,
-    graph: Handle,
-    _error_node: *mut Handle,
-    _log: *mut c_char,
-    _log_size: usize,
-) -> i32 {
-    // SAFETY: forwarded caller contract.
-    unsafe { hipGraphInstantiateWithFlags(exec, graph, 0) }
-}
-
-/// `hipGraphInstantiateWithFlags`: flags 0, `hipGraphInstantiateFlagAutoFreeOnLaunch` or
-/// `hipGraphInstantiateFlagUseNodePriority`.
-///
-/// # Safety
-/// `exec` is NULL or valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn hipGraphInstantiateWithFlags(exec: *mut Handle, graph: Handle, flags: c_ulonglong) -> i32 {
-    api(|| {
-        let g = global()?;
-        if exec.is_null() || graph.is_null() {
-            return Err(INVALID_VALUE);
-        }
-        let flags = u32::try_from(flags).map_err(|_| INVALID_VALUE)?;
-        let x = g.rt.graph_instantiate_with_flags(graph_of(graph), flags)?;
-        // SAFETY: the caller's contract.
-        unsafe { put(exec, handle(x.0)) }
-    })
-}
-
-/// `hipGraphLaunch`.
-#[no_mangle]
-pub extern "C" fn hipGraphLaunch(exec: Handle, stream: Handle) -> i32 {
-    api(|| Ok(global()?.rt.graph_launch(GraphExecHandle(exec as usize as u64), stream_of(stream))?))
-}
-
-/// `hipGraphExecDestroy`.
-#[no_mangle]
-pub extern "C" fn hipGraphExecDestroy(exec: Handle) -> i32 {
-    api(|| Ok(global()?.rt.graph_exec_destroy(GraphExecHandle(exec as usize as u64))?))
 }

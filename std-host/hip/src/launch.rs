@@ -178,7 +178,7 @@ unsafe fn pack(args: *const *const c_void, layout: &[(usize, usize)], total: usi
 }
 
 /// AQL geometry from HIP's blocks and threads per block.
-fn geometry(grid: Dim3, block: Dim3) -> HipResult<([u32; 3], [u16; 3])> {
+pub(crate) fn geometry(grid: Dim3, block: Dim3) -> HipResult<([u32; 3], [u16; 3])> {
     let wg = |v: u32| u16::try_from(v).map_err(|_| INVALID_CONFIGURATION);
     let items = |g: u32, b: u32| g.checked_mul(b).ok_or(INVALID_CONFIGURATION);
     Ok((
@@ -479,6 +479,44 @@ pub(crate) fn module_function(g: &Global, module: usize, name: &str) -> HipResul
     Ok(FunctionEntry { module, object, group, private, kernarg_size: kernarg as usize, args, resources })
 }
 
+/// What a kernel handle passed to HIP names on `device`, as a function: a host kernel of
+/// `aqdRegisterHostKernel`, a kernel handle of `__hipRegisterFunction`, or a `hipFunction_t` of
+/// `hipModuleGetFunction` (in that order, as HIP tries the registered handle before taking the
+/// pointer for a `hipFunction_t`). Anything else is `hipErrorInvalidDeviceFunction`.
+pub(crate) fn resolve(g: &Global, func: *const c_void, device: u32) -> HipResult<FunctionEntry> {
+    if let Some(k) = lock(&g.host_kernels).get(&(func as usize)) {
+        return Ok(FunctionEntry {
+            module: usize::MAX,
+            object: k.object,
+            group: 0,
+            private: 0,
+            kernarg_size: k.kernarg_size,
+            args: Some(k.args.clone()),
+            resources: None,
+        });
+    }
+    if let Ok(f) = crate::register::function_on(g, func as usize, device) {
+        return Ok((*f).clone());
+    }
+    if let Some(i) = untag(func as Handle, FUNCTION_TAG) {
+        return lock(&g.functions).get(i).cloned().ok_or(INVALID_DEVICE_FUNCTION);
+    }
+    Err(INVALID_DEVICE_FUNCTION)
+}
+
+/// The kernel handle (as [`resolve`] takes it) whose function dispatches `object`, if any.
+pub(crate) fn handle_of_object(g: &Global, object: u64) -> Option<*const c_void> {
+    if let Some((&symbol, _)) = lock(&g.host_kernels).iter().find(|(_, k)| k.object == object) {
+        return Some(symbol as *const c_void);
+    }
+    if let Some(h) = crate::register::handle_of_object(object) {
+        return Some(h as *const c_void);
+    }
+    let functions = lock(&g.functions);
+    let i = functions.iter().position(|f| f.object == object)?;
+    Some((FUNCTION_TAG | i as u64) as usize as *const c_void)
+}
+
 /// A launch's configuration: blocks, threads per block, dynamic LDS bytes, stream.
 #[derive(Clone, Copy)]
 pub(crate) struct Config {
@@ -595,7 +633,11 @@ pub(crate) const PARAM_END: usize = 3;
 ///
 /// # Safety
 /// As `hipModuleLaunchKernel`'s `params` and `extra`.
-unsafe fn module_kernarg(f: &FunctionEntry, params: *mut *mut c_void, extra: *mut *mut c_void) -> HipResult<Vec<u8>> {
+pub(crate) unsafe fn module_kernarg(
+    f: &FunctionEntry,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> HipResult<Vec<u8>> {
     let explicit_end = f.args.iter().flatten().map(|&(o, s)| o.saturating_add(s)).max().unwrap_or(0);
     let total = f.kernarg_size.max(explicit_end);
     match (params.is_null(), extra.is_null(), &f.args) {

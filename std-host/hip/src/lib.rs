@@ -15,6 +15,7 @@
 //!   selects (the emulated GPU by default), created on first use, with std-host's thread keys.
 //! - `register`: HIP's registration ABI (fat binaries, kernel handles, device variables, the
 //!   `<<<>>>` call configuration), as hipcc-generated host code calls it.
+//! - `graph`: graphs built node by node, executables and their updates, over core's graphs.
 //! - `device`, `properties`, `stream`, `capture`, `memory`, `launch`, `context`: the exported
 //!   functions. This
 //!   layer checks what only C has — NULL out-pointers, in the order HIP checks them — converts
@@ -29,6 +30,7 @@ mod context;
 mod device;
 mod error;
 mod global;
+mod graph;
 mod launch;
 mod memory;
 mod properties;

@@ -303,9 +303,15 @@ pub(crate) fn function_on(g: &Global, key: usize, device: u32) -> HipResult<Arc<
     Ok(entry)
 }
 
+/// The kernel handle whose function (on any device) dispatches `object`.
+pub(crate) fn handle_of_object(object: u64) -> Option<usize> {
+    let reg = lock(&REGISTRY);
+    reg.functions.iter().find(|(_, f)| f.devices.values().any(|e| e.object == object)).map(|(&h, _)| h)
+}
+
 /// The device address and size of the variable whose host shadow is `symbol`, on the calling
 /// thread's device.
-fn variable(g: &Global, symbol: *const c_void) -> HipResult<(u64, u64)> {
+pub(crate) fn variable(g: &Global, symbol: *const c_void) -> HipResult<(u64, u64)> {
     let device = g.rt.device()?;
     let mut reg = lock(&REGISTRY);
     let v = reg.variables.get(&(symbol as usize)).ok_or(INVALID_SYMBOL)?;
@@ -609,13 +615,13 @@ pub unsafe extern "C" fn hipGetSymbolSize(size: *mut usize, symbol: *const c_voi
 }
 
 /// `hipMemcpyHostToDevice`, `…DeviceToHost`, `…DeviceToDevice`, `…DeviceToDeviceNoCU`.
-const TO_DEVICE: c_uint = 1;
-const TO_HOST: c_uint = 2;
+pub(crate) const TO_DEVICE: c_uint = 1;
+pub(crate) const TO_HOST: c_uint = 2;
 const DEVICE_TO_DEVICE: c_uint = 3;
 const DEVICE_TO_DEVICE_NO_CU: c_uint = 1024;
 
 /// `[address + offset, + bytes)` of a variable: past its end is `hipErrorInvalidValue`.
-fn symbol_range(g: &Global, symbol: *const c_void, bytes: usize, offset: usize) -> HipResult<u64> {
+pub(crate) fn symbol_range(g: &Global, symbol: *const c_void, bytes: usize, offset: usize) -> HipResult<u64> {
     let (addr, size) = variable(g, symbol)?;
     let end = offset.checked_add(bytes).ok_or(INVALID_VALUE)?;
     if end as u64 > size {
@@ -624,7 +630,7 @@ fn symbol_range(g: &Global, symbol: *const c_void, bytes: usize, offset: usize) 
     Ok(addr + offset as u64)
 }
 
-fn check_direction(kind: c_uint, allowed: c_uint) -> HipResult {
+pub(crate) fn check_direction(kind: c_uint, allowed: c_uint) -> HipResult {
     if kind != allowed && kind != DEVICE_TO_DEVICE && kind != DEVICE_TO_DEVICE_NO_CU {
         return Err(INVALID_MEMCPY_DIRECTION);
     }

@@ -263,6 +263,11 @@ fn capture_fork_join_and_graphs() {
 }
 
 #[test]
+fn graphs_built_node_by_node() {
+    c_test("graph_nodes", &[]);
+}
+
+#[test]
 fn detach_through_execution_contexts() {
     c_test("detach", &[]);
 }

@@ -1,0 +1,2427 @@
+//! Graphs built node by node (docs/hip-semantics.md, "Graphs"): kernel, copy, fill, host,
+//! child-graph, empty and event nodes; edges; queries; clones; per-node parameters in graphs
+//! and in executables; whole-graph update.
+//!
+//! # Model
+//!
+//! A graph made here ([`hipGraphCreate`], [`hipGraphClone`], or a capture once it ends) is a
+//! [`Graph`] kept in this layer: nodes with their HIP parameters (kernel arguments deep-copied,
+//! as HIP copies them) and edges. Instantiation flattens it — child graphs inlined, multi-row
+//! copies and fills split into rows — into a core graph, which core turns into AQL packets; the
+//! core graph is dropped at once and the executable keeps a snapshot of the graph, so
+//! `hipGraphExec*SetParams` and [`hipGraphExecUpdate`] edit the snapshot and rebuild the
+//! executable behind the same handle (launches already enqueued keep what they had).
+//!
+//! While a capture records, its graph is core's; the calls that make sense then (adding nodes,
+//! listing nodes and edges, node types) go to core. When the capture ends the graph is taken
+//! over here under the same handle, and node handles given out during the capture stay valid.
+//!
+//! Copies from or to pageable host memory (memory not from `hipMalloc`/`hipHostMalloc`) are
+//! staged through pinned buffers the executable owns, in graph order: a host node fills the
+//! buffer from the pageable source when the node's dependencies are done, and a device copy
+//! moves it on (the other way round for device-to-host), so every launch reads the host memory
+//! as it is when the copy's turn comes.
+//!
+//! Node types use HIP 5.2's numbering (`hipGraphNodeTypeKernel` = 1 …, the header programs are
+//! built against); every copy node reports `hipGraphNodeTypeMemcpy`, as the newest HIP does.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
+use std::sync::{LazyLock, Mutex};
+
+use aqueduct::backend::{CopyArgs, FillArgs};
+use aqueduct::{Backend, BuiltinKernel, EventHandle, GraphExecHandle, GraphHandle, HostFn, KernelLaunch, MemoryKind};
+use aqueduct::{NodeId, NodeKind};
+
+use crate::error::{
+    api, Hip, HipResult, INVALID_CONFIGURATION, INVALID_MEMCPY_DIRECTION, INVALID_VALUE, NOT_SUPPORTED,
+};
+use crate::global::{global, lock, Global};
+use crate::launch::{geometry, handle_of_object, module_kernarg, resolve, FunctionEntry};
+use crate::register::{check_direction, symbol_range, TO_DEVICE, TO_HOST};
+use crate::{handle, put, stream_of, Dim3, Handle};
+
+// ----- HIP's parameter structs ----------------------------------------------------------------
+
+/// `hipKernelNodeParams` (64 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct KernelNodeParams {
+    block: Dim3,
+    extra: *mut *mut c_void,
+    func: *const c_void,
+    grid: Dim3,
+    kernel_params: *mut *mut c_void,
+    shared_mem: c_uint,
+}
+
+/// `hipMemsetParams` (48 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MemsetParams {
+    dst: *mut c_void,
+    element_size: c_uint,
+    height: usize,
+    pitch: usize,
+    value: c_uint,
+    width: usize,
+}
+
+/// `hipHostNodeParams`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct HostNodeParams {
+    func: Option<unsafe extern "C" fn(*mut c_void)>,
+    data: *mut c_void,
+}
+
+/// `hipPos`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pos {
+    x: usize,
+    y: usize,
+    z: usize,
+}
+
+/// `hipPitchedPtr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PitchedPtr {
+    ptr: *mut c_void,
+    pitch: usize,
+    xsize: usize,
+    ysize: usize,
+}
+
+/// `hipExtent`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extent {
+    width: usize,
+    height: usize,
+    depth: usize,
+}
+
+/// `hipMemcpy3DParms` (160 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Memcpy3DParms {
+    src_array: *mut c_void,
+    src_pos: Pos,
+    src_ptr: PitchedPtr,
+    dst_array: *mut c_void,
+    dst_pos: Pos,
+    dst_ptr: PitchedPtr,
+    extent: Extent,
+    kind: c_uint,
+}
+
+const _: () = assert!(size_of::<KernelNodeParams>() == 64);
+const _: () = assert!(size_of::<MemsetParams>() == 48);
+const _: () = assert!(size_of::<Memcpy3DParms>() == 160);
+
+/// `hipGraphNodeType` (HIP 5.2's numbering).
+const TYPE_KERNEL: c_int = 1;
+const TYPE_MEMCPY: c_int = 2;
+const TYPE_MEMSET: c_int = 3;
+const TYPE_HOST: c_int = 4;
+const TYPE_GRAPH: c_int = 5;
+const TYPE_EMPTY: c_int = 6;
+const TYPE_WAIT_EVENT: c_int = 7;
+const TYPE_EVENT_RECORD: c_int = 8;
+
+/// `hipMemcpyDefault`, and the largest kind HIP accepts besides `DeviceToDeviceNoCU`.
+const MEMCPY_DEFAULT: c_uint = 4;
+const MEMCPY_NO_CU: c_uint = 1024;
+/// `hipErrorInvalidPitchValue`.
+const INVALID_PITCH: Hip = Hip(12);
+/// `hipErrorGraphExecUpdateFailure`.
+const UPDATE_FAILURE: Hip = Hip(910);
+
+// ----- the model ------------------------------------------------------------------------------
+
+/// A kernel node: what `hipKernelNodeParams` named, resolved, with its arguments packed into a
+/// kernel-argument segment owned by the node (what `kernelParams` of
+/// `hipGraphKernelNodeGetParams` points into).
+struct KernelNode {
+    func: usize,
+    grid: Dim3,
+    block: Dim3,
+    shared_mem: u32,
+    f: FunctionEntry,
+    /// The segment, 16-byte aligned; `len` bytes of it are used.
+    seg: Vec<u128>,
+    len: usize,
+    /// `kernelParams` as returned: one pointer per argument into `seg` (empty in `extra` mode).
+    params: Vec<usize>,
+    /// `extra` as returned, when the arguments came as a buffer: the five-entry list, whose
+    /// size entry points at `size`.
+    extra: Option<(Vec<usize>, Box<usize>)>,
+}
+
+impl KernelNode {
+    /// Validates and deep-copies `p` (resolving `p.func` on `device`).
+    ///
+    /// # Safety
+    /// `p.kernelParams` / `p.extra` are as `hipModuleLaunchKernel`'s.
+    unsafe fn new(g: &Global, p: &KernelNodeParams, device: u32) -> HipResult<KernelNode> {
+        if p.func.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let f = resolve(g, p.func, device)?;
+        if [p.grid.x, p.grid.y, p.grid.z].contains(&0) {
+            return Err(INVALID_VALUE);
+        }
+        if [p.block.x, p.block.y, p.block.z].contains(&0) {
+            return Err(INVALID_CONFIGURATION);
+        }
+        if u64::from(p.block.x) * u64::from(p.block.y) * u64::from(p.block.z) > 1024 {
+            return Err(INVALID_VALUE);
+        }
+        geometry(p.grid, p.block)?;
+        // SAFETY: the caller's contract.
+        let bytes = unsafe { module_kernarg(&f, p.kernel_params, p.extra)? };
+        let by_buffer = p.kernel_params.is_null() && !p.extra.is_null();
+        Ok(KernelNode::from_parts(p.func as usize, p.grid, p.block, p.shared_mem, f, &bytes, by_buffer))
+    }
+
+    fn from_parts(
+        func: usize,
+        grid: Dim3,
+        block: Dim3,
+        shared_mem: u32,
+        f: FunctionEntry,
+        bytes: &[u8],
+        by_buffer: bool,
+    ) -> KernelNode {
+        let mut seg = vec![0u128; bytes.len().div_ceil(16).max(1)];
+        // SAFETY: `seg` holds at least `bytes.len()` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), seg.as_mut_ptr().cast::<u8>(), bytes.len()) };
+        let base = seg.as_ptr() as usize;
+        let (params, extra) = if by_buffer {
+            let size = Box::new(bytes.len());
+            let list = vec![1, base, 2, &*size as *const usize as usize, 3];
+            (Vec::new(), Some((list, size)))
+        } else {
+            (f.args.iter().flatten().map(|&(off, _)| base + off).collect(), None)
+        };
+        KernelNode { func, grid, block, shared_mem, f, seg, len: bytes.len(), params, extra }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `seg` holds at least `len` initialised bytes.
+        unsafe { std::slice::from_raw_parts(self.seg.as_ptr().cast::<u8>(), self.len) }
+    }
+
+    fn params(&self) -> KernelNodeParams {
+        KernelNodeParams {
+            block: self.block,
+            extra: self.extra.as_ref().map_or(std::ptr::null_mut(), |(l, _)| l.as_ptr() as *mut *mut c_void),
+            func: self.func as *const c_void,
+            grid: self.grid,
+            kernel_params: if self.extra.is_some() {
+                std::ptr::null_mut()
+            } else {
+                self.params.as_ptr() as *mut *mut c_void
+            },
+            shared_mem: self.shared_mem,
+        }
+    }
+}
+
+impl Clone for KernelNode {
+    fn clone(&self) -> Self {
+        let bytes = self.bytes().to_vec();
+        KernelNode::from_parts(
+            self.func,
+            self.grid,
+            self.block,
+            self.shared_mem,
+            self.f.clone(),
+            &bytes,
+            self.extra.is_some(),
+        )
+    }
+}
+
+/// A copy: `hipMemcpy3DParms` over linear memory (arrays are not supported), kept as given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CopyNode {
+    src: u64,
+    src_pos: Pos,
+    src_pitch: usize,
+    src_ysize: usize,
+    dst: u64,
+    dst_pos: Pos,
+    dst_pitch: usize,
+    dst_ysize: usize,
+    extent: Extent,
+    kind: c_uint,
+}
+
+impl CopyNode {
+    fn linear(dst: u64, src: u64, count: usize, kind: c_uint) -> CopyNode {
+        CopyNode {
+            src,
+            src_pos: Pos::default(),
+            src_pitch: count,
+            src_ysize: 1,
+            dst,
+            dst_pos: Pos::default(),
+            dst_pitch: count,
+            dst_ysize: 1,
+            extent: Extent { width: count, height: 1, depth: 1 },
+            kind,
+        }
+    }
+
+    /// The rows `(dst, src, bytes)` the copy moves; one row when the rows are contiguous on
+    /// both sides.
+    fn rows(&self) -> Vec<(u64, u64, u64)> {
+        let e = self.extent;
+        let at = |base: u64, pos: Pos, pitch: usize, ysize: usize, y: usize, z: usize| {
+            base + ((pos.z + z) * pitch * ysize + (pos.y + y) * pitch + pos.x) as u64
+        };
+        let contiguous = |pitch: usize, ysize: usize, pos: Pos| {
+            pitch == e.width && pos == Pos::default() && (e.depth <= 1 || ysize == e.height)
+        };
+        if contiguous(self.src_pitch, self.src_ysize, self.src_pos)
+            && contiguous(self.dst_pitch, self.dst_ysize, self.dst_pos)
+        {
+            return vec![(self.dst, self.src, (e.width * e.height * e.depth) as u64)];
+        }
+        let mut rows = Vec::new();
+        for z in 0..e.depth {
+            for y in 0..e.height {
+                rows.push((
+                    at(self.dst, self.dst_pos, self.dst_pitch, self.dst_ysize, y, z),
+                    at(self.src, self.src_pos, self.src_pitch, self.src_ysize, y, z),
+                    e.width as u64,
+                ));
+            }
+        }
+        rows
+    }
+
+    fn params(&self) -> Memcpy3DParms {
+        let ptr = |base: u64, pitch: usize, ysize: usize| PitchedPtr {
+            ptr: base as usize as *mut c_void,
+            pitch,
+            xsize: self.extent.width,
+            ysize,
+        };
+        Memcpy3DParms {
+            src_array: std::ptr::null_mut(),
+            src_pos: self.src_pos,
+            src_ptr: ptr(self.src, self.src_pitch, self.src_ysize),
+            dst_array: std::ptr::null_mut(),
+            dst_pos: self.dst_pos,
+            dst_ptr: ptr(self.dst, self.dst_pitch, self.dst_ysize),
+            extent: self.extent,
+            kind: self.kind,
+        }
+    }
+}
+
+/// A fill: `hipMemsetParams`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MemsetNode {
+    dst: u64,
+    element_size: u32,
+    height: usize,
+    pitch: usize,
+    value: u32,
+    width: usize,
+}
+
+/// A captured operation HIP has no node type for (a wait on a value, a value write, a stream
+/// callback): replayed as recorded.
+#[derive(Debug, Clone)]
+struct RawNode {
+    kind: NodeKind,
+    args: Vec<u8>,
+    /// The type it reports, if HIP 5.2 has one.
+    ty: Option<c_int>,
+}
+
+#[derive(Clone)]
+enum Kind {
+    Kernel(KernelNode),
+    Copy(CopyNode),
+    Memset(MemsetNode),
+    Host { func: unsafe extern "C" fn(*mut c_void), data: usize },
+    Child(Box<Graph>),
+    Empty,
+    EventWait(u64),
+    EventRecord(u64),
+    Raw(RawNode),
+}
+
+impl Kind {
+    fn ty(&self) -> Option<c_int> {
+        Some(match self {
+            Kind::Kernel(_) => TYPE_KERNEL,
+            Kind::Copy(_) => TYPE_MEMCPY,
+            Kind::Memset(_) => TYPE_MEMSET,
+            Kind::Host { .. } => TYPE_HOST,
+            Kind::Child(_) => TYPE_GRAPH,
+            Kind::Empty => TYPE_EMPTY,
+            Kind::EventWait(_) => TYPE_WAIT_EVENT,
+            Kind::EventRecord(_) => TYPE_EVENT_RECORD,
+            Kind::Raw(r) => return r.ty,
+        })
+    }
+}
+
+/// Edges `(from, to)` by node id.
+type Edges = Vec<(u16, u16)>;
+
+/// Why an update failed (`hipGraphExecUpdateResult`) and the node of the new graph it failed
+/// at.
+type Mismatch = (c_int, Option<u16>);
+
+/// A graph: nodes by id (destroyed ones `None`; ids are never reused) and edges `(from, to)`.
+#[derive(Clone, Default)]
+pub(crate) struct Graph {
+    nodes: Vec<Option<Kind>>,
+    edges: Edges,
+    /// The graph this one was cloned from (0 if none): node ids carry over.
+    origin: u64,
+}
+
+impl Graph {
+    fn live(&self, id: u16) -> bool {
+        self.nodes.get(usize::from(id)).is_some_and(Option::is_some)
+    }
+
+    fn kind(&self, id: u16) -> HipResult<&Kind> {
+        self.nodes.get(usize::from(id)).and_then(Option::as_ref).ok_or(INVALID_VALUE)
+    }
+
+    fn kind_mut(&mut self, id: u16) -> HipResult<&mut Kind> {
+        self.nodes.get_mut(usize::from(id)).and_then(Option::as_mut).ok_or(INVALID_VALUE)
+    }
+
+    fn push(&mut self, kind: Kind, deps: &[u16]) -> HipResult<u16> {
+        let id = u16::try_from(self.nodes.len()).map_err(|_| Hip(2))?;
+        self.nodes.push(Some(kind));
+        self.edges.extend(deps.iter().map(|&d| (d, id)));
+        Ok(id)
+    }
+
+    fn deps(&self, id: u16) -> Vec<u16> {
+        self.edges.iter().filter(|e| e.1 == id).map(|e| e.0).collect()
+    }
+
+    fn dependents(&self, id: u16) -> Vec<u16> {
+        self.edges.iter().filter(|e| e.0 == id).map(|e| e.1).collect()
+    }
+
+    /// The live nodes in topological order (lowest id first among the ready); `None` for a
+    /// cycle.
+    fn order(&self) -> Option<Vec<u16>> {
+        let n = self.nodes.len();
+        let mut indegree = vec![0usize; n];
+        let mut succ: Vec<Vec<u16>> = vec![Vec::new(); n];
+        for &(f, t) in &self.edges {
+            indegree[usize::from(t)] += 1;
+            succ[usize::from(f)].push(t);
+        }
+        let mut ready: BTreeSet<u16> =
+            (0..n as u16).filter(|&i| self.live(i) && indegree[usize::from(i)] == 0).collect();
+        let mut out = Vec::new();
+        while let Some(i) = ready.pop_first() {
+            out.push(i);
+            for &t in &succ[usize::from(i)] {
+                indegree[usize::from(t)] -= 1;
+                if indegree[usize::from(t)] == 0 {
+                    ready.insert(t);
+                }
+            }
+        }
+        (out.len() == self.nodes.iter().filter(|k| k.is_some()).count()).then_some(out)
+    }
+}
+
+/// A graph of this layer, or a view of the child graph inside a child-graph node.
+enum Entry {
+    Owned(Graph),
+    Child { parent: u64, node: u16 },
+}
+
+#[derive(Default)]
+struct Graphs {
+    map: HashMap<u64, Entry>,
+    next: u64,
+}
+
+/// Tag of graph handles made here (core's use another).
+const GRAPH_TAG: u64 = 0x4847 << 48;
+
+impl Graphs {
+    fn insert(&mut self, g: Graph) -> u64 {
+        self.next += 1;
+        let h = GRAPH_TAG | self.next;
+        self.map.insert(h, Entry::Owned(g));
+        h
+    }
+
+    fn get(&self, h: u64) -> Option<&Graph> {
+        match self.map.get(&h)? {
+            Entry::Owned(g) => Some(g),
+            Entry::Child { parent, node } => match self.get(*parent)?.kind(*node).ok()? {
+                Kind::Child(c) => Some(c),
+                _ => None,
+            },
+        }
+    }
+
+    fn get_mut(&mut self, h: u64) -> Option<&mut Graph> {
+        let mut path = Vec::new();
+        let mut root = h;
+        while let Entry::Child { parent, node } = self.map.get(&root)? {
+            path.push(*node);
+            root = *parent;
+            if path.len() > 64 {
+                return None;
+            }
+        }
+        let Entry::Owned(root) = self.map.get_mut(&root)? else { return None };
+        let mut g: &mut Graph = root;
+        for &node in path.iter().rev() {
+            match g.kind_mut(node).ok()? {
+                Kind::Child(c) => g = &mut **c,
+                _ => return None,
+            }
+        }
+        Some(g)
+    }
+
+    /// The handle of the child graph of node `node` of graph `parent`.
+    fn child_view(&mut self, parent: u64, node: u16) -> u64 {
+        let found = self
+            .map
+            .iter()
+            .find(|(_, e)| matches!(e, Entry::Child { parent: p, node: n } if *p == parent && *n == node));
+        if let Some((&h, _)) = found {
+            return h;
+        }
+        self.next += 1;
+        let h = GRAPH_TAG | self.next;
+        self.map.insert(h, Entry::Child { parent, node });
+        h
+    }
+}
+
+static GRAPHS: LazyLock<Mutex<Graphs>> = LazyLock::new(Default::default);
+
+/// Whether `h` names a graph of this layer (otherwise it is core's: a capture's, or garbage).
+fn is_ours(h: u64) -> bool {
+    lock(&GRAPHS).map.contains_key(&h)
+}
+
+fn with_graph<R>(h: Handle, f: impl FnOnce(&Graph) -> HipResult<R>) -> HipResult<R> {
+    let graphs = lock(&GRAPHS);
+    f(graphs.get(h as usize as u64).ok_or(INVALID_VALUE)?)
+}
+
+fn with_graph_mut<R>(h: Handle, f: impl FnOnce(&mut Graph) -> HipResult<R>) -> HipResult<R> {
+    let mut graphs = lock(&GRAPHS);
+    f(graphs.get_mut(h as usize as u64).ok_or(INVALID_VALUE)?)
+}
+
+/// The (graph, node id) a node handle names; NULL and garbage are `hipErrorInvalidValue`.
+fn node_of(g: &Global, node: Handle) -> HipResult<(u64, u16)> {
+    lock(&g.nodes).get(node as usize as u64).ok_or(INVALID_VALUE)
+}
+
+fn node_handle(g: &Global, graph: u64, id: u16) -> Handle {
+    handle(lock(&g.nodes).handle(graph, id))
+}
+
+/// Reads `count` node handles (NULL with `count` > 0 is `hipErrorInvalidValue`).
+///
+/// # Safety
+/// `list` is NULL or holds `count` handles.
+unsafe fn handles<'a>(list: *const Handle, count: usize) -> HipResult<&'a [Handle]> {
+    if count == 0 {
+        return Ok(&[]);
+    }
+    if list.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    // SAFETY: the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(list, count) })
+}
+
+/// Node handles as ids of `graph`: each must be a live node of it, listed once.
+fn dep_ids(g: &Global, graph: u64, deps: &[Handle], live: impl Fn(u16) -> bool) -> HipResult<Vec<u16>> {
+    let mut out = Vec::with_capacity(deps.len());
+    for &d in deps {
+        let (gh, id) = node_of(g, d)?;
+        if gh != graph || !live(id) || out.contains(&id) {
+            return Err(INVALID_VALUE);
+        }
+        out.push(id);
+    }
+    Ok(out)
+}
+
+/// Writes a list under HIP's convention: with `out` NULL, `*count` becomes the length;
+/// otherwise up to `*count` items are written, the rest of a longer buffer set to NULL and
+/// `*count` lowered to the length.
+///
+/// # Safety
+/// `count` is valid for reads and writes; `out` is NULL or holds `*count` handles.
+unsafe fn write_list(items: &[Handle], out: *mut Handle, count: *mut usize) -> HipResult {
+    if count.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    if out.is_null() {
+        // SAFETY: the caller's contract.
+        return unsafe { put(count, items.len()) };
+    }
+    // SAFETY: the caller's contract.
+    let room = unsafe { count.read() };
+    // SAFETY: the caller's contract: `out` holds `room` handles.
+    let slots = unsafe { std::slice::from_raw_parts_mut(out, room) };
+    for (i, slot) in slots.iter_mut().enumerate() {
+        *slot = items.get(i).copied().unwrap_or(std::ptr::null_mut());
+    }
+    if room > items.len() {
+        // SAFETY: the caller's contract.
+        unsafe { put(count, items.len())? };
+    }
+    Ok(())
+}
+
+// ----- building core graphs -------------------------------------------------------------------
+
+/// `dst[..n] = src[..n]` on the host, run as a host node.
+struct HostCopy {
+    dst: u64,
+    src: u64,
+    bytes: u64,
+}
+
+unsafe extern "C" fn host_copy(data: *mut c_void) {
+    // SAFETY: `data` is a `HostCopy` an executable owns for as long as it can run.
+    let c = unsafe { &*data.cast::<HostCopy>() };
+    // SAFETY: the copy's ends are host memory of the graph's user (pageable) and a pinned
+    // staging buffer of the executable, each at least `bytes` long.
+    unsafe { std::ptr::copy(c.src as usize as *const u8, c.dst as usize as *mut u8, c.bytes as usize) };
+}
+
+/// Staging buffers and host-copy records an executable owns.
+#[derive(Default)]
+struct Staging {
+    buffers: Vec<u64>,
+    /// Boxed: host nodes hold their addresses, which must not move as the list grows.
+    #[allow(clippy::vec_box)]
+    copies: Vec<Box<HostCopy>>,
+}
+
+impl Staging {
+    fn is_empty(&self) -> bool {
+        self.buffers.is_empty() && self.copies.is_empty()
+    }
+
+    fn free(self, g: &Global) {
+        for b in self.buffers {
+            let _ = g.rt.backend().memory_free(b);
+        }
+    }
+}
+
+/// Flattens graphs into a core graph.
+struct Build<'a> {
+    g: &'a Global,
+    core: GraphHandle,
+    device: u32,
+    /// `None` while adding to a capture's graph: copies of pageable memory are recorded as
+    /// they are then, as a captured copy is.
+    staging: Option<&'a mut Staging>,
+}
+
+impl Build<'_> {
+    fn builtin(&mut self, kernel: BuiltinKernel, args: &[u8], deps: &[NodeId]) -> HipResult<NodeId> {
+        let object = self.g.rt.backend().builtin_kernel(self.device, kernel)?;
+        let launch = KernelLaunch {
+            kernel_object: object,
+            grid: [1, 1, 1],
+            workgroup: [1, 1, 1],
+            group_segment_size: 0,
+            private_segment_size: 0,
+            kernarg: args,
+        };
+        Ok(self.g.rt.graph_add_kernel_node(self.core, deps, &launch)?)
+    }
+
+    fn device_copy(&mut self, dst: u64, src: u64, bytes: u64, deps: &[NodeId]) -> HipResult<NodeId> {
+        let a = CopyArgs { dst, src, bytes };
+        // SAFETY: CopyArgs is three u64s, no padding.
+        let b = unsafe { std::slice::from_raw_parts((&a as *const CopyArgs).cast::<u8>(), size_of::<CopyArgs>()) };
+        self.builtin(BuiltinKernel::Copy, b, deps)
+    }
+
+    fn host_copy(&mut self, dst: u64, src: u64, bytes: u64, deps: &[NodeId]) -> HipResult<NodeId> {
+        let staging = self.staging.as_mut().ok_or(NOT_SUPPORTED)?;
+        let c = Box::new(HostCopy { dst, src, bytes });
+        let data = (&*c as *const HostCopy).cast_mut().cast::<c_void>();
+        staging.copies.push(c);
+        let kind = NodeKind::Host(HostFn::Plain { func: host_copy, data });
+        Ok(self.g.rt.graph_add_node(self.core, deps, kind)?)
+    }
+
+    fn stage(&mut self, bytes: u64) -> HipResult<u64> {
+        let b = self.g.rt.backend().memory_alloc(self.device, bytes as usize, MemoryKind::Host)?;
+        match self.staging.as_mut() {
+            Some(s) => {
+                s.buffers.push(b);
+                Ok(b)
+            }
+            None => {
+                let _ = self.g.rt.backend().memory_free(b);
+                Err(NOT_SUPPORTED)
+            }
+        }
+    }
+
+    /// One row of a copy, staged where a side is pageable.
+    fn copy_row(&mut self, dst: u64, src: u64, bytes: u64, deps: &[NodeId]) -> HipResult<NodeId> {
+        if bytes == 0 {
+            return Ok(self.g.rt.graph_add_empty_node(self.core, deps)?);
+        }
+        let (d, s) = (self.g.is_device_reachable(dst, bytes), self.g.is_device_reachable(src, bytes));
+        if (d && s) || self.staging.is_none() {
+            return self.device_copy(dst, src, bytes, deps);
+        }
+        match (d, s) {
+            (true, false) => {
+                let b = self.stage(bytes)?;
+                let h = self.host_copy(b, src, bytes, deps)?;
+                self.device_copy(dst, b, bytes, &[h])
+            }
+            (false, true) => {
+                let b = self.stage(bytes)?;
+                let c = self.device_copy(b, src, bytes, deps)?;
+                self.host_copy(dst, b, bytes, &[c])
+            }
+            _ => self.host_copy(dst, src, bytes, deps),
+        }
+    }
+
+    /// One node after `deps`; returns the core node later nodes depend on.
+    fn add(&mut self, kind: &Kind, deps: &[NodeId]) -> HipResult<NodeId> {
+        let rt = &self.g.rt;
+        match kind {
+            Kind::Empty => Ok(rt.graph_add_empty_node(self.core, deps)?),
+            Kind::Kernel(k) => {
+                let (grid, workgroup) = geometry(k.grid, k.block)?;
+                let launch = KernelLaunch {
+                    kernel_object: k.f.object,
+                    grid,
+                    workgroup,
+                    group_segment_size: k.f.group.saturating_add(k.shared_mem),
+                    private_segment_size: k.f.private,
+                    kernarg: k.bytes(),
+                };
+                Ok(rt.graph_add_kernel_node(self.core, deps, &launch)?)
+            }
+            Kind::Copy(c) => {
+                let mut ends = Vec::new();
+                for (dst, src, bytes) in c.rows() {
+                    ends.push(self.copy_row(dst, src, bytes, deps)?);
+                }
+                self.join(ends, deps)
+            }
+            Kind::Memset(m) => {
+                let mut ends = Vec::new();
+                for row in 0..m.height {
+                    let a = FillArgs {
+                        dst: m.dst + (row * m.pitch) as u64,
+                        count: m.width as u64,
+                        value: m.value,
+                        element_bytes: m.element_size,
+                    };
+                    // SAFETY: FillArgs is two u64s and two u32s, no padding.
+                    let b = unsafe {
+                        std::slice::from_raw_parts((&a as *const FillArgs).cast::<u8>(), size_of::<FillArgs>())
+                    };
+                    ends.push(self.builtin(BuiltinKernel::Fill, b, deps)?);
+                }
+                self.join(ends, deps)
+            }
+            Kind::Host { func, data } => {
+                let f = HostFn::Plain { func: *func, data: *data as *mut c_void };
+                Ok(rt.graph_add_node(self.core, deps, NodeKind::Host(f))?)
+            }
+            Kind::EventRecord(e) => Ok(rt.graph_add_node(self.core, deps, NodeKind::EventRecord(*e))?),
+            Kind::EventWait(e) => Ok(rt.graph_add_node(self.core, deps, NodeKind::EventWait(*e))?),
+            Kind::Child(c) => {
+                let leaves = self.flatten(c, deps)?;
+                self.join(leaves, deps)
+            }
+            Kind::Raw(r) => match r.kind {
+                NodeKind::Dispatch(d) => {
+                    let launch = KernelLaunch {
+                        kernel_object: d.kernel_object,
+                        grid: d.grid,
+                        workgroup: d.workgroup,
+                        group_segment_size: d.group_segment_size,
+                        private_segment_size: d.private_segment_size,
+                        kernarg: &r.args,
+                    };
+                    Ok(rt.graph_add_kernel_node(self.core, deps, &launch)?)
+                }
+                other => Ok(rt.graph_add_node(self.core, deps, other)?),
+            },
+        }
+    }
+
+    /// The one node that follows `ends` (an empty join when there are several; when there are
+    /// none, an empty node after `deps`).
+    fn join(&mut self, ends: Vec<NodeId>, deps: &[NodeId]) -> HipResult<NodeId> {
+        match ends.as_slice() {
+            [one] => Ok(*one),
+            [] => Ok(self.g.rt.graph_add_empty_node(self.core, deps)?),
+            many => Ok(self.g.rt.graph_add_empty_node(self.core, many)?),
+        }
+    }
+
+    /// Adds `graph` with its roots after `entry`; returns the core nodes of its leaves. A
+    /// cycle is `hipErrorInvalidValue`.
+    fn flatten(&mut self, graph: &Graph, entry: &[NodeId]) -> HipResult<Vec<NodeId>> {
+        let order = graph.order().ok_or(INVALID_VALUE)?;
+        let mut exits: HashMap<u16, NodeId> = HashMap::new();
+        for &id in &order {
+            let preds = graph.deps(id);
+            let deps: Vec<NodeId> = if preds.is_empty() {
+                entry.to_vec()
+            } else {
+                preds.iter().filter_map(|p| exits.get(p).copied()).collect()
+            };
+            let exit = self.add(graph.kind(id)?, &deps)?;
+            exits.insert(id, exit);
+        }
+        Ok(order
+            .iter()
+            .filter(|&&id| graph.dependents(id).is_empty())
+            .filter_map(|id| exits.get(id).copied())
+            .collect())
+    }
+}
+
+/// Builds graph `graph` into a core graph and instantiates it on the calling thread's device.
+fn instantiate(g: &Global, graph: &Graph, flags: u32) -> HipResult<(GraphExecHandle, Staging)> {
+    let device = g.rt.device()?;
+    let core = g.rt.graph_create()?;
+    let mut staging = Staging::default();
+    let built = Build { g, core, device, staging: Some(&mut staging) }.flatten(graph, &[]);
+    let result = built.and_then(|_| Ok(g.rt.graph_instantiate_with_flags(core, flags)?));
+    let _ = g.rt.graph_destroy(core);
+    match result {
+        Ok(x) => Ok((x, staging)),
+        Err(e) => {
+            staging.free(g);
+            Err(e)
+        }
+    }
+}
+
+// ----- captured graphs --------------------------------------------------------------------------
+
+/// What core node `id` of captured graph `core` is, as a node of this layer.
+fn captured_kind(g: &Global, core: GraphHandle, id: NodeId, device: u32) -> HipResult<Kind> {
+    let kind = g.rt.graph_node_kind(core, id)?;
+    let raw = |args: Vec<u8>, ty| Kind::Raw(RawNode { kind, args, ty });
+    Ok(match kind {
+        NodeKind::Empty => Kind::Empty,
+        NodeKind::EventRecord(e) => Kind::EventRecord(e),
+        NodeKind::EventWait(e) => Kind::EventWait(e),
+        NodeKind::Host(HostFn::Plain { func, data }) => Kind::Host { func, data: data as usize },
+        NodeKind::Host(_) => raw(Vec::new(), Some(TYPE_HOST)),
+        NodeKind::WaitValue(_) => raw(Vec::new(), None),
+        NodeKind::Dispatch(d) => {
+            let mut args = vec![0u8; d.arg_len as usize];
+            g.rt.graph_node_args(core, id, &mut args)?;
+            let backend = g.rt.backend();
+            let builtin = |k| backend.builtin_kernel(device, k).ok() == Some(d.kernel_object);
+            if builtin(BuiltinKernel::Copy) && args.len() >= size_of::<CopyArgs>() {
+                // SAFETY: the arguments of a copy dispatch are a CopyArgs (length checked).
+                let a: CopyArgs = unsafe { std::ptr::read_unaligned(args.as_ptr().cast()) };
+                return Ok(Kind::Copy(CopyNode::linear(a.dst, a.src, a.bytes as usize, MEMCPY_DEFAULT)));
+            }
+            if builtin(BuiltinKernel::Fill) && args.len() >= size_of::<FillArgs>() {
+                // SAFETY: the arguments of a fill dispatch are a FillArgs (length checked).
+                let a: FillArgs = unsafe { std::ptr::read_unaligned(args.as_ptr().cast()) };
+                let width = a.count as usize;
+                let m = MemsetNode {
+                    dst: a.dst,
+                    element_size: a.element_bytes,
+                    height: 1,
+                    pitch: width,
+                    value: a.value,
+                    width,
+                };
+                return Ok(Kind::Memset(m));
+            }
+            let Some(func) = handle_of_object(g, d.kernel_object) else { return Ok(raw(args, None)) };
+            let Ok(f) = resolve(g, func, device) else { return Ok(raw(args, None)) };
+            let w = d.workgroup.map(|w| u32::from(w).max(1));
+            let block = Dim3 { x: w[0], y: w[1], z: w[2] };
+            let grid = Dim3 { x: d.grid[0] / w[0], y: d.grid[1] / w[1], z: d.grid[2] / w[2] };
+            let shared = d.group_segment_size.saturating_sub(f.group);
+            let by_buffer = f.args.is_none();
+            Kind::Kernel(KernelNode::from_parts(func as usize, grid, block, shared, f, &args, by_buffer))
+        }
+    })
+}
+
+/// Takes over the graph a capture recorded: the same handle then names a graph of this layer,
+/// with the same node ids (so node handles given out during the capture stay valid); core's
+/// graph is released.
+pub(crate) fn adopt_captured(g: &Global, core: GraphHandle) -> HipResult {
+    let device = g.rt.device()?;
+    let count = g.rt.graph_node_count(core)?;
+    let mut graph = Graph::default();
+    for i in 0..count {
+        graph.nodes.push(Some(captured_kind(g, core, NodeId(i as u16), device)?));
+    }
+    let mut edges = vec![(NodeId(0), NodeId(0)); 2 * count + 16];
+    let n = g.rt.graph_edges(core, &mut edges)?;
+    if n > edges.len() {
+        edges.resize(n, (NodeId(0), NodeId(0)));
+        g.rt.graph_edges(core, &mut edges)?;
+    }
+    graph.edges = edges.iter().take(n).map(|(f, t)| (f.0, t.0)).collect();
+    g.rt.graph_destroy(core)?;
+    lock(&GRAPHS).map.insert(core.0, Entry::Owned(graph));
+    Ok(())
+}
+
+// ----- graphs ----------------------------------------------------------------------------------
+
+/// `hipGraphCreate`: `flags` must be 0.
+///
+/// # Safety
+/// `graph` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphCreate(graph: *mut Handle, flags: c_uint) -> i32 {
+    api(|| {
+        global()?;
+        if graph.is_null() || flags != 0 {
+            return Err(INVALID_VALUE);
+        }
+        let h = lock(&GRAPHS).insert(Graph::default());
+        // SAFETY: the caller's contract.
+        unsafe { put(graph, handle(h)) }
+    })
+}
+
+/// `hipGraphDestroy`: NULL, destroyed and garbage graphs are `hipErrorInvalidValue`, and so is
+/// a graph a capture still records into or the child graph of a node.
+#[no_mangle]
+pub extern "C" fn hipGraphDestroy(graph: Handle) -> i32 {
+    api(|| {
+        let g = global()?;
+        let h = graph as usize as u64;
+        let mut graphs = lock(&GRAPHS);
+        match graphs.map.get(&h) {
+            Some(Entry::Owned(_)) => {
+                graphs.map.remove(&h);
+                Ok(())
+            }
+            Some(Entry::Child { .. }) => Err(INVALID_VALUE),
+            None => {
+                drop(graphs);
+                Ok(g.rt.graph_destroy(GraphHandle(h))?)
+            }
+        }
+    })
+}
+
+/// `hipGraphClone`: a deep copy (child graphs included) whose nodes keep their ids, so
+/// `hipGraphNodeFindInClone` finds them.
+///
+/// # Safety
+/// `clone` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphClone(clone: *mut Handle, graph: Handle) -> i32 {
+    api(|| {
+        global()?;
+        if clone.is_null() || graph.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let h = graph as usize as u64;
+        let mut graphs = lock(&GRAPHS);
+        let mut copy = graphs.get(h).ok_or(INVALID_VALUE)?.clone();
+        copy.origin = h;
+        let c = graphs.insert(copy);
+        // SAFETY: the caller's contract.
+        unsafe { put(clone, handle(c)) }
+    })
+}
+
+/// `hipGraphNodeFindInClone`: the node of `clone` that `original` became.
+///
+/// # Safety
+/// `node` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphNodeFindInClone(node: *mut Handle, original: Handle, clone: Handle) -> i32 {
+    api(|| {
+        let g = global()?;
+        if node.is_null() || original.is_null() || clone.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let (gh, id) = node_of(g, original)?;
+        let ch = clone as usize as u64;
+        let found = {
+            let graphs = lock(&GRAPHS);
+            let c = graphs.get(ch).ok_or(INVALID_VALUE)?;
+            c.origin == gh && c.live(id)
+        };
+        if !found {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the caller's contract.
+        unsafe { put(node, node_handle(g, ch, id)) }
+    })
+}
+
+/// `hipGraphGetNodes`: the nodes in topological order (a cycle is `hipErrorInvalidValue`).
+///
+/// # Safety
+/// `count` is NULL or valid for reads and writes; `nodes` is NULL or holds `*count` handles.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphGetNodes(graph: Handle, nodes: *mut Handle, count: *mut usize) -> i32 {
+    api(|| {
+        let g = global()?;
+        if graph.is_null() || count.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let h = graph as usize as u64;
+        let ids: Vec<u16> = if is_ours(h) {
+            with_graph(graph, |gr| gr.order().ok_or(INVALID_VALUE))?
+        } else {
+            let gh = GraphHandle(h);
+            let mut ids = vec![NodeId(0); g.rt.graph_node_count(gh)?];
+            let n = g.rt.graph_nodes(gh, &mut ids)?;
+            ids.iter().take(n).map(|i| i.0).collect()
+        };
+        let items: Vec<Handle> = ids.iter().map(|&id| node_handle(g, h, id)).collect();
+        // SAFETY: the caller's contract.
+        unsafe { write_list(&items, nodes, count) }
+    })
+}
+
+/// `hipGraphGetRootNodes`: nodes without dependencies, in topological order.
+///
+/// # Safety
+/// As `hipGraphGetNodes`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphGetRootNodes(graph: Handle, nodes: *mut Handle, count: *mut usize) -> i32 {
+    api(|| {
+        let g = global()?;
+        if graph.is_null() || count.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let h = graph as usize as u64;
+        let ids: Vec<u16> = if is_ours(h) {
+            with_graph(graph, |gr| {
+                let order = gr.order().unwrap_or_else(|| (0..gr.nodes.len() as u16).filter(|&i| gr.live(i)).collect());
+                Ok(order.into_iter().filter(|&i| gr.deps(i).is_empty()).collect())
+            })?
+        } else {
+            let (nodes, edges) = core_graph(g, GraphHandle(h))?;
+            nodes.into_iter().filter(|i| !edges.iter().any(|e| e.1 == *i)).collect()
+        };
+        let items: Vec<Handle> = ids.iter().map(|&id| node_handle(g, h, id)).collect();
+        // SAFETY: the caller's contract.
+        unsafe { write_list(&items, nodes, count) }
+    })
+}
+
+/// The node ids and edges of a core (capturing) graph.
+fn core_graph(g: &Global, gh: GraphHandle) -> HipResult<(Vec<u16>, Edges)> {
+    let n = g.rt.graph_node_count(gh)?;
+    let mut edges = vec![(NodeId(0), NodeId(0)); 2 * n + 16];
+    let e = g.rt.graph_edges(gh, &mut edges)?.min(edges.len());
+    Ok(((0..n as u16).collect(), edges.iter().take(e).map(|(f, t)| (f.0, t.0)).collect()))
+}
+
+/// `hipGraphGetEdges`: `from` and `to` both NULL (the count) or both lists.
+///
+/// # Safety
+/// `count` is NULL or valid for reads and writes; `from` and `to` are NULL or hold `*count`
+/// handles each.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphGetEdges(graph: Handle, from: *mut Handle, to: *mut Handle, count: *mut usize) -> i32 {
+    api(|| {
+        let g = global()?;
+        if graph.is_null() || count.is_null() || from.is_null() != to.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let h = graph as usize as u64;
+        let edges =
+            if is_ours(h) { with_graph(graph, |gr| Ok(gr.edges.clone()))? } else { core_graph(g, GraphHandle(h))?.1 };
+        let froms: Vec<Handle> = edges.iter().map(|e| node_handle(g, h, e.0)).collect();
+        let tos: Vec<Handle> = edges.iter().map(|e| node_handle(g, h, e.1)).collect();
+        if from.is_null() {
+            // SAFETY: the caller's contract.
+            return unsafe { put(count, edges.len()) };
+        }
+        // SAFETY: the caller's contract; `*count` is read before either list is written.
+        let room = unsafe { count.read() };
+        // SAFETY: as above; each list holds `room` handles.
+        unsafe {
+            write_list(&froms, from, count)?;
+            put(count, room)?;
+            write_list(&tos, to, count)
+        }
+    })
+}
+
+/// The dependencies (`incoming`) or dependents of a node.
+///
+/// # Safety
+/// As `hipGraphGetNodes`.
+unsafe fn neighbours(node: Handle, out: *mut Handle, count: *mut usize, incoming: bool) -> HipResult {
+    let g = global()?;
+    if count.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    let (gh, id) = node_of(g, node)?;
+    let ids = if is_ours(gh) {
+        let graphs = lock(&GRAPHS);
+        let gr = graphs.get(gh).ok_or(INVALID_VALUE)?;
+        gr.kind(id)?;
+        if incoming {
+            gr.deps(id)
+        } else {
+            gr.dependents(id)
+        }
+    } else {
+        let (_, edges) = core_graph(g, GraphHandle(gh))?;
+        if incoming {
+            edges.iter().filter(|e| e.1 == id).map(|e| e.0).collect()
+        } else {
+            edges.iter().filter(|e| e.0 == id).map(|e| e.1).collect()
+        }
+    };
+    let items: Vec<Handle> = ids.iter().map(|&i| node_handle(g, gh, i)).collect();
+    // SAFETY: the caller's contract.
+    unsafe { write_list(&items, out, count) }
+}
+
+/// `hipGraphNodeGetDependencies`.
+///
+/// # Safety
+/// As `hipGraphGetNodes`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphNodeGetDependencies(node: Handle, deps: *mut Handle, count: *mut usize) -> i32 {
+    // SAFETY: forwarded caller contract.
+    api(|| unsafe { neighbours(node, deps, count, true) })
+}
+
+/// `hipGraphNodeGetDependentNodes`.
+///
+/// # Safety
+/// As `hipGraphGetNodes`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphNodeGetDependentNodes(node: Handle, deps: *mut Handle, count: *mut usize) -> i32 {
+    // SAFETY: forwarded caller contract.
+    api(|| unsafe { neighbours(node, deps, count, false) })
+}
+
+/// `hipGraphAddDependencies`: `to[k]` runs after `from[k]`. Every pair is checked first (NULL,
+/// a self-edge, a node of another graph: `hipErrorInvalidValue`, nothing added); then an edge
+/// that exists already is `hipErrorInvalidValue`, the pairs before it staying added.
+///
+/// # Safety
+/// `from` and `to` are NULL or hold `count` handles each.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphAddDependencies(
+    graph: Handle,
+    from: *const Handle,
+    to: *const Handle,
+    count: usize,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        if graph.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        let (from, to) = unsafe { (handles(from, count)?, handles(to, count)?) };
+        let h = graph as usize as u64;
+        let mut pairs = Vec::with_capacity(count);
+        for (&f, &t) in from.iter().zip(to) {
+            let ((fg, fi), (tg, ti)) = (node_of(g, f)?, node_of(g, t)?);
+            if fg != h || tg != h || fi == ti {
+                return Err(INVALID_VALUE);
+            }
+            pairs.push((fi, ti));
+        }
+        if !is_ours(h) {
+            let (f, t): (Vec<NodeId>, Vec<NodeId>) = pairs.iter().map(|&(f, t)| (NodeId(f), NodeId(t))).unzip();
+            return Ok(g.rt.graph_add_dependencies(GraphHandle(h), &f, &t)?);
+        }
+        with_graph_mut(graph, |gr| {
+            if pairs.iter().any(|&(f, t)| !gr.live(f) || !gr.live(t)) {
+                return Err(INVALID_VALUE);
+            }
+            for p in pairs {
+                if gr.edges.contains(&p) {
+                    return Err(INVALID_VALUE);
+                }
+                gr.edges.push(p);
+            }
+            Ok(())
+        })
+    })
+}
+
+/// `hipGraphRemoveDependencies`: a pair that is no edge of the graph is `hipErrorInvalidValue`
+/// (the pairs before it stay removed).
+///
+/// # Safety
+/// `from` and `to` are NULL or hold `count` handles each.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphRemoveDependencies(
+    graph: Handle,
+    from: *const Handle,
+    to: *const Handle,
+    count: usize,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        if graph.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the caller's contract.
+        let (from, to) = unsafe { (handles(from, count)?, handles(to, count)?) };
+        let h = graph as usize as u64;
+        if count > 0 && !is_ours(h) {
+            return Err(NOT_SUPPORTED);
+        }
+        let mut pairs = Vec::with_capacity(count);
+        for (&f, &t) in from.iter().zip(to) {
+            let ((fg, fi), (tg, ti)) = (node_of(g, f)?, node_of(g, t)?);
+            pairs.push((fg == h && tg == h).then_some((fi, ti)));
+        }
+        with_graph_mut(graph, |gr| {
+            for p in pairs {
+                let p = p.ok_or(INVALID_VALUE)?;
+                let at = gr.edges.iter().position(|&e| e == p).ok_or(INVALID_VALUE)?;
+                gr.edges.remove(at);
+            }
+            Ok(())
+        })
+    })
+}
+
+/// `hipGraphDestroyNode`: the node goes with its edges.
+#[no_mangle]
+pub extern "C" fn hipGraphDestroyNode(node: Handle) -> i32 {
+    api(|| {
+        let g = global()?;
+        let (gh, id) = node_of(g, node)?;
+        if !is_ours(gh) {
+            return Err(NOT_SUPPORTED);
+        }
+        let mut graphs = lock(&GRAPHS);
+        let gr = graphs.get_mut(gh).ok_or(INVALID_VALUE)?;
+        gr.kind(id)?;
+        gr.nodes[usize::from(id)] = None;
+        gr.edges.retain(|e| e.0 != id && e.1 != id);
+        Ok(())
+    })
+}
+
+/// `hipGraphNodeGetType` (HIP 5.2's numbering). A captured operation HIP has no node type for
+/// (a wait on or write of a value) is `hipErrorNotSupported`.
+///
+/// # Safety
+/// `ty` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphNodeGetType(node: Handle, ty: *mut c_int) -> i32 {
+    api(|| {
+        let g = global()?;
+        if ty.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let (gh, id) = node_of(g, node)?;
+        let t = if is_ours(gh) {
+            with_graph(gh as usize as Handle, |gr| Ok(gr.kind(id)?.ty()))?
+        } else {
+            captured_kind(g, GraphHandle(gh), NodeId(id), g.rt.device()?)?.ty()
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(ty, t.ok_or(NOT_SUPPORTED)?) }
+    })
+}
+
+// ----- adding nodes ---------------------------------------------------------------------------
+
+/// Adds `kind` to `graph` after `deps` and writes its handle: to a graph of this layer, or to a
+/// capture's graph in core.
+///
+/// # Safety
+/// `node` is NULL or valid for writes; `deps` is NULL or holds `count` handles.
+unsafe fn add_node(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    count: usize,
+    kind: HipResult<Kind>,
+) -> HipResult {
+    let g = global()?;
+    if node.is_null() || graph.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    // SAFETY: the caller's contract.
+    let deps = unsafe { handles(deps, count)? };
+    let kind = kind?;
+    let h = graph as usize as u64;
+    let id = if is_ours(h) {
+        let mut graphs = lock(&GRAPHS);
+        let gr = graphs.get_mut(h).ok_or(INVALID_VALUE)?;
+        let ids = dep_ids(g, h, deps, |i| gr.live(i))?;
+        gr.push(kind, &ids)?
+    } else {
+        let core = GraphHandle(h);
+        let n = g.rt.graph_node_count(core)?;
+        let ids = dep_ids(g, h, deps, |i| usize::from(i) < n)?;
+        let ids: Vec<NodeId> = ids.into_iter().map(NodeId).collect();
+        let device = g.rt.device()?;
+        Build { g, core, device, staging: None }.add(&kind, &ids)?.0
+    };
+    // SAFETY: the caller's contract.
+    unsafe { put(node, node_handle(g, h, id)) }
+}
+
+/// `hipGraphAddEmptyNode`.
+///
+/// # Safety
+/// `node` is NULL or valid for writes; `deps` is NULL or holds `count` handles.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphAddEmptyNode(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    count: usize,
+) -> i32 {
+    // SAFETY: forwarded caller contract.
+    api(|| unsafe { add_node(node, graph, deps, count, Ok(Kind::Empty)) })
+}
+
+fn kernel_kind(p: *const KernelNodeParams) -> HipResult<Kind> {
+    let g = global()?;
+    if p.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    // SAFETY: non-null; the caller of the API vouches for the struct and its argument lists.
+    unsafe { KernelNode::new(g, &*p, g.rt.device()?) }.map(Kind::Kernel)
+}
+
+/// `hipGraphAddKernelNode`: the arguments are copied now; `func` is a kernel handle (or a
+/// `hipFunction_t`), NULL being `hipErrorInvalidValue` and an unknown one
+/// `hipErrorInvalidDeviceFunction`.
+///
+/// # Safety
+/// `node` is NULL or valid for writes; `deps` is NULL or holds `count` handles; `p` is NULL or
+/// valid, its argument lists as `hipModuleLaunchKernel`'s.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphAddKernelNode(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    count: usize,
+    p: *const KernelNodeParams,
+) -> i32 {
+    // SAFETY: forwarded caller contract.
+    api(|| unsafe { add_node(node, graph, deps, count, kernel_kind(p)) })
+}
+
+/// Whether `[addr, addr + bytes)` starts inside an allocation of this runtime but runs past
+/// its end.
+fn overruns(g: &Global, addr: u64, bytes: u64) -> bool {
+    let allocs = lock(&g.allocs);
+    allocs
+        .range(..=addr)
+        .next_back()
+        .is_some_and(|(&start, &(len, _))| addr < start + len.max(1) && addr.saturating_add(bytes) > start + len)
+}
+
+/// A 1-D copy, checked as HIP checks `hipGraphAddMemcpyNode1D`: zero bytes, NULL ends and a
+/// range past an allocation are `hipErrorInvalidValue`, an unknown kind
+/// `hipErrorInvalidMemcpyDirection`, and so is a kind that contradicts pageable memory.
+fn copy_1d(g: &Global, dst: u64, src: u64, count: usize, kind: c_uint) -> HipResult<Kind> {
+    if count == 0 || dst == 0 || src == 0 {
+        return Err(INVALID_VALUE);
+    }
+    if kind > MEMCPY_DEFAULT && kind != MEMCPY_NO_CU {
+        return Err(INVALID_MEMCPY_DIRECTION);
+    }
+    let n = count as u64;
+    if overruns(g, dst, n) || overruns(g, src, n) {
+        return Err(INVALID_VALUE);
+    }
+    let (d, s) = (g.is_device_reachable(dst, n), g.is_device_reachable(src, n));
+    if (!s && d && !matches!(kind, TO_DEVICE | MEMCPY_DEFAULT))
+        || (!d && s && !matches!(kind, TO_HOST | MEMCPY_DEFAULT))
+    {
+        return Err(INVALID_VALUE);
+    }
+    Ok(Kind::Copy(CopyNode::linear(dst, src, count, kind)))
+}
+
+/// A 3-D copy of linear memory (arrays are `hipErrorNotSupported`).
+fn copy_3d(p: *const Memcpy3DParms) -> HipResult<Kind> {
+    if p.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    // SAFETY: non-null; the caller of the API vouches for the struct.
+    let p = unsafe { &*p };
+    if !p.src_array.is_null() || !p.dst_array.is_null() {
+        return Err(NOT_SUPPORTED);
+    }
+    if p.src_ptr.ptr.is_null() || p.dst_ptr.ptr.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    let e = p.extent;
+    if p.src_ptr.pitch < e.width + p.src_pos.x || p.dst_ptr.pitch < e.width + p.dst_pos.x {
+        return Err(INVALID_PITCH);
+    }
+    if p.kind > MEMCPY_DEFAULT && p.kind != MEMCPY_NO_CU {
+        return Err(INVALID_MEMCPY_DIRECTION);
+    }
+    if e.width == 0 || e.height == 0 || e.depth == 0 {
+        return Err(INVALID_VALUE);
+    }
+    Ok(Kind::Copy(CopyNode {
+        src: p.src_ptr.ptr as usize as u64,
+        src_pos: p.src_pos,
+        src_pitch: p.src_ptr.pitch,
+        src_ysize: p.src_ptr.ysize.max(1),
+        dst: p.dst_ptr.ptr as usize as u64,
+        dst_pos: p.dst_pos,
+        dst_pitch: p.dst_ptr.pitch,
+        dst_ysize: p.dst_ptr.ysize.max(1),
+        extent: e,
+        kind: p.kind,
+    }))
+}
+
+/// `hipGraphAddMemcpyNode`: linear memory (pitched rows) only.
+///
+/// # Safety
+/// As `hipGraphAddKernelNode`; `p` is NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphAddMemcpyNode(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    count: usize,
+    p: *const Memcpy3DParms,
+) -> i32 {
+    // SAFETY: forwarded caller contract.
+    api(|| unsafe { add_node(node, graph, deps, count, copy_3d(p)) })
+}
+
+/// `hipGraphAddMemcpyNode1D`.
+///
+/// # Safety
+/// As `hipGraphAddKernelNode`; `dst` and `src` stay valid for `bytes` bytes while the graph can
+/// run.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphAddMemcpyNode1D(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    count: usize,
+    dst: *mut c_void,
+    src: *const c_void,
+    bytes: usize,
+    kind: c_uint,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let k = copy_1d(g, dst as usize as u64, src as usize as u64, bytes, kind);
+        // SAFETY: forwarded caller contract.
+        unsafe { add_node(node, graph, deps, count, k) }
+    })
+}
+
+fn from_symbol(
+    g: &Global,
+    dst: *mut c_void,
+    symbol: *const c_void,
+    bytes: usize,
+    offset: usize,
+    kind: c_uint,
+) -> HipResult<Kind> {
+    check_direction(kind, TO_HOST)?;
+    let src = symbol_range(g, symbol, bytes, offset)?;
+    copy_1d(g, dst as usize as u64, src, bytes, kind)
+}
+
+fn to_symbol(
+    g: &Global,
+    symbol: *const c_void,
+    src: *const c_void,
+    bytes: usize,
+    offset: usize,
+    kind: c_uint,
+) -> HipResult<Kind> {
+    check_direction(kind, TO_DEVICE)?;
+    let dst = symbol_range(g, symbol, bytes, offset)?;
+    copy_1d(g, dst, src as usize as u64, bytes, kind)
+}
+
+/// `hipGraphAddMemcpyNodeFromSymbol`: the variable's address is taken on the calling thread's
+/// device now.
+///
+/// # Safety
+/// As `hipGraphAddMemcpyNode1D`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphAddMemcpyNodeFromSymbol(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    count: usize,
+    dst: *mut c_void,
+    symbol: *const c_void,
+    bytes: usize,
+    offset: usize,
+    kind: c_uint,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let k = from_symbol(g, dst, symbol, bytes, offset, kind);
+        // SAFETY: forwarded caller contract.
+        unsafe { add_node(node, graph, deps, count, k) }
+    })
+}
+
+/// `hipGraphAddMemcpyNodeToSymbol`.
+///
+/// # Safety
+/// As `hipGraphAddMemcpyNode1D`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphAddMemcpyNodeToSymbol(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    count: usize,
+    symbol: *const c_void,
+    src: *const c_void,
+    bytes: usize,
+    offset: usize,
+    kind: c_uint,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let k = to_symbol(g, symbol, src, bytes, offset, kind);
+        // SAFETY: forwarded caller contract.
+        unsafe { add_node(node, graph, deps, count, k) }
+    })
+}
+
+/// A fill, checked as HIP checks `hipMemsetParams`: `height` 0, an element size other than 1,
+/// 2 or 4, NULL, a pitch shorter than a row of several, or a range past an allocation are
+/// `hipErrorInvalidValue`.
+fn memset_kind(g: &Global, p: *const MemsetParams) -> HipResult<Kind> {
+    if p.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    // SAFETY: non-null; the caller of the API vouches for the struct.
+    let p = unsafe { *p };
+    let row = p.width.checked_mul(p.element_size as usize).ok_or(INVALID_VALUE)?;
+    if p.height == 0 || !matches!(p.element_size, 1 | 2 | 4) || p.dst.is_null() || (p.height > 1 && p.pitch < row) {
+        return Err(INVALID_VALUE);
+    }
+    let dst = p.dst as usize as u64;
+    let span = (p.height - 1).checked_mul(p.pitch).and_then(|v| v.checked_add(row)).ok_or(INVALID_VALUE)?;
+    if overruns(g, dst, span as u64) || dst % u64::from(p.element_size) != 0 {
+        return Err(INVALID_VALUE);
+    }
+    Ok(Kind::Memset(MemsetNode {
+        dst,
+        element_size: p.element_size,
+        height: p.height,
+        pitch: p.pitch,
+        value: p.value,
+        width: p.width,
+    }))
+}
+
+/// `hipGraphAddMemsetNode`.
+///
+/// # Safety
+/// As `hipGraphAddKernelNode`; `p` is NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphAddMemsetNode(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    count: usize,
+    p: *const MemsetParams,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let k = memset_kind(g, p);
+        // SAFETY: forwarded caller contract.
+        unsafe { add_node(node, graph, deps, count, k) }
+    })
+}
+
+fn host_kind(p: *const HostNodeParams) -> HipResult<Kind> {
+    if p.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    // SAFETY: non-null; the caller of the API vouches for the struct.
+    let p = unsafe { *p };
+    let func = p.func.ok_or(INVALID_VALUE)?;
+    Ok(Kind::Host { func, data: p.data as usize })
+}
+
+/// `hipGraphAddHostNode`: `fn(userData)` runs on a host thread when the node's dependencies
+/// are done, and the nodes after it wait for it.
+///
+/// # Safety
+/// As `hipGraphAddKernelNode`; `p` is NULL or valid; the function and its data stay valid while
+/// the graph can run.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphAddHostNode(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    count: usize,
+    p: *const HostNodeParams,
+) -> i32 {
+    // SAFETY: forwarded caller contract.
+    api(|| unsafe { add_node(node, graph, deps, count, host_kind(p)) })
+}
+
+/// A live event's raw handle; NULL and destroyed events are `hipErrorInvalidValue`.
+fn event_of(g: &Global, event: Handle) -> HipResult<u64> {
+    let e = event as usize as u64;
+    match g.rt.event_query(EventHandle(e)) {
+        Ok(()) => Ok(e),
+        Err(err) if Hip::from(err) == Hip(600) => Ok(e),
+        Err(_) => Err(INVALID_VALUE),
+    }
+}
+
+/// `hipGraphAddEventRecordNode`.
+///
+/// # Safety
+/// As `hipGraphAddEmptyNode`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphAddEventRecordNode(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    count: usize,
+    event: Handle,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let k = event_of(g, event).map(Kind::EventRecord);
+        // SAFETY: forwarded caller contract.
+        unsafe { add_node(node, graph, deps, count, k) }
+    })
+}
+
+/// `hipGraphAddEventWaitNode`.
+///
+/// # Safety
+/// As `hipGraphAddEmptyNode`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphAddEventWaitNode(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    count: usize,
+    event: Handle,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let k = event_of(g, event).map(Kind::EventWait);
+        // SAFETY: forwarded caller contract.
+        unsafe { add_node(node, graph, deps, count, k) }
+    })
+}
+
+fn child_kind(child: Handle) -> HipResult<Kind> {
+    if child.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    with_graph(child, |c| Ok(Kind::Child(Box::new(Graph { origin: 0, ..c.clone() }))))
+}
+
+/// `hipGraphAddChildGraphNode`: the child is copied now; `hipGraphChildGraphNodeGetGraph`
+/// returns the copy.
+///
+/// # Safety
+/// As `hipGraphAddEmptyNode`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphAddChildGraphNode(
+    node: *mut Handle,
+    graph: Handle,
+    deps: *const Handle,
+    count: usize,
+    child: Handle,
+) -> i32 {
+    // SAFETY: forwarded caller contract.
+    api(|| unsafe { add_node(node, graph, deps, count, child_kind(child)) })
+}
+
+// ----- node parameters ------------------------------------------------------------------------
+
+/// Runs `f` on the node a handle names. Nodes of a graph a capture still records into are
+/// core's: their parameters are `hipErrorNotSupported` until the capture ends.
+fn with_node<R>(node: Handle, f: impl FnOnce(&Global, &mut Kind) -> HipResult<R>) -> HipResult<R> {
+    let g = global()?;
+    let (gh, id) = node_of(g, node)?;
+    let mut graphs = lock(&GRAPHS);
+    match graphs.get_mut(gh) {
+        Some(gr) => f(g, gr.kind_mut(id)?),
+        None => {
+            drop(graphs);
+            Err(if g.rt.graph_node_count(GraphHandle(gh)).is_ok() { NOT_SUPPORTED } else { INVALID_VALUE })
+        }
+    }
+}
+
+/// `hipGraphKernelNodeGetParams`: `kernelParams` (or `extra`) points at the node's own copy of
+/// the arguments.
+///
+/// # Safety
+/// `p` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphKernelNodeGetParams(node: Handle, p: *mut KernelNodeParams) -> i32 {
+    api(|| {
+        if p.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let params = with_node(node, |_, k| match k {
+            Kind::Kernel(k) => Ok(k.params()),
+            _ => Err(INVALID_VALUE),
+        })?;
+        // SAFETY: the caller's contract.
+        unsafe { put(p, params) }
+    })
+}
+
+/// `hipGraphKernelNodeSetParams`.
+///
+/// # Safety
+/// `p` is NULL or valid, its argument lists as `hipModuleLaunchKernel`'s.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphKernelNodeSetParams(node: Handle, p: *const KernelNodeParams) -> i32 {
+    api(|| {
+        let new = kernel_kind(p)?;
+        with_node(node, |_, k| match k {
+            Kind::Kernel(_) => {
+                *k = new;
+                Ok(())
+            }
+            _ => Err(INVALID_VALUE),
+        })
+    })
+}
+
+/// `hipGraphMemcpyNodeGetParams`: a 1-D copy reads as a one-row 3-D copy.
+///
+/// # Safety
+/// `p` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphMemcpyNodeGetParams(node: Handle, p: *mut Memcpy3DParms) -> i32 {
+    api(|| {
+        if p.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let params = with_node(node, |_, k| match k {
+            Kind::Copy(c) => Ok(c.params()),
+            _ => Err(INVALID_VALUE),
+        })?;
+        // SAFETY: the caller's contract.
+        unsafe { put(p, params) }
+    })
+}
+
+/// Replaces a copy node's copy.
+fn set_copy(node: Handle, new: HipResult<Kind>) -> HipResult {
+    let new = new?;
+    with_node(node, |_, k| match k {
+        Kind::Copy(_) => {
+            *k = new;
+            Ok(())
+        }
+        _ => Err(INVALID_VALUE),
+    })
+}
+
+/// `hipGraphMemcpyNodeSetParams`.
+///
+/// # Safety
+/// `p` is NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphMemcpyNodeSetParams(node: Handle, p: *const Memcpy3DParms) -> i32 {
+    api(|| set_copy(node, copy_3d(p)))
+}
+
+/// `hipGraphMemcpyNodeSetParams1D`.
+///
+/// # Safety
+/// `dst` and `src` stay valid for `bytes` bytes while the graph can run.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphMemcpyNodeSetParams1D(
+    node: Handle,
+    dst: *mut c_void,
+    src: *const c_void,
+    bytes: usize,
+    kind: c_uint,
+) -> i32 {
+    api(|| set_copy(node, copy_1d(global()?, dst as usize as u64, src as usize as u64, bytes, kind)))
+}
+
+/// `hipGraphMemcpyNodeSetParamsFromSymbol`.
+///
+/// # Safety
+/// As `hipGraphMemcpyNodeSetParams1D`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphMemcpyNodeSetParamsFromSymbol(
+    node: Handle,
+    dst: *mut c_void,
+    symbol: *const c_void,
+    bytes: usize,
+    offset: usize,
+    kind: c_uint,
+) -> i32 {
+    api(|| set_copy(node, from_symbol(global()?, dst, symbol, bytes, offset, kind)))
+}
+
+/// `hipGraphMemcpyNodeSetParamsToSymbol`.
+///
+/// # Safety
+/// As `hipGraphMemcpyNodeSetParams1D`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphMemcpyNodeSetParamsToSymbol(
+    node: Handle,
+    symbol: *const c_void,
+    src: *const c_void,
+    bytes: usize,
+    offset: usize,
+    kind: c_uint,
+) -> i32 {
+    api(|| set_copy(node, to_symbol(global()?, symbol, src, bytes, offset, kind)))
+}
+
+/// `hipGraphMemsetNodeGetParams`.
+///
+/// # Safety
+/// `p` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphMemsetNodeGetParams(node: Handle, p: *mut MemsetParams) -> i32 {
+    api(|| {
+        if p.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let params = with_node(node, |_, k| match k {
+            Kind::Memset(m) => Ok(MemsetParams {
+                dst: m.dst as usize as *mut c_void,
+                element_size: m.element_size,
+                height: m.height,
+                pitch: m.pitch,
+                value: m.value,
+                width: m.width,
+            }),
+            _ => Err(INVALID_VALUE),
+        })?;
+        // SAFETY: the caller's contract.
+        unsafe { put(p, params) }
+    })
+}
+
+/// `hipGraphMemsetNodeSetParams`.
+///
+/// # Safety
+/// `p` is NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphMemsetNodeSetParams(node: Handle, p: *const MemsetParams) -> i32 {
+    api(|| {
+        let new = memset_kind(global()?, p)?;
+        with_node(node, |_, k| match k {
+            Kind::Memset(_) => {
+                *k = new;
+                Ok(())
+            }
+            _ => Err(INVALID_VALUE),
+        })
+    })
+}
+
+/// `hipGraphHostNodeGetParams`.
+///
+/// # Safety
+/// `p` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphHostNodeGetParams(node: Handle, p: *mut HostNodeParams) -> i32 {
+    api(|| {
+        if p.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let params = with_node(node, |_, k| match k {
+            Kind::Host { func, data } => Ok(HostNodeParams { func: Some(*func), data: *data as *mut c_void }),
+            _ => Err(INVALID_VALUE),
+        })?;
+        // SAFETY: the caller's contract.
+        unsafe { put(p, params) }
+    })
+}
+
+/// `hipGraphHostNodeSetParams`.
+///
+/// # Safety
+/// `p` is NULL or valid; the function and its data stay valid while the graph can run.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphHostNodeSetParams(node: Handle, p: *const HostNodeParams) -> i32 {
+    api(|| {
+        let new = host_kind(p)?;
+        with_node(node, |_, k| match k {
+            Kind::Host { .. } => {
+                *k = new;
+                Ok(())
+            }
+            _ => Err(INVALID_VALUE),
+        })
+    })
+}
+
+/// The event of an event node (`record` picks the kind).
+///
+/// # Safety
+/// `out` is NULL or valid for writes.
+unsafe fn get_event(node: Handle, out: *mut Handle, record: bool) -> HipResult {
+    if out.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    let e = with_node(node, |_, k| match (k, record) {
+        (Kind::EventRecord(e), true) | (Kind::EventWait(e), false) => Ok(*e),
+        _ => Err(INVALID_VALUE),
+    })?;
+    // SAFETY: the caller's contract.
+    unsafe { put(out, handle(e)) }
+}
+
+fn set_event(node: Handle, event: Handle, record: bool) -> HipResult {
+    let e = event_of(global()?, event)?;
+    with_node(node, |_, k| match (k, record) {
+        (Kind::EventRecord(old), true) | (Kind::EventWait(old), false) => {
+            *old = e;
+            Ok(())
+        }
+        _ => Err(INVALID_VALUE),
+    })
+}
+
+/// `hipGraphEventRecordNodeGetEvent`.
+///
+/// # Safety
+/// `event` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphEventRecordNodeGetEvent(node: Handle, event: *mut Handle) -> i32 {
+    // SAFETY: forwarded caller contract.
+    api(|| unsafe { get_event(node, event, true) })
+}
+
+/// `hipGraphEventRecordNodeSetEvent`.
+#[no_mangle]
+pub extern "C" fn hipGraphEventRecordNodeSetEvent(node: Handle, event: Handle) -> i32 {
+    api(|| set_event(node, event, true))
+}
+
+/// `hipGraphEventWaitNodeGetEvent`.
+///
+/// # Safety
+/// `event` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphEventWaitNodeGetEvent(node: Handle, event: *mut Handle) -> i32 {
+    // SAFETY: forwarded caller contract.
+    api(|| unsafe { get_event(node, event, false) })
+}
+
+/// `hipGraphEventWaitNodeSetEvent`.
+#[no_mangle]
+pub extern "C" fn hipGraphEventWaitNodeSetEvent(node: Handle, event: Handle) -> i32 {
+    api(|| set_event(node, event, false))
+}
+
+/// `hipGraphChildGraphNodeGetGraph`: the node's own copy, which edits through the returned
+/// handle change.
+///
+/// # Safety
+/// `graph` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphChildGraphNodeGetGraph(node: Handle, graph: *mut Handle) -> i32 {
+    api(|| {
+        let g = global()?;
+        if graph.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let (gh, id) = node_of(g, node)?;
+        let mut graphs = lock(&GRAPHS);
+        match graphs.get(gh).ok_or(INVALID_VALUE)?.kind(id)? {
+            Kind::Child(_) => {}
+            _ => return Err(INVALID_VALUE),
+        }
+        let h = graphs.child_view(gh, id);
+        // SAFETY: the caller's contract.
+        unsafe { put(graph, handle(h)) }
+    })
+}
+
+// ----- executables ----------------------------------------------------------------------------
+
+/// An executable: core's, the snapshot of the graph it was built from (edited by the
+/// `hipGraphExec*` calls, then rebuilt), and the staging buffers it owns.
+struct Exec {
+    core: GraphExecHandle,
+    /// The graph it was instantiated from: node handles of that graph name its nodes.
+    source: u64,
+    graph: Graph,
+    flags: u32,
+    staging: Staging,
+    /// Staging of earlier builds that launches still enqueued may use.
+    retired: Vec<Staging>,
+}
+
+#[derive(Default)]
+struct Execs {
+    map: HashMap<u64, Exec>,
+    next: u64,
+}
+
+/// Tag of executable handles.
+const EXEC_TAG: u64 = 0x4858 << 48;
+
+static EXECS: LazyLock<Mutex<Execs>> = LazyLock::new(Default::default);
+
+/// `hipGraphInstantiate`; the error node and log are not produced.
+///
+/// # Safety
+/// `exec` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphInstantiate(
+    exec: *mut Handle,
+    graph: Handle,
+    _error_node: *mut Handle,
+    _log: *mut c_char,
+    _log_size: usize,
+) -> i32 {
+    // SAFETY: forwarded caller contract.
+    unsafe { hipGraphInstantiateWithFlags(exec, graph, 0) }
+}
+
+/// `hipGraphInstantiateWithFlags`: flags 0, `hipGraphInstantiateFlagAutoFreeOnLaunch` or
+/// `hipGraphInstantiateFlagUseNodePriority`; a cycle is `hipErrorInvalidValue`.
+///
+/// # Safety
+/// `exec` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphInstantiateWithFlags(exec: *mut Handle, graph: Handle, flags: c_ulonglong) -> i32 {
+    api(|| {
+        let g = global()?;
+        if exec.is_null() || graph.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let flags = u32::try_from(flags).map_err(|_| INVALID_VALUE)?;
+        if flags & !(1 | 8) != 0 {
+            return Err(INVALID_VALUE);
+        }
+        let source = graph as usize as u64;
+        let snapshot = with_graph(graph, |gr| Ok(gr.clone()))?;
+        let (core, staging) = instantiate(g, &snapshot, flags)?;
+        let mut execs = lock(&EXECS);
+        execs.next += 1;
+        let h = EXEC_TAG | execs.next;
+        execs.map.insert(h, Exec { core, source, graph: snapshot, flags, staging, retired: Vec::new() });
+        // SAFETY: the caller's contract.
+        unsafe { put(exec, handle(h)) }
+    })
+}
+
+/// `hipGraphLaunch`.
+#[no_mangle]
+pub extern "C" fn hipGraphLaunch(exec: Handle, stream: Handle) -> i32 {
+    api(|| {
+        let g = global()?;
+        let core = lock(&EXECS).map.get(&(exec as usize as u64)).map(|x| x.core).ok_or(INVALID_VALUE)?;
+        Ok(g.rt.graph_launch(core, stream_of(stream))?)
+    })
+}
+
+/// Frees staging buffers once the device is idle (launches still enqueued may use them).
+fn release_staging(g: &Global, staging: Vec<Staging>) {
+    if staging.iter().all(Staging::is_empty) {
+        return;
+    }
+    let _ = g.rt.device_synchronize();
+    for s in staging {
+        s.free(g);
+    }
+}
+
+/// `hipGraphExecDestroy`: launches still running complete; an executable that stages pageable
+/// copies waits for the device before its buffers go.
+#[no_mangle]
+pub extern "C" fn hipGraphExecDestroy(exec: Handle) -> i32 {
+    api(|| {
+        let g = global()?;
+        let x = lock(&EXECS).map.remove(&(exec as usize as u64)).ok_or(INVALID_VALUE)?;
+        g.rt.graph_exec_destroy(x.core)?;
+        let mut staging = x.retired;
+        staging.push(x.staging);
+        release_staging(g, staging);
+        Ok(())
+    })
+}
+
+/// Edits node `node` of executable `exec` with `edit` (given the node's kind), then rebuilds
+/// the executable. The node must be a node of the graph `exec` was instantiated from.
+fn edit_exec(exec: Handle, node: Handle, edit: impl FnOnce(&mut Kind) -> HipResult) -> HipResult {
+    let g = global()?;
+    if exec.is_null() {
+        return Err(INVALID_VALUE);
+    }
+    let (gh, id) = node_of(g, node)?;
+    let mut execs = lock(&EXECS);
+    let x = execs.map.get_mut(&(exec as usize as u64)).ok_or(INVALID_VALUE)?;
+    if gh != x.source {
+        return Err(INVALID_VALUE);
+    }
+    let mut graph = x.graph.clone();
+    edit(graph.kind_mut(id)?)?;
+    rebuild(g, x, graph)
+}
+
+/// Rebuilds `x` from `graph` behind the same handle; on failure `x` is unchanged.
+fn rebuild(g: &Global, x: &mut Exec, graph: Graph) -> HipResult {
+    let (core, staging) = instantiate(g, &graph, x.flags)?;
+    let old = std::mem::replace(&mut x.core, core);
+    let _ = g.rt.graph_exec_destroy(old);
+    x.retired.push(std::mem::replace(&mut x.staging, staging));
+    x.graph = graph;
+    Ok(())
+}
+
+/// `hipGraphExecKernelNodeSetParams`.
+///
+/// # Safety
+/// `p` is NULL or valid, its argument lists as `hipModuleLaunchKernel`'s.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphExecKernelNodeSetParams(
+    exec: Handle,
+    node: Handle,
+    p: *const KernelNodeParams,
+) -> i32 {
+    api(|| {
+        let new = kernel_kind(p)?;
+        edit_exec(exec, node, |k| match k {
+            Kind::Kernel(_) => {
+                *k = new;
+                Ok(())
+            }
+            _ => Err(INVALID_VALUE),
+        })
+    })
+}
+
+fn exec_set_copy(exec: Handle, node: Handle, new: HipResult<Kind>) -> HipResult {
+    let new = new?;
+    edit_exec(exec, node, |k| match k {
+        Kind::Copy(_) => {
+            *k = new;
+            Ok(())
+        }
+        _ => Err(INVALID_VALUE),
+    })
+}
+
+/// `hipGraphExecMemcpyNodeSetParams`.
+///
+/// # Safety
+/// `p` is NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphExecMemcpyNodeSetParams(exec: Handle, node: Handle, p: *mut Memcpy3DParms) -> i32 {
+    api(|| exec_set_copy(exec, node, copy_3d(p)))
+}
+
+/// `hipGraphExecMemcpyNodeSetParams1D`.
+///
+/// # Safety
+/// `dst` and `src` stay valid for `bytes` bytes while the executable can run.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphExecMemcpyNodeSetParams1D(
+    exec: Handle,
+    node: Handle,
+    dst: *mut c_void,
+    src: *const c_void,
+    bytes: usize,
+    kind: c_uint,
+) -> i32 {
+    api(|| exec_set_copy(exec, node, copy_1d(global()?, dst as usize as u64, src as usize as u64, bytes, kind)))
+}
+
+/// `hipGraphExecMemcpyNodeSetParamsFromSymbol`.
+///
+/// # Safety
+/// As `hipGraphExecMemcpyNodeSetParams1D`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphExecMemcpyNodeSetParamsFromSymbol(
+    exec: Handle,
+    node: Handle,
+    dst: *mut c_void,
+    symbol: *const c_void,
+    bytes: usize,
+    offset: usize,
+    kind: c_uint,
+) -> i32 {
+    api(|| exec_set_copy(exec, node, from_symbol(global()?, dst, symbol, bytes, offset, kind)))
+}
+
+/// `hipGraphExecMemcpyNodeSetParamsToSymbol`.
+///
+/// # Safety
+/// As `hipGraphExecMemcpyNodeSetParams1D`.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphExecMemcpyNodeSetParamsToSymbol(
+    exec: Handle,
+    node: Handle,
+    symbol: *const c_void,
+    src: *const c_void,
+    bytes: usize,
+    offset: usize,
+    kind: c_uint,
+) -> i32 {
+    api(|| exec_set_copy(exec, node, to_symbol(global()?, symbol, src, bytes, offset, kind)))
+}
+
+/// `hipGraphExecMemsetNodeSetParams`.
+///
+/// # Safety
+/// `p` is NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphExecMemsetNodeSetParams(exec: Handle, node: Handle, p: *const MemsetParams) -> i32 {
+    api(|| {
+        let new = memset_kind(global()?, p)?;
+        edit_exec(exec, node, |k| match k {
+            Kind::Memset(_) => {
+                *k = new;
+                Ok(())
+            }
+            _ => Err(INVALID_VALUE),
+        })
+    })
+}
+
+/// `hipGraphExecHostNodeSetParams`.
+///
+/// # Safety
+/// `p` is NULL or valid; the function and its data stay valid while the executable can run.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphExecHostNodeSetParams(exec: Handle, node: Handle, p: *const HostNodeParams) -> i32 {
+    api(|| {
+        let new = host_kind(p)?;
+        edit_exec(exec, node, |k| match k {
+            Kind::Host { .. } => {
+                *k = new;
+                Ok(())
+            }
+            _ => Err(INVALID_VALUE),
+        })
+    })
+}
+
+/// `hipGraphExecChildGraphNodeSetParams`: the new child must have the old one's shape (node
+/// types pairwise in topological order, and the same edges).
+#[no_mangle]
+pub extern "C" fn hipGraphExecChildGraphNodeSetParams(exec: Handle, node: Handle, child: Handle) -> i32 {
+    api(|| {
+        let Kind::Child(new) = child_kind(child)? else { return Err(INVALID_VALUE) };
+        edit_exec(exec, node, |k| match k {
+            Kind::Child(old) => {
+                compare(old, &new).map_err(|_| INVALID_VALUE)?;
+                *old = new;
+                Ok(())
+            }
+            _ => Err(INVALID_VALUE),
+        })
+    })
+}
+
+fn exec_set_event(exec: Handle, node: Handle, event: Handle, record: bool) -> HipResult {
+    let e = event_of(global()?, event)?;
+    edit_exec(exec, node, |k| match (k, record) {
+        (Kind::EventRecord(old), true) | (Kind::EventWait(old), false) => {
+            *old = e;
+            Ok(())
+        }
+        _ => Err(INVALID_VALUE),
+    })
+}
+
+/// `hipGraphExecEventRecordNodeSetEvent`.
+#[no_mangle]
+pub extern "C" fn hipGraphExecEventRecordNodeSetEvent(exec: Handle, node: Handle, event: Handle) -> i32 {
+    api(|| exec_set_event(exec, node, event, true))
+}
+
+/// `hipGraphExecEventWaitNodeSetEvent`.
+#[no_mangle]
+pub extern "C" fn hipGraphExecEventWaitNodeSetEvent(exec: Handle, node: Handle, event: Handle) -> i32 {
+    api(|| exec_set_event(exec, node, event, false))
+}
+
+/// `hipGraphExecUpdateResult` values.
+const UPDATE_TOPOLOGY_CHANGED: c_int = 2;
+const UPDATE_NODE_TYPE_CHANGED: c_int = 3;
+const UPDATE_PARAMETERS_CHANGED: c_int = 5;
+
+/// Compares graphs for an update, node by node in topological order: a different node count
+/// or dependency count is `TopologyChanged`, a different type `NodeTypeChanged`, a copy of
+/// another kind `ParametersChanged`. On success, the pairs (old id, new id).
+fn compare(old: &Graph, new: &Graph) -> Result<Edges, Mismatch> {
+    let (Some(a), Some(b)) = (old.order(), new.order()) else { return Err((UPDATE_TOPOLOGY_CHANGED, None)) };
+    if a.len() != b.len() {
+        return Err((UPDATE_TOPOLOGY_CHANGED, None));
+    }
+    for (&i, &j) in a.iter().zip(&b) {
+        let (ka, kb) = (old.kind(i).map_err(|_| (1, Some(j)))?, new.kind(j).map_err(|_| (1, Some(j)))?);
+        if ka.ty() != kb.ty() || std::mem::discriminant(ka) != std::mem::discriminant(kb) {
+            return Err((UPDATE_NODE_TYPE_CHANGED, Some(j)));
+        }
+        if let (Kind::Copy(x), Kind::Copy(y)) = (ka, kb) {
+            if x.kind != y.kind {
+                return Err((UPDATE_PARAMETERS_CHANGED, Some(j)));
+            }
+        }
+        if let (Kind::Child(x), Kind::Child(y)) = (ka, kb) {
+            compare(x, y).map_err(|(r, _)| (r, Some(j)))?;
+        }
+        if old.deps(i).len() != new.deps(j).len() {
+            return Err((UPDATE_TOPOLOGY_CHANGED, Some(j)));
+        }
+    }
+    Ok(a.into_iter().zip(b).collect())
+}
+
+/// `hipGraphExecUpdate`: takes the parameters of `graph`'s nodes into the executable, pairing
+/// nodes in topological order. A graph of another shape leaves the executable as it was and
+/// answers `hipErrorGraphExecUpdateFailure` with the reason in `*result` and the first
+/// offending node of `graph` in `*error_node` (NULL for a count mismatch).
+///
+/// # Safety
+/// `error_node` and `result` are NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipGraphExecUpdate(
+    exec: Handle,
+    graph: Handle,
+    error_node: *mut Handle,
+    result: *mut c_int,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        if exec.is_null() || graph.is_null() || error_node.is_null() || result.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let gh = graph as usize as u64;
+        let new = with_graph(graph, |gr| Ok(gr.clone()))?;
+        let mut execs = lock(&EXECS);
+        let x = execs.map.get_mut(&(exec as usize as u64)).ok_or(INVALID_VALUE)?;
+        let outcome = compare(&x.graph, &new).map_err(|(r, j)| (r, j.map(|j| node_handle(g, gh, j))));
+        let (code, node) = match outcome {
+            Ok(pairs) => {
+                let mut updated = x.graph.clone();
+                for (i, j) in pairs {
+                    *updated.kind_mut(i)? = new.kind(j)?.clone();
+                }
+                match rebuild(g, x, updated) {
+                    Ok(()) => (0, None),
+                    Err(_) => (1, None),
+                }
+            }
+            Err((r, n)) => (r, n),
+        };
+        // SAFETY: the caller's contract; both are non-null.
+        unsafe {
+            put(result, code)?;
+            put(error_node, node.unwrap_or(std::ptr::null_mut()))?;
+        }
+        if code != 0 {
+            return Err(UPDATE_FAILURE);
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameter_structs_have_hip_offsets() {
+        assert_eq!(std::mem::offset_of!(KernelNodeParams, extra), 16);
+        assert_eq!(std::mem::offset_of!(KernelNodeParams, grid), 32);
+        assert_eq!(std::mem::offset_of!(KernelNodeParams, kernel_params), 48);
+        assert_eq!(std::mem::offset_of!(KernelNodeParams, shared_mem), 56);
+        assert_eq!(std::mem::offset_of!(MemsetParams, width), 40);
+        assert_eq!(std::mem::offset_of!(Memcpy3DParms, dst_array), 64);
+        assert_eq!(std::mem::offset_of!(Memcpy3DParms, extent), 128);
+        assert_eq!(std::mem::offset_of!(Memcpy3DParms, kind), 152);
+    }
+
+    fn graph(n: usize, edges: &[(u16, u16)]) -> Graph {
+        Graph { nodes: (0..n).map(|_| Some(Kind::Empty)).collect(), edges: edges.to_vec(), origin: 0 }
+    }
+
+    #[test]
+    fn order_is_topological_and_finds_cycles() {
+        assert_eq!(graph(4, &[(2, 0), (0, 1), (3, 1)]).order(), Some(vec![2, 0, 3, 1]));
+        assert_eq!(graph(3, &[(0, 1), (1, 2), (2, 0)]).order(), None);
+        let mut g = graph(3, &[(0, 2)]);
+        g.nodes[1] = None;
+        assert_eq!(g.order(), Some(vec![0, 2]));
+    }
+
+    #[test]
+    fn copies_split_into_rows_unless_contiguous() {
+        let c = CopyNode::linear(0x1000, 0x2000, 64, 1);
+        assert_eq!(c.rows(), vec![(0x1000, 0x2000, 64)]);
+        let mut p = c;
+        p.extent = Extent { width: 16, height: 2, depth: 1 };
+        p.src_pitch = 32;
+        p.dst_pitch = 16;
+        p.src_pos = Pos { x: 4, y: 1, z: 0 };
+        assert_eq!(p.rows(), vec![(0x1000, 0x2000 + 32 + 4, 16), (0x1010, 0x2000 + 64 + 4, 16)]);
+    }
+
+    #[test]
+    fn updates_pair_nodes_and_refuse_other_shapes() {
+        let a = graph(2, &[(0, 1)]);
+        assert_eq!(compare(&a, &graph(2, &[(0, 1)])), Ok(vec![(0, 0), (1, 1)]));
+        assert_eq!(compare(&a, &graph(3, &[(0, 1)])), Err((UPDATE_TOPOLOGY_CHANGED, None)));
+        assert_eq!(compare(&a, &graph(2, &[])), Err((UPDATE_TOPOLOGY_CHANGED, Some(1))));
+        let mut b = graph(2, &[(0, 1)]);
+        b.nodes[1] = Some(Kind::EventRecord(5));
+        assert_eq!(compare(&a, &b), Err((UPDATE_NODE_TYPE_CHANGED, Some(1))));
+    }
+}
