@@ -2074,7 +2074,7 @@ fn release_staging(g: &Global, staging: Vec<Staging>) {
     if staging.iter().all(Staging::is_empty) {
         return;
     }
-    let _ = g.rt.device_synchronize();
+    let _ = g.rt.device_wait_idle();
     for s in staging {
         s.free(g);
     }

@@ -193,7 +193,7 @@ fn addressable_vgprs(gfx_target_version: u32) -> u32 {
 }
 
 /// `hipDeviceProp_t` of `device`.
-fn properties(g: &Global, device: u32) -> HipResult<Arc<DeviceProp>> {
+pub(crate) fn properties(g: &Global, device: u32) -> HipResult<Arc<DeviceProp>> {
     static CACHE: LazyLock<Mutex<HashMap<u32, Arc<DeviceProp>>>> = LazyLock::new(Default::default);
     if device >= g.rt.device_count()? {
         return Err(INVALID_DEVICE);

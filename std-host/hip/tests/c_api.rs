@@ -268,6 +268,11 @@ fn graphs_built_node_by_node() {
 }
 
 #[test]
+fn copies_fills_pointers_and_free_lifetime() {
+    c_test("memory_api", &[]);
+}
+
+#[test]
 fn detach_through_execution_contexts() {
     c_test("detach", &[]);
 }

@@ -77,7 +77,7 @@ static void *worker(void *arg) {
 
 static void *worker_exit(void *arg) {
     OK(hipStreamQuery(hipStreamPerThread));
-    OK(hipMemsetAsync(NULL, 0, 0, hipStreamPerThread) == hipErrorInvalidValue ? hipSuccess : hipErrorUnknown);
+    OK(hipMemsetAsync(NULL, 0, 0, hipStreamPerThread)); /* nothing to fill: HIP checks no pointer */
     return NULL;
 }
 
