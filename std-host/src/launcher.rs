@@ -4,6 +4,11 @@
 //! unmodified ROCm stack inside it opens the emulator instead of `/dev/kfd`. The library is
 //! found, in order, at `$AQUEDUCT_PRELOAD_LIB`, next to the running executable, in its `deps/`
 //! folder, and next to its parent folder (Cargo's `target/<profile>` layout).
+//!
+//! With `--hip aqueduct` the program's HIP is aqueduct's instead: `LD_LIBRARY_PATH` starts with
+//! the folder of aqueduct's `libamdhip64.so.5` (built by `std-host/hip/build-libamdhip64.sh`
+//! into `target/<profile>/amdhip64/`, or named by `$AQUEDUCT_HIP_LIB`), which runs on the
+//! emulated GPU in-process; no preload is needed then.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -24,7 +29,12 @@ pub enum LaunchError {
     UnknownGpu(String),
     /// The program could not be executed.
     Spawn(std::io::Error),
+    /// aqueduct's `libamdhip64.so.5` was not found (the paths tried).
+    NoHipLib(Vec<PathBuf>),
 }
+
+/// File name of aqueduct's HIP library under HIP's soname.
+pub const HIP_LIB: &str = "libamdhip64.so.5";
 
 impl std::fmt::Display for LaunchError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -41,6 +51,17 @@ impl std::fmt::Display for LaunchError {
             }
             LaunchError::UnknownGpu(g) => write!(f, "unknown GPU {g:?} (known: {})", GPUS.join(", ")),
             LaunchError::Spawn(e) => write!(f, "cannot run the program: {e}"),
+            LaunchError::NoHipLib(tried) => {
+                write!(
+                    f,
+                    "{HIP_LIB} not found (cargo build -p aqueduct-hip, then std-host/hip/build-libamdhip64.sh \
+                     target/<profile>, or set AQUEDUCT_HIP_LIB); tried:"
+                )?;
+                for t in tried {
+                    write!(f, " {}", t.display())?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -89,10 +110,66 @@ pub fn command(gpu: &str, preload: &Path, program: &OsString, args: &[OsString])
     Ok(c)
 }
 
+/// Finds aqueduct's `libamdhip64.so.5`: `$AQUEDUCT_HIP_LIB`, then `amdhip64/` next to the
+/// running executable or its parent folder.
+pub fn find_hip_lib() -> Result<PathBuf, LaunchError> {
+    let mut tried = Vec::new();
+    if let Some(p) = std::env::var_os("AQUEDUCT_HIP_LIB") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        tried.push(p);
+    }
+    if let Some(dir) = std::env::current_exe().ok().as_deref().and_then(Path::parent) {
+        let mut cands = vec![dir.join("amdhip64").join(HIP_LIB)];
+        if let Some(up) = dir.parent() {
+            cands.push(up.join("amdhip64").join(HIP_LIB));
+        }
+        for c in cands {
+            if c.is_file() {
+                return Ok(c);
+            }
+            tried.push(c);
+        }
+    }
+    Err(LaunchError::NoHipLib(tried))
+}
+
+/// The command that runs `program args…` with aqueduct's `libamdhip64.so.5` (at `hip_lib`) in
+/// place of ROCm's, on the emulated `gpu`.
+pub fn command_with_aqueduct_hip(
+    gpu: &str,
+    hip_lib: &Path,
+    program: &OsString,
+    args: &[OsString],
+) -> Result<Command, LaunchError> {
+    if !GPUS.contains(&gpu) {
+        return Err(LaunchError::UnknownGpu(gpu.to_owned()));
+    }
+    let mut path = OsString::from(hip_lib.parent().unwrap_or(Path::new(".")).as_os_str());
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|o| !o.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    let mut c = Command::new(program);
+    c.args(args).env("LD_LIBRARY_PATH", path).env("AQUEDUCT_GPU", gpu);
+    Ok(c)
+}
+
 /// Runs the program to completion and returns its exit code (128 + signal if it was killed).
 pub fn run(gpu: &str, program: &OsString, args: &[OsString]) -> Result<i32, LaunchError> {
-    let preload = find_preload()?;
-    let status = command(gpu, &preload, program, args)?.status().map_err(LaunchError::Spawn)?;
+    run_with(gpu, false, program, args)
+}
+
+/// As [`run`]; `aqueduct_hip` puts aqueduct's HIP in place of ROCm's.
+pub fn run_with(gpu: &str, aqueduct_hip: bool, program: &OsString, args: &[OsString]) -> Result<i32, LaunchError> {
+    let mut cmd = if aqueduct_hip {
+        command_with_aqueduct_hip(gpu, &find_hip_lib()?, program, args)?
+    } else {
+        command(gpu, &find_preload()?, program, args)?
+    };
+    let status = cmd.status().map_err(LaunchError::Spawn)?;
     use std::os::unix::process::ExitStatusExt;
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }

@@ -24,6 +24,10 @@ enum Cmd {
         /// GPU model to emulate.
         #[arg(long, default_value = "gfx90a")]
         gpu: String,
+        /// Whose HIP the program uses: ROCm's (Debian's libamdhip64 under the preload) or
+        /// aqueduct's libamdhip64.so.5.
+        #[arg(long, default_value = "rocm", value_parser = ["rocm", "aqueduct"])]
+        hip: String,
         /// The program and its arguments (after `--`).
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<OsString>,
@@ -68,13 +72,15 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Run { gpu, program } => match aqueduct_std::launcher::run(&gpu, &program[0], &program[1..]) {
-            Ok(code) => std::process::exit(code),
-            Err(e) => {
-                eprintln!("aqueduct run: {e}");
-                std::process::exit(127);
+        Cmd::Run { gpu, hip, program } => {
+            match aqueduct_std::launcher::run_with(&gpu, hip == "aqueduct", &program[0], &program[1..]) {
+                Ok(code) => std::process::exit(code),
+                Err(e) => {
+                    eprintln!("aqueduct run: {e}");
+                    std::process::exit(127);
+                }
             }
-        },
+        }
         Cmd::Bench { backend, json, short, samples } => {
             let samples = if short { samples.min(3) } else { samples };
             let opts = aqueduct_std::cli::bench::BenchOptions { samples, short };

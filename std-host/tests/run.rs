@@ -40,3 +40,33 @@ fn run_rejects_an_unknown_gpu_and_reports_a_missing_program() {
         Command::new(env!("CARGO_BIN_EXE_aqueduct")).args(["run", "--", "/nonexistent/program"]).output().unwrap();
     assert_eq!(out.status.code(), Some(127));
 }
+
+#[test]
+fn run_with_aqueducts_hip_puts_its_libamdhip64_first_on_the_library_path() {
+    let dir = std::env::temp_dir().join(format!("aqueduct-run-hip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = dir.join("libamdhip64.so.5");
+    std::fs::write(&lib, b"").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_aqueduct"))
+        .args(["run", "--hip", "aqueduct", "--", "sh", "-c", "echo \"$LD_LIBRARY_PATH|$LD_PRELOAD\""])
+        .env("AQUEDUCT_HIP_LIB", &lib)
+        .env("LD_LIBRARY_PATH", "/elsewhere")
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(text.trim(), format!("{}:/elsewhere|", dir.display()), "no preload; aqueduct's HIP first");
+    // Without the library (a copy of the tool with no amdhip64/ beside it): 127 and what to build.
+    let tool = dir.join("bin").join("aqueduct");
+    std::fs::create_dir_all(tool.parent().unwrap()).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_aqueduct"), &tool).unwrap();
+    let out = Command::new(&tool)
+        .args(["run", "--hip", "aqueduct", "--", "true"])
+        .env("AQUEDUCT_HIP_LIB", dir.join("missing.so"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("build-libamdhip64.sh"), "{out:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -39,6 +39,23 @@ fn lib_dir() -> &'static Path {
     })
 }
 
+/// `target/<profile>/amdhip64/`, holding `libamdhip64.so.5` freshly linked from
+/// `libaqueduct_hip.a` by `build-libamdhip64.sh`.
+fn amdhip64_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        require("gcc", "/usr/bin/gcc");
+        require("binutils", "/usr/bin/nm");
+        let lib = lib_dir();
+        let out =
+            Command::new(manifest().join("build-libamdhip64.sh")).arg(lib).output().expect("build-libamdhip64.sh");
+        assert!(out.status.success(), "build-libamdhip64.sh failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        let dir = lib.join("amdhip64");
+        assert!(dir.join("libamdhip64.so.5").is_file(), "libamdhip64.so.5 not built");
+        dir
+    })
+}
+
 fn out_dir() -> PathBuf {
     let d = std::env::temp_dir().join(format!("aqueduct-hip-tests-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -180,13 +197,18 @@ fn hipcc_style_registration_and_launch() {
 }
 
 /// `tests/c/hipcc_program.hip` compiled by clang-15 the way hipcc compiles it (device code
-/// object, offload bundle, host object embedding it), linked against `libaqueduct_hip.so`.
-#[test]
-fn clang_built_hip_program_runs_unmodified() {
+/// object, offload bundle, host object embedding it), once per test run; returns the host
+/// object.
+fn hipcc_program_object() -> PathBuf {
+    static OBJECT: OnceLock<PathBuf> = OnceLock::new();
+    OBJECT.get_or_init(compile_hipcc_program).clone()
+}
+
+fn compile_hipcc_program() -> PathBuf {
     require("clang-15", "/usr/bin/clang-15");
     require("lld-15", "/usr/bin/ld.lld-15");
     require("libamdhip64-dev", "/usr/include/hip/hip_runtime_api.h");
-    let lib = lib_dir();
+    lib_dir();
     let src = manifest().join("tests/c/hipcc_program.hip");
     let dir = out_dir();
     let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
@@ -194,12 +216,8 @@ fn clang_built_hip_program_runs_unmodified() {
         let out = Command::new("clang-15").args(args).output().expect("clang-15");
         assert!(out.status.success(), "clang-15 {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     };
-    let (device, fatbin, host, exe) = (
-        dir.join("hipcc_program-gfx90a.co"),
-        dir.join("hipcc_program.hipfb"),
-        dir.join("hipcc_program.o"),
-        dir.join("hipcc_program"),
-    );
+    let (device, fatbin, host) =
+        (dir.join("hipcc_program-gfx90a.co"), dir.join("hipcc_program.hipfb"), dir.join("hipcc_program.o"));
     let common = ["-x", "hip", "-nogpulib", "-nogpuinc", "-O2", "-D__HIP_PLATFORM_AMD__", "-I/usr/include"];
     let os = |s: &'static str| std::ffi::OsStr::new(s);
     let mut args: Vec<&std::ffi::OsStr> = common.iter().map(|a| os(a)).collect();
@@ -213,24 +231,78 @@ fn clang_built_hip_program_runs_unmodified() {
     args.push(fatbin.as_os_str());
     args.extend([os("-c"), src.as_os_str(), os("-o"), host.as_os_str()]);
     clang(&args);
-    let out = Command::new("gcc")
-        .arg(&host)
-        .arg(format!("-L{}", lib.display()))
-        .arg("-laqueduct_hip")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("gcc");
-    assert!(out.status.success(), "linking hipcc_program failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    drop(_g);
     // The host object calls the registration ABI itself.
     let nm = Command::new("nm").arg("-u").arg(&host).output().expect("nm");
     let undefined = String::from_utf8_lossy(&nm.stdout);
     for f in ["__hipRegisterFatBinary", "__hipRegisterFunction", "__hipRegisterVar", "__hipPushCallConfiguration"] {
         assert!(undefined.contains(f), "clang's host object does not call {f}:\n{undefined}");
     }
+    host
+}
+
+/// Links `objects` into `exe` with gcc and `libs`.
+fn link(exe: &Path, objects: &[&Path], libs: &[String]) {
+    let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new("gcc").args(objects).args(libs).arg("-o").arg(exe).output().expect("gcc");
+    assert!(out.status.success(), "linking {} failed:\n{}", exe.display(), String::from_utf8_lossy(&out.stderr));
+}
+
+/// The clang-built HIP program linked against `libaqueduct_hip.so`.
+#[test]
+fn clang_built_hip_program_runs_unmodified() {
+    let host = hipcc_program_object();
+    let lib = lib_dir();
+    let exe = host.with_file_name("hipcc_program");
+    link(
+        &exe,
+        &[&host],
+        &[format!("-L{}", lib.display()), "-laqueduct_hip".into(), format!("-Wl,-rpath,{}", lib.display())],
+    );
     check("hipcc_program", &run(&exe, &[]));
+}
+
+/// The same program linked against Debian's `libamdhip64` (versioned references to
+/// `hip_4.2` …), run on aqueduct's `libamdhip64.so.5` through `LD_LIBRARY_PATH`.
+#[test]
+fn programs_linked_against_debians_hip_run_on_aqueducts_libamdhip64() {
+    require("libamdhip64-dev", "/usr/lib/x86_64-linux-gnu/libamdhip64.so");
+    let dir = amdhip64_dir();
+    let host = hipcc_program_object();
+    let exe = host.with_file_name("hipcc_program-amdhip64");
+    link(&exe, &[&host], &["-L/usr/lib/x86_64-linux-gnu".into(), "-lamdhip64".into()]);
+    let needs = Command::new("objdump").arg("-p").arg(&exe).output().expect("objdump");
+    let needs = String::from_utf8_lossy(&needs.stdout);
+    assert!(needs.contains("NEEDED               libamdhip64.so.5") && needs.contains("hip_4.2"), "{needs}");
+    let with_aqueduct = |exe: &Path, args: &[&str]| {
+        Command::new(exe).args(args).env("LD_LIBRARY_PATH", dir).env("AQUEDUCT_BACKEND", "emu").output().expect("spawn")
+    };
+    let ldd = Command::new("ldd").arg(&exe).env("LD_LIBRARY_PATH", dir).output().expect("ldd");
+    let ldd = String::from_utf8_lossy(&ldd.stdout);
+    assert!(ldd.contains(&format!("{}/libamdhip64.so.5", dir.display())), "{ldd}");
+    check("hipcc_program", &with_aqueduct(&exe, &[]));
+
+    // The hipcc-style C program too, built against Debian's header and library.
+    let (gfx90a, gfx1100) = (fixture("gfx90a"), fixture("gfx1100"));
+    let good = bundle(&[(HOST_ENTRY, &[]), ("hipv4-amdgcn-amd-amdhsa--gfx90a", &gfx90a)]);
+    let wrong = bundle(&[(HOST_ENTRY, &[]), ("hipv4-amdgcn-amd-amdhsa--gfx1100", &gfx1100)]);
+    let define = |key: &str, path: PathBuf| format!("-D{key}=\"{}\"", path.display());
+    let src = manifest().join("tests/c/registration.c");
+    let exe = out_dir().join("registration-amdhip64");
+    {
+        let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
+        let out = Command::new("gcc")
+            .args(["-O1", "-D__HIP_PLATFORM_AMD__", "-I/usr/include"])
+            .arg(format!("-I{}", manifest().join("include").display()))
+            .arg(define("BUNDLE_GOOD", write_temp("amdhip64-good.hipfb", &good)))
+            .arg(define("BUNDLE_WRONG", write_temp("amdhip64-wrong.hipfb", &wrong)))
+            .arg(&src)
+            .args(["-L/usr/lib/x86_64-linux-gnu", "-lamdhip64", "-lpthread", "-o"])
+            .arg(&exe)
+            .output()
+            .expect("gcc");
+        assert!(out.status.success(), "gcc registration.c failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    check("registration", &with_aqueduct(&exe, &[]));
 }
 
 #[test]
