@@ -1277,10 +1277,11 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
             return Err(Error::InvalidValue);
         }
         self.record(self.check_process())?;
-        let slot = {
-            let st = self.state.lock();
-            st.allocations.iter().position(Option::is_none).ok_or(Error::OutOfMemory)?
-        };
+        // A cheap early refusal when the table is full; the slot itself is taken below, under
+        // the same lock as the insert, so two threads allocating at once never pick one slot.
+        if self.state.lock().allocations.iter().all(Option::is_some) {
+            return Err(Error::OutOfMemory);
+        }
         let bo = match kind {
             MemoryKind::Device if g.node.props.vram_bytes > 0 => {
                 match self.alloc_bo(gi, bytes as u64, VRAM_PUBLIC_FLAGS, true) {
@@ -1295,12 +1296,12 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
         };
         let bo = self.record(bo)?;
         let mut st = self.state.lock();
-        match st.allocations.get_mut(slot) {
-            Some(s @ None) => {
+        match st.allocations.iter_mut().find(|a| a.is_none()) {
+            Some(s) => {
                 *s = Some(Allocation { bo });
                 Ok(bo.va)
             }
-            _ => {
+            None => {
                 drop(st);
                 let _ = self.free_bo(&bo);
                 Err(Error::OutOfMemory)
