@@ -62,6 +62,10 @@ pub mod loopback;
 pub mod runtime;
 pub mod signal;
 pub mod stream;
+#[cfg(not(loom))]
+mod sync;
+#[cfg(loom)]
+pub mod sync;
 mod table;
 pub mod thread;
 

@@ -74,8 +74,9 @@ struct KernargSlot<const KARG: usize>(UnsafeCell<[u8; KARG]>);
 struct QueueMem<const RING: usize, const KARG: usize> {
     ring: [Slot; RING],
     kernarg: [KernargSlot<KARG>; RING],
-    write_index: AtomicU64,
-    read_index: AtomicU64,
+    // The ring's indices are `AqlRing`'s atomics (core/src/sync.rs).
+    write_index: crate::sync::atomic::AtomicU64,
+    read_index: crate::sync::atomic::AtomicU64,
     /// Doorbell value + 1 (0 = never rung).
     doorbell: AtomicU64,
 }
@@ -110,8 +111,8 @@ impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, con
                 QueueMem {
                     ring: [const { Slot(UnsafeCell::new([0; 64])) }; RING],
                     kernarg: [const { KernargSlot(UnsafeCell::new([0; KARG])) }; RING],
-                    write_index: AtomicU64::new(0),
-                    read_index: AtomicU64::new(0),
+                    write_index: crate::sync::atomic::AtomicU64::new(0),
+                    read_index: crate::sync::atomic::AtomicU64::new(0),
                     doorbell: AtomicU64::new(0),
                 }
             }; Q],
@@ -516,9 +517,11 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
     }
 
     fn signal_index(&self, h: SignalHandle) -> Option<usize> {
+        // 64 bytes, except in loom builds (larger atomics, core/src/sync.rs).
+        let size = core::mem::size_of::<AmdSignal>();
         let base = self.mem.signals.as_ptr() as usize;
         let off = (h.0 as usize).checked_sub(base)?;
-        (off % 64 == 0 && off / 64 < SIG).then_some(off / 64)
+        (off % size == 0 && off / size < SIG).then_some(off / size)
     }
 }
 
@@ -557,10 +560,8 @@ impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, con
 
     fn complete_signal(&mut self, handle: u64, start: u64, end: u64) {
         if let Some(s) = self.lb.signal_index(SignalHandle(handle)).and_then(|i| self.lb.mem.signals.get(i)) {
-            // Ordering: timestamps Relaxed, published by the AcqRel decrement.
-            s.start_ts.store(start, Ordering::Relaxed);
-            s.end_ts.store(end, Ordering::Relaxed);
-            s.value.fetch_sub(1, Ordering::AcqRel);
+            // Loopback signals have no event mailbox: waiters poll (and pump).
+            s.complete(Some((start, end)), |_, _| {});
         }
     }
 
@@ -709,19 +710,18 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
         // answer is final, so every timeout behaves like zero. While another thread pumps, wait
         // (boundedly: a host function that calls back into the runtime would otherwise wait for
         // its own caller) and pump again.
+        let mut ran = self.try_pump();
         let mut spins = 0u32;
-        loop {
-            let ran = self.try_pump();
-            let v = s.load();
-            if cond.holds(v, expected) {
-                return Ok(v);
-            }
+        let block = || {
             if ran || spins >= LOOPBACK_WAIT_SPINS {
-                return Err(Error::NotReady);
+                return false;
             }
             spins += 1;
             core::hint::spin_loop();
-        }
+            ran = self.try_pump();
+            true
+        };
+        s.wait(cond, expected, block).ok_or(Error::NotReady)
     }
 
     fn memory_alloc(&self, device: u32, bytes: usize, _kind: MemoryKind) -> Result<u64> {

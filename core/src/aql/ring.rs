@@ -25,12 +25,20 @@
 //! has completed it stores INVALID back (Release) and advances `read_index` by one (Release); the
 //! producer's Acquire load of `read_index` therefore orders slot reuse after the consumer is done
 //! with the slot, including its kernel arguments.
+//!
+//! # Checked by loom
+//!
+//! Every access to a slot goes through [`SlotMemory`] and every index access through
+//! [`crate::sync::atomic`], so `core/tests/loom_ring.rs` runs this code itself over loom's memory
+//! (`RUSTFLAGS="--cfg loom" cargo test -p aqueduct --release --test loom_ring`). The planted bugs
+//! of `scripts/verify loom` are `cfg(loom_bug = "...")` switches in the functions below.
 
 use core::ptr::NonNull;
-use portable_atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::aql::packet::{BarrierPacket, Header, Packet, PacketWords, RawPacket, PACKET_BYTES};
 use crate::error::{Error, Result};
+use crate::sync::atomic::AtomicU64;
+use crate::sync::{unless_planted, Ordering, SlotMemory};
 
 /// How many times a producer re-reads the read index before a full ring is reported.
 pub const DEFAULT_ROOM_SPINS: u32 = 1 << 16;
@@ -40,8 +48,7 @@ pub const DEFAULT_ROOM_SPINS: u32 = 1 << 16;
 /// `AqlRing` is a plain descriptor (pointers and a size); copies of it describe the same ring.
 #[derive(Debug, Clone, Copy)]
 pub struct AqlRing {
-    base: NonNull<u8>,
-    mask: u64,
+    slots: SlotMemory,
     write_index: NonNull<AtomicU64>,
     read_index: NonNull<AtomicU64>,
 }
@@ -70,12 +77,33 @@ impl AqlRing {
         if size == 0 || !size.is_power_of_two() || base.as_ptr() as usize % PACKET_BYTES != 0 {
             return Err(Error::InvalidValue);
         }
-        Ok(AqlRing { base, mask: u64::from(size) - 1, write_index, read_index })
+        // SAFETY: the caller's contract is SlotMemory::raw's.
+        let slots = unsafe { SlotMemory::raw(base, u64::from(size) - 1) };
+        Ok(AqlRing { slots, write_index, read_index })
+    }
+
+    /// Describes the ring of a loom model's memory (loom builds only; see `core/src/sync.rs`).
+    ///
+    /// Fails with `InvalidValue` if `N` is not a power of two.
+    ///
+    /// # Safety
+    /// `mem` must outlive every copy of the ring.
+    #[cfg(loom)]
+    pub unsafe fn new_loom<const N: usize>(mem: &crate::sync::LoomRingMemory<N>) -> Result<Self> {
+        if N == 0 || !N.is_power_of_two() {
+            return Err(Error::InvalidValue);
+        }
+        Ok(AqlRing {
+            // SAFETY: the caller keeps `mem` alive while the ring is used.
+            slots: unsafe { SlotMemory::loom(mem) },
+            write_index: NonNull::from(&mem.write_index),
+            read_index: NonNull::from(&mem.read_index),
+        })
     }
 
     /// Ring size in packets.
     pub fn size(&self) -> u64 {
-        self.mask + 1
+        self.slots.mask() + 1
     }
 
     fn write_index_atomic(&self) -> &AtomicU64 {
@@ -98,18 +126,6 @@ impl AqlRing {
     pub fn read_index(&self) -> u64 {
         // Ordering: Acquire pairs with the consumer's Release advance (slot reuse).
         self.read_index_atomic().load(Ordering::Acquire)
-    }
-
-    fn slot(&self, index: u64) -> *mut u8 {
-        // `index & mask < size`, so the offset stays inside the ring (new's contract).
-        let offset = ((index & self.mask) as usize) * PACKET_BYTES;
-        self.base.as_ptr().wrapping_add(offset)
-    }
-
-    fn dword0(&self, index: u64) -> &AtomicU32 {
-        // SAFETY: the slot is 64-byte aligned inside the ring; dword 0 is only ever accessed
-        // atomically by producers and consumers.
-        unsafe { AtomicU32::from_ptr(self.slot(index).cast::<u32>()) }
     }
 
     fn has_room(&self, end: u64, read: u64) -> bool {
@@ -148,22 +164,31 @@ impl AqlRing {
                 return Err(Error::NotReady);
             }
             tries += 1;
-            core::hint::spin_loop();
+            self.slots.spin_loop();
         }
         // Ordering: AcqRel, the multi-producer reservation (HSA add_write_index_acq_rel).
+        #[cfg(not(loom_bug = "non_atomic_reserve"))]
         let first = self.write_index_atomic().fetch_add(n, Ordering::AcqRel);
+        // Planted bug (loom builds): a load and a store instead of the atomic add, so two
+        // producers can reserve the same slots.
+        #[cfg(loom_bug = "non_atomic_reserve")]
+        let first = {
+            let w = self.write_index_atomic().load(Ordering::Acquire);
+            self.write_index_atomic().store(w.wrapping_add(n), Ordering::Release);
+            w
+        };
         // Another producer may have taken the room; its reservation is ahead of ours and will be
         // consumed, so this wait ends once the consumer runs.
         while !self.has_room(first.wrapping_add(n), *read_hint) {
             *read_hint = self.read_index();
-            core::hint::spin_loop();
+            self.slots.spin_loop();
         }
         Ok(Reservation { ring: self, first, n, written: 0 })
     }
 
     /// The single-producer reservation HSA allows for a queue only one agent writes
-    /// (`hsa_queue_store_write_index` instead of the atomic add, kfd-aql.md §3.3 step 1): a load
-    /// and a store of the write index, with the room check of
+    /// (`hsa_queue_store_write_index` instead of the atomic add; docs/kfd-aql.md, "Ring publish
+    /// protocol"): a load and a store of the write index, with the room check of
     /// [`reserve_hinted`](Self::reserve_hinted). A full ring is `NotReady` and reserves nothing.
     ///
     /// # Safety
@@ -186,7 +211,7 @@ impl AqlRing {
                 return Err(Error::NotReady);
             }
             tries += 1;
-            core::hint::spin_loop();
+            self.slots.spin_loop();
         }
         // Ordering: Relaxed; packets are published by their Release headers and the doorbell,
         // not by the write index.
@@ -197,17 +222,15 @@ impl AqlRing {
     /// Reads the published packet at `index` (consumer side): `None` while the slot is INVALID.
     pub fn read(&self, index: u64) -> Option<PacketWords> {
         // Ordering: Acquire pairs with the producer's Release publish of dword 0.
-        let d0 = self.dword0(index).load(Ordering::Acquire);
+        let d0 = self.slots.load_header(index, Ordering::Acquire);
         if Header(d0 as u16) == Header::INVALID {
             return None;
         }
         let mut words = [0u32; 16];
         words[0] = d0;
         // SAFETY: the slot is published (seen above with Acquire) and owned by the consumer until
-        // it retires it; bytes 4..64 lie inside the slot.
-        unsafe {
-            core::ptr::copy_nonoverlapping(self.slot(index).add(4).cast::<u32>(), words.as_mut_ptr().add(1), 15);
-        }
+        // it retires it.
+        unsafe { self.slots.read_body(index, &mut words) };
         Some(words)
     }
 
@@ -216,9 +239,10 @@ impl AqlRing {
     pub fn retire(&self, index: u64) {
         // Ordering: Release, so a later producer that reuses the slot sees the INVALID header
         // only after the consumer's reads of the slot.
-        self.dword0(index).store(u32::from(Header::INVALID.0), Ordering::Release);
-        // Ordering: Release pairs with the producer's Acquire room check.
-        self.read_index_atomic().store(index.wrapping_add(1), Ordering::Release);
+        self.slots.store_header(index, u32::from(Header::INVALID.0), Ordering::Release);
+        // Ordering: Release pairs with the producer's Acquire room check, which orders the
+        // producer's writes to the slot after the consumer's reads.
+        self.read_index_atomic().store(index.wrapping_add(1), unless_planted!("relaxed_retire", Ordering::Release));
     }
 
     /// Fills every slot with an INVALID header, as a new queue is (HSA `hsa_queue_create`).
@@ -226,7 +250,7 @@ impl AqlRing {
     pub fn invalidate_all(&self) {
         for i in 0..self.size() {
             // Ordering: Relaxed; the queue is not in use yet.
-            self.dword0(i).store(u32::from(Header::INVALID.0), Ordering::Relaxed);
+            self.slots.store_header(i, u32::from(Header::INVALID.0), Ordering::Relaxed);
         }
     }
 }
@@ -264,53 +288,48 @@ impl Reservation<'_> {
         }
         let index = self.next_index();
         let words = packet.words();
-        let slot = self.ring.slot(index);
         // SAFETY: the slot is reserved by this reservation (fetch_add) and retired by the
-        // consumer (room check), so nobody else accesses bytes 4..64 until dword 0 is published.
-        unsafe {
-            core::ptr::copy_nonoverlapping(words.as_ptr().add(1), slot.add(4).cast::<u32>(), 15);
-        }
+        // consumer (room check), so nobody else accesses its body until dword 0 is published.
+        unsafe { self.ring.slots.write_body(index, words) };
         // Ordering: Release publishes the body written above (step 4).
-        self.ring.dword0(index).store(words[0], Ordering::Release);
+        self.ring.slots.store_header(index, words[0], unless_planted!("relaxed_header", Ordering::Release));
         self.written += 1;
         Some(index)
     }
 
     /// Writes and publishes `packets` (at most [`remaining`](Self::remaining)) as one batch:
-    /// every packet but the first is copied whole, header included, then the first packet's
-    /// body, and last the first packet's header with a Release store. The consumer stops at the
-    /// first INVALID header, so it sees none of the batch before that store, and the store orders
-    /// every copy before it (kfd-aql.md §3.3, "publish the first slot last"). Returns how many
-    /// packets were written.
+    /// every packet but the first is written whole (its header with a Relaxed store), then the
+    /// first packet's body, and last the first packet's header with a Release store. The
+    /// consumer stops at the first INVALID header, so it sees none of the batch before that
+    /// store, and the store orders every other write before it (docs/kfd-aql.md, "Ring publish
+    /// protocol": the first slot is published last). Returns how many packets were written.
     pub fn write_batch(&mut self, packets: &[RawPacket]) -> usize {
         let n = packets.len().min(self.remaining() as usize);
         let Some((first, rest)) = packets.get(..n).and_then(<[RawPacket]>::split_first) else { return 0 };
         let start = self.next_index();
-        let size = self.ring.size();
-        // Copy `rest` into slots start+1 .. start+n, in at most two runs (the ring may wrap).
-        let mut copied = 0usize;
-        while copied < rest.len() {
-            let index = start.wrapping_add(1 + copied as u64);
-            let run = ((size - (index & self.ring.mask)) as usize).min(rest.len() - copied);
-            let src = rest.get(copied..copied + run).unwrap_or(&[]);
+        // Planted bug (loom builds): the first slot published before the rest of the batch.
+        #[cfg(loom_bug = "batch_first_slot_first")]
+        self.publish(start, &first.0);
+        for (k, p) in rest.iter().enumerate() {
+            let index = start.wrapping_add(1 + k as u64);
             // SAFETY: slots start+1 .. start+n are reserved by this reservation and retired by
-            // the consumer; `run` stops at the end of the ring, so the destination stays inside
-            // it; nobody reads them before the first slot's header is published below.
-            unsafe {
-                core::ptr::copy_nonoverlapping(src.as_ptr().cast::<u8>(), self.ring.slot(index), run * PACKET_BYTES);
-            }
-            copied += run;
+            // the consumer; nobody reads them before the first slot's header is published below.
+            unsafe { self.ring.slots.write_body(index, &p.0) };
+            // Ordering: Relaxed; the first slot's Release header below publishes this one.
+            self.ring.slots.store_header(index, p.0[0], Ordering::Relaxed);
         }
-        let words = &first.0;
-        let slot = self.ring.slot(start);
-        // SAFETY: the first slot is reserved by this reservation, as in `write`.
-        unsafe {
-            core::ptr::copy_nonoverlapping(words.as_ptr().add(1), slot.add(4).cast::<u32>(), 15);
-        }
-        // Ordering: Release publishes the whole batch written above.
-        self.ring.dword0(start).store(words[0], Ordering::Release);
+        #[cfg(not(loom_bug = "batch_first_slot_first"))]
+        self.publish(start, &first.0);
         self.written += n as u64;
         n
+    }
+
+    /// The body, then with Release the header, of the reserved slot `index`.
+    fn publish(&self, index: u64, words: &PacketWords) {
+        // SAFETY: the slot is reserved by this reservation, as in `write`.
+        unsafe { self.ring.slots.write_body(index, words) };
+        // Ordering: Release publishes this body and everything this producer wrote before.
+        self.ring.slots.store_header(index, words[0], Ordering::Release);
     }
 
     /// The doorbell value for what was written so far: the index of the last packet written.
