@@ -15,7 +15,7 @@
 //! - each atomic in [`atomic`] is loom's atomic when a model creates it with `new_loom`, and a
 //!   plain atomic when it is created with the `const fn new` (statics, the loopback's memory), so
 //!   the rest of core still runs outside a model in a loom build;
-//! - [`SlotMemory`] is raw memory or a [`LoomRingMemory`], whose slot headers are loom atomics and
+//! - [`SlotMemory`] is raw memory or a `LoomRingMemory`, whose slot headers are loom atomics and
 //!   whose 60-byte bodies are `loom::cell::UnsafeCell`s: loom sees every access the ring makes to
 //!   a slot and reports a body access that the protocol does not order as a causality violation.
 //!

@@ -67,7 +67,8 @@ pub trait PacketExecutor {
     /// by the caller afterwards. `None` if the handle does not name readable memory.
     fn read_signal(&mut self, handle: u64, mask: i64) -> Option<i64>;
     /// Decrements a completion signal by one, writing `start`/`end` timestamps first when
-    /// profiling is on, then posts its event mailbox if it has one.
+    /// profiling is on, then posts its event mailbox if it has one: what
+    /// [`AmdSignal::complete`](crate::AmdSignal::complete) does once the handle is resolved.
     fn complete_signal(&mut self, handle: u64, start: u64, end: u64);
     /// Runs a kernel dispatch to completion.
     fn dispatch(&mut self, packet: &KernelDispatchPacket, kernarg: u64) -> Outcome;
