@@ -4,67 +4,78 @@
 //! to `/dev/kfd`, a DRM render node and sysfs — `open`, `ioctl` by request number with the real
 //! argument structs, `mmap`/`munmap` of the offsets the driver hands out, reads of the topology
 //! tree — through [`Emu`], which the kfd-direct backend calls instead of the real syscalls. Behind
-//! it runs a command processor per GPU that consumes the real AQL ring layout.
+//! it each GPU runs a packet processor over the real AQL ring layout and compute-unit workers
+//! that execute work-groups of many dispatches at once.
 //!
-//! Specification: `shared/reference/kfd-aql.md` (cited below as §n).
+//! Specification: `docs/kfd-aql.md` (cited below by section).
 //!
-//! ## Layers
+//! ## Layers (each module imports only the ones above it)
 //!
-//! - [`abi`]: the ioctl ABI (§1.1, §1.3): request numbers, `repr(C)` argument structs with
-//!   `const` layout checks, flags, mmap-offset encoding (§1.4, §2), and `amd_queue_t` /
-//!   `hsa_queue_t` / CWSR header (§4.2, §4.3, §1.5). Packets and `amd_signal_t` come from core.
-//! - [`Emu`] (`emu`): the driver model. It validates every ioctl the way amdkfd does, with its
-//!   errnos (§1, §1.5, §1.6, §7, §9): fd ownership (a forked child gets `EBADF`), argument
-//!   size negotiation (shorter structs are zero-extended), VM acquisition, the buffer table,
-//!   queue-buffer checks (exact, GPU-mapped BOs; `amd_queue_t` indices at +56/+128; EOP 4096;
-//!   ctl-stack and CWSR sizes from the topology), priorities, CU masks, events.
-//! - [`topology`]: the sysfs tree (§5) for gfx90a, gfx942 and gfx1100 GPUs and the queue sizes
-//!   derived from it (§1.5).
+//! - [`abi`]: the ioctl ABI: request numbers, `repr(C)` argument structs with `const` layout
+//!   checks, flags, mmap-offset encoding, and `amd_queue_t` / `hsa_queue_t` / CWSR header.
+//!   Packets and `amd_signal_t` come from core (layouts only).
+//! - `hw`: the GPU clock, queue status words, the adversarial generator.
+//! - [`topology`]: the sysfs tree for gfx90a, gfx942 and gfx1100 GPUs and the queue sizes
+//!   derived from it. [`drm`]: the render node's ioctls.
 //! - `memory`: device memory is host memory (a `memfd` pool); BOs are CPU-mapped at the user's
-//!   VA by real `mmap`, so GPU VA == CPU VA; the device side translates every VA through the
-//!   buffer table, so an unmapped access is a GPU memory fault ([`MemView`]).
+//!   VA by real `mmap`, so GPU VA == CPU VA; engines translate through immutable snapshots of the
+//!   buffer table, so an unmapped access is a GPU memory fault ([`MemView`], [`DeviceSlice`]).
 //! - `events`: the event page, mailbox slots, signal/memory/hardware-exception events and
-//!   `WAIT_EVENTS` (§1.6).
-//! - `cp`: one command-processor thread per GPU (§3.4, §4.1). It runs core's single
-//!   packet-processing step, [`aqueduct::aql::step`] (DESIGN.md rule 3), over an
-//!   [`aqueduct::aql::AqlRing`] built on the queue's ring BO with the write index at
-//!   `amd_queue_t + 56`; its executor implements fences, atomic signal decrements, mailboxes,
-//!   timestamps, in-order retirement into `read_dispatch_id` (+128), queue errors (§7), and the
-//!   adversarial out-of-order mode.
-//! - `sdma`: the SDMA v4 engine (rocr-on-emu.md §4.5): user-mode SDMA queues with byte-offset
-//!   rings, served by the same per-GPU thread after the AQL queues; linear and rectangular
-//!   copies, fills, fences, traps, memory polls, 64-bit atomics and timestamps.
-//! - [`kernels`]: host twins (DESIGN.md rule 6), the built-in copy/fill/write-value twins, and
-//!   [`codeobj`]: AMDHSA code-object parsing (§6).
+//!   `WAIT_EVENTS`.
+//! - Kernels: [`twin`] (the Rust twin API), [`builtin`] (aqueduct's, ROCr's and ROCclr's blit
+//!   kernels), [`naming`] (naming a dispatched kernel object from the image in device memory),
+//!   [`c_abi`] (C twins, `AQUEDUCT_TWINS`), `registry` (which twin runs for a kernel object);
+//!   [`codeobj`] and [`metadata`] parse AMDHSA code objects.
+//! - `aql_queue`: an AQL queue as the device sees it, its completion and in-order retirement.
+//!   `sdma`: the SDMA v4 engine and its queues. `device`: one GPU's queues and failure reports.
+//! - `packet_processor`: the AQL rules (barrier bit, barrier-AND/OR, barrier-value, fences,
+//!   INVALID stalls, queue errors, adversarial mode) — an implementation of its own, sharing
+//!   only the packet layouts with core, so core's packets are checked by an independent reader.
+//! - `scheduler`: the work-group scheduler (priorities, CU masks → workers) and the threads of a
+//!   device, among which the packet-processor role floats.
+//! - [`Emu`] (`driver`): the ioctl front end. It validates every ioctl the way amdkfd does, with
+//!   its errnos: fd ownership (a forked child gets `EBADF`), argument size negotiation, VM
+//!   acquisition, the buffer table, queue-buffer checks, priorities, CU masks, events; plus fault
+//!   injection and observation for tests.
 //!
 //! ## Memory ordering
 //!
-//! The producer publishes packets with core's protocol (body, Release header store, Release fence,
-//! doorbell store). The CP loads the doorbell with Acquire, reads headers with Acquire (inside
-//! the step), applies an Acquire fence for packets with an acquire scope and a Release fence
-//! before completing a signal with an AcqRel decrement, then stores the mailbox with Release and
-//! advances `read_dispatch_id` with Release. Every `// Ordering:` comment names its pair.
+//! The producer publishes packets with core's protocol (body, Release header store, fence,
+//! doorbell store). The packet processor loads the doorbell with Acquire and each header with
+//! Acquire, applies an Acquire fence for packets with an acquire scope, and hands a dispatch to
+//! the workers through the scheduler's lock. The last work-group's AcqRel decrement of the
+//! dispatch's counter orders every work-group before the completion, which applies the Release
+//! fence of a release scope, decrements the signal with AcqRel, stores the mailbox with Release
+//! and advances `read_dispatch_id` with Release. Every `// Ordering:` comment names its pair.
 
 pub mod abi;
+mod aql_queue;
+pub mod builtin;
+pub mod c_abi;
 pub mod codeobj;
-mod cp;
-pub mod dialect;
+mod device;
+mod driver;
 pub mod drm;
-mod emu;
 mod errno;
 mod events;
 pub mod floor;
+mod hw;
 pub mod kernels;
 mod memory;
 pub mod metadata;
 pub mod naming;
+mod packet_processor;
+mod registry;
+mod scheduler;
 mod sdma;
 pub mod topology;
+pub mod twin;
 
-pub use cp::GPU_CLOCK_HZ;
-pub use emu::{Emu, EmuConfig, EmuStats, Fd, QueueState, FIRST_FD};
+pub use driver::{default_cus, dialect, Emu, EmuConfig, EmuStats, Fd, QueueState, FIRST_FD};
 pub use errno::{Errno, SysResult};
 pub use events::SLOT_UNSIGNALED;
-pub use kernels::{KernelArg, KernelCtx, Twin, TwinFn};
-pub use memory::{KernelError, MemView, DRM_MMAP_BASE, GPUVM_BASE, GPUVM_LIMIT};
+pub use hw::GPU_CLOCK_HZ;
+pub use memory::{DeviceSlice, KernelError, MemView, Scalar, DRM_MMAP_BASE, GPUVM_BASE, GPUVM_LIMIT};
+pub use scheduler::MAX_NAP_US;
 pub use topology::{GpuNode, GpuProfile};
+pub use twin::{KernelArg, KernelCtx, Twin, TwinFn};

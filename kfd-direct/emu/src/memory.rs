@@ -1,5 +1,5 @@
-//! Emulated GPU memory: the backing pool, the per-process buffer table (GPUVM) and the memory
-//! view kernels and the command processor use (kfd-aql.md §1.4, §9 "memory").
+//! Emulated GPU memory: the backing pool, the per-process buffer table (GPUVM), the translation
+//! snapshots the engines use, and the memory view kernels see (kfd-aql.md §1.4, §9 "memory").
 //!
 //! # Model
 //!
@@ -11,13 +11,24 @@
 //! the process and the device see the same bytes at the same GPU VA == CPU VA. USERPTR BOs are
 //! the user's own pages and are reached directly.
 //!
+//! # Translation
+//!
 //! The device side never dereferences a user VA directly: it translates every GPU VA through
-//! the buffer table ([`Vm::translate`]), honouring GPU mappings per device. An access outside
-//! any BO mapped on the device is a GPU memory fault with that address.
+//! the buffer table, honouring GPU mappings per device. An access outside any BO mapped on the
+//! device is a GPU memory fault with that address. The engines do not lock the buffer table for
+//! that: [`VmLock::translation`] hands out an immutable [`Translation`] of one device's mapped
+//! ranges (a sorted array, binary-searched), rebuilt after the table changes. A work-group keeps
+//! the snapshot of its dispatch, so a long kernel never holds a lock the driver needs, and a
+//! twin resolves a buffer once ([`MemView::slice`]) and then indexes it with a bounds check only.
+//! Freed pool ranges stay mapped in the device view (their pages read as zero), so a snapshot
+//! that outlives a `FREE_MEMORY_OF_GPU` never points at unmapped memory.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
-use std::sync::Mutex;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::abi::{limits::PAGE_SIZE, mem_flags};
 
@@ -254,6 +265,159 @@ impl Vm {
     }
 }
 
+/// A process's buffer table behind its lock, with the translation snapshots handed to the
+/// engines. Writers go through [`VmLock::write`], whose guard drops every snapshot when the
+/// change is done.
+#[derive(Debug, Default)]
+pub(crate) struct VmLock {
+    vm: RwLock<Vm>,
+    /// Incremented after every change (engines compare it with the snapshot they hold).
+    generation: AtomicU64,
+    /// One snapshot per device, built on demand. Lock order: `vm`, then `snapshots`.
+    snapshots: Mutex<Vec<Arc<Translation>>>,
+}
+
+/// Write access to a buffer table; dropping it invalidates the translation snapshots.
+pub(crate) struct VmWrite<'a> {
+    guard: RwLockWriteGuard<'a, Vm>,
+    lock: &'a VmLock,
+}
+
+impl Deref for VmWrite<'_> {
+    type Target = Vm;
+    fn deref(&self) -> &Vm {
+        &self.guard
+    }
+}
+
+impl DerefMut for VmWrite<'_> {
+    fn deref_mut(&mut self) -> &mut Vm {
+        &mut self.guard
+    }
+}
+
+impl Drop for VmWrite<'_> {
+    fn drop(&mut self) {
+        // Still under the write lock: no reader holds `snapshots` (readers take it under `vm`).
+        self.lock.lock_snapshots().clear();
+        // Ordering: Release pairs with `TranslationCache::get`'s Acquire load: an engine that
+        // sees the new generation fetches a snapshot built after this change.
+        self.lock.generation.fetch_add(1, Ordering::Release);
+    }
+}
+
+impl VmLock {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Vm> {
+        self.vm.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn write(&self) -> VmWrite<'_> {
+        VmWrite { guard: self.vm.write().unwrap_or_else(|e| e.into_inner()), lock: self }
+    }
+
+    fn lock_snapshots(&self) -> MutexGuard<'_, Vec<Arc<Translation>>> {
+        self.snapshots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The ranges of this table mapped on `gpu_id`, as of now.
+    pub(crate) fn translation(&self, pool: &Pool, gpu_id: u32) -> Arc<Translation> {
+        let vm = self.read();
+        let mut snaps = self.lock_snapshots();
+        if let Some(t) = snaps.iter().find(|t| t.gpu_id == gpu_id) {
+            return Arc::clone(t);
+        }
+        let t = Arc::new(Translation::build(&vm, pool, gpu_id));
+        snaps.push(Arc::clone(&t));
+        t
+    }
+}
+
+/// An engine's copy of a translation snapshot, refreshed when the table changed.
+#[derive(Default)]
+pub(crate) struct TranslationCache {
+    generation: u64,
+    current: Option<Arc<Translation>>,
+}
+
+impl TranslationCache {
+    /// The current snapshot of `vm` for `gpu_id`.
+    pub(crate) fn get(&mut self, vm: &VmLock, pool: &Pool, gpu_id: u32) -> &Arc<Translation> {
+        // Ordering: Acquire pairs with VmWrite's Release increment.
+        let g = vm.generation.load(Ordering::Acquire);
+        let stale = self.generation != g || self.current.as_ref().is_none_or(|t| t.gpu_id != gpu_id);
+        if stale {
+            self.generation = g;
+            self.current = None;
+        }
+        self.current.get_or_insert_with(|| vm.translation(pool, gpu_id))
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Range {
+    va: u64,
+    end: u64,
+    /// Device-view address of `va`.
+    base: *mut u8,
+}
+
+/// One device's view of a buffer table: the GPU-mapped ranges, sorted by address.
+#[derive(Debug)]
+pub(crate) struct Translation {
+    gpu_id: u32,
+    ranges: Vec<Range>,
+}
+
+// SAFETY: the pointers are device-view addresses (pool memory that lives as long as the
+// machine, or the user's own USERPTR pages); the snapshot never dereferences them itself.
+unsafe impl Send for Translation {}
+// SAFETY: as for Send; the snapshot is immutable.
+unsafe impl Sync for Translation {}
+
+impl Translation {
+    fn build(vm: &Vm, pool: &Pool, gpu_id: u32) -> Translation {
+        let ranges = vm
+            .by_va
+            .values()
+            .filter_map(|h| vm.bos.get(h))
+            .filter(|bo| bo.mapped.contains(&gpu_id))
+            .map(|bo| Range {
+                va: bo.va,
+                end: bo.end(),
+                base: match bo.backing {
+                    Backing::Pool(p) => pool.ptr(p),
+                    Backing::User(addr) => std::ptr::with_exposed_provenance_mut(addr as usize),
+                },
+            })
+            .collect();
+        Translation { gpu_id, ranges }
+    }
+
+    /// The device this snapshot belongs to.
+    pub(crate) fn gpu_id(&self) -> u32 {
+        self.gpu_id
+    }
+
+    /// The start of the mapped buffer containing `va`.
+    pub(crate) fn range_start(&self, va: u64) -> Option<u64> {
+        let i = self.ranges.partition_point(|r| r.va <= va);
+        i.checked_sub(1).and_then(|i| self.ranges.get(i)).filter(|r| va < r.end).map(|r| r.va)
+    }
+
+    /// Translates `[va, va + len)` into a device-view pointer: the range must lie inside one BO
+    /// mapped on the device. `Err(va)` names the faulting address (the BO's end for an access
+    /// that runs past it).
+    pub(crate) fn translate(&self, va: u64, len: u64) -> Result<*mut u8, u64> {
+        let i = self.ranges.partition_point(|r| r.va <= va);
+        let r = i.checked_sub(1).and_then(|i| self.ranges.get(i)).filter(|r| va < r.end).ok_or(va)?;
+        let end = va.checked_add(len).ok_or(va)?;
+        if end > r.end {
+            return Err(r.end);
+        }
+        Ok(r.base.wrapping_add((va - r.va) as usize))
+    }
+}
+
 /// Why a kernel's host twin stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelError {
@@ -267,33 +431,49 @@ pub enum KernelError {
 
 /// What a kernel sees of device memory: GPU VAs translated through its process's buffer table,
 /// for one device. Every access is bounds-checked; a bad address is a [`KernelError::MemoryFault`].
+///
+/// Device memory is shared with the host and with other work-groups exactly as on a GPU: the
+/// view hands out no Rust references into it, only copies, atomics and [`DeviceSlice`]s.
 pub struct MemView<'a> {
-    pub(crate) vm: &'a Vm,
-    pub(crate) pool: &'a Pool,
-    pub(crate) gpu_id: u32,
+    pub(crate) tr: &'a Translation,
 }
 
-impl MemView<'_> {
+impl<'a> MemView<'a> {
+    pub(crate) fn new(tr: &'a Translation) -> MemView<'a> {
+        MemView { tr }
+    }
+
     /// Device-view pointer to `len` bytes at `va` (valid while the dispatch runs).
     pub fn ptr(&self, va: u64, len: u64) -> Result<*mut u8, KernelError> {
-        self.vm.translate(self.pool, self.gpu_id, va, len).map_err(KernelError::MemoryFault)
+        self.tr.translate(va, len).map_err(KernelError::MemoryFault)
+    }
+
+    /// `count` elements of `T` at `va`, resolved once: the range must lie inside one BO mapped on
+    /// the device and `va` must be aligned for `T` (a misaligned address is a memory fault, as
+    /// the hardware's natural-alignment requirement for atomics makes it).
+    pub fn slice<T: Scalar>(&self, va: u64, count: u64) -> Result<DeviceSlice<'a, T>, KernelError> {
+        let bytes = count.checked_mul(size_of::<T>() as u64).ok_or(KernelError::MemoryFault(va))?;
+        if va % align_of::<T>() as u64 != 0 {
+            return Err(KernelError::MemoryFault(va));
+        }
+        let ptr = self.tr.translate(va, bytes).map_err(KernelError::MemoryFault)?;
+        let len = usize::try_from(count).map_err(|_| KernelError::MemoryFault(va))?;
+        Ok(DeviceSlice { ptr: ptr.cast(), len, va, _life: PhantomData })
+    }
+
+    /// `len` bytes at `va` (any alignment).
+    pub fn bytes(&self, va: u64, len: u64) -> Result<DeviceSlice<'a, u8>, KernelError> {
+        self.slice::<u8>(va, len)
     }
 
     /// Copies `out.len()` bytes from `va`.
     pub fn read(&self, va: u64, out: &mut [u8]) -> Result<(), KernelError> {
-        let p = self.ptr(va, out.len() as u64)?;
-        // SAFETY: `ptr` checked that the range lies inside one live, mapped BO; kernels and the
-        // host may race on it exactly as on a GPU (byte copies, no references kept).
-        unsafe { std::ptr::copy(p, out.as_mut_ptr(), out.len()) };
-        Ok(())
+        self.bytes(va, out.len() as u64)?.read_to(out)
     }
 
     /// Copies `data` to `va`.
     pub fn write(&self, va: u64, data: &[u8]) -> Result<(), KernelError> {
-        let p = self.ptr(va, data.len() as u64)?;
-        // SAFETY: as in `read`.
-        unsafe { std::ptr::copy(data.as_ptr(), p, data.len()) };
-        Ok(())
+        self.bytes(va, data.len() as u64)?.write_from(data)
     }
 
     /// Copies `bytes` from `src` to `dst` (overlap allowed).
@@ -301,11 +481,8 @@ impl MemView<'_> {
         if bytes == 0 {
             return Ok(());
         }
-        let s = self.ptr(src, bytes)?;
-        let d = self.ptr(dst, bytes)?;
-        // SAFETY: both ranges were checked to lie inside mapped BOs; `copy` allows overlap.
-        unsafe { std::ptr::copy(s, d, bytes as usize) };
-        Ok(())
+        let s = self.bytes(src, bytes)?;
+        self.bytes(dst, bytes)?.copy_from(&s)
     }
 
     /// Reads a little-endian u32.
@@ -334,6 +511,211 @@ impl MemView<'_> {
 
     /// The device this view belongs to.
     pub fn gpu_id(&self) -> u32 {
-        self.gpu_id
+        self.tr.gpu_id()
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// An element type of a [`DeviceSlice`]: a primitive integer or float, read and written with
+/// relaxed atomic accesses of its own size (what a GPU's naturally aligned loads and stores are).
+pub trait Scalar: sealed::Sealed + Copy + Default + 'static {
+    #[doc(hidden)]
+    /// Loads the element at `p`.
+    ///
+    /// # Safety
+    /// `p` is aligned for `Self` and points at live memory.
+    unsafe fn load(p: *const Self) -> Self;
+    #[doc(hidden)]
+    /// Stores `v` at `p`.
+    ///
+    /// # Safety
+    /// As for [`Scalar::load`], for writable memory.
+    unsafe fn store(p: *mut Self, v: Self);
+}
+
+macro_rules! scalar {
+    ($($t:ty => $atomic:ty, $bits:ty, $to:expr, $from:expr;)*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Scalar for $t {
+            #[inline]
+            unsafe fn load(p: *const Self) -> Self {
+                // SAFETY: caller's contract: aligned, live; the atomic has the size and
+                // alignment of the element.
+                let a = unsafe { <$atomic>::from_ptr(p as *mut $bits) };
+                // Ordering: Relaxed; plain device loads, ordered by the packet's fences.
+                let bits: $bits = a.load(Ordering::Relaxed);
+                #[allow(clippy::redundant_closure_call)]
+                let v: Self = ($from)(bits);
+                v
+            }
+            #[inline]
+            unsafe fn store(p: *mut Self, v: Self) {
+                // SAFETY: as in `load`.
+                let a = unsafe { <$atomic>::from_ptr(p as *mut $bits) };
+                #[allow(clippy::redundant_closure_call)]
+                let bits: $bits = ($to)(v);
+                // Ordering: Relaxed; plain device stores, ordered by the packet's fences.
+                a.store(bits, Ordering::Relaxed);
+            }
+        }
+    )*};
+}
+
+scalar! {
+    u8 => std::sync::atomic::AtomicU8, u8, |v| v, |b| b;
+    i8 => std::sync::atomic::AtomicI8, i8, |v| v, |b| b;
+    u16 => std::sync::atomic::AtomicU16, u16, |v| v, |b| b;
+    i16 => std::sync::atomic::AtomicI16, i16, |v| v, |b| b;
+    u32 => std::sync::atomic::AtomicU32, u32, |v| v, |b| b;
+    i32 => std::sync::atomic::AtomicI32, i32, |v| v, |b| b;
+    u64 => std::sync::atomic::AtomicU64, u64, |v| v, |b| b;
+    i64 => std::sync::atomic::AtomicI64, i64, |v| v, |b| b;
+    f32 => std::sync::atomic::AtomicU32, u32, f32::to_bits, f32::from_bits;
+    f64 => std::sync::atomic::AtomicU64, u64, f64::to_bits, f64::from_bits;
+}
+
+/// `len` elements of device memory, resolved once by [`MemView::slice`]: element access costs a
+/// bounds check, bulk transfers are `memcpy`s. Valid while the work-group runs.
+#[derive(Clone, Copy)]
+pub struct DeviceSlice<'a, T: Scalar> {
+    ptr: *mut T,
+    len: usize,
+    va: u64,
+    _life: PhantomData<&'a [T]>,
+}
+
+impl<T: Scalar> std::fmt::Debug for DeviceSlice<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceSlice").field("va", &format_args!("{:#x}", self.va)).field("len", &self.len).finish()
+    }
+}
+
+impl<'a, T: Scalar> DeviceSlice<'a, T> {
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the slice has no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The GPU VA of element 0.
+    pub fn va(&self) -> u64 {
+        self.va
+    }
+
+    fn fault(&self, i: usize) -> KernelError {
+        KernelError::MemoryFault(self.va.wrapping_add((i as u64).wrapping_mul(size_of::<T>() as u64)))
+    }
+
+    /// Element `i` (a memory fault past the end).
+    #[inline]
+    pub fn get(&self, i: usize) -> Result<T, KernelError> {
+        if i >= self.len {
+            return Err(self.fault(i));
+        }
+        // SAFETY: i < len inside the translated range; `slice` checked the alignment.
+        Ok(unsafe { T::load(self.ptr.add(i)) })
+    }
+
+    /// Stores element `i` (a memory fault past the end).
+    #[inline]
+    pub fn set(&self, i: usize, v: T) -> Result<(), KernelError> {
+        if i >= self.len {
+            return Err(self.fault(i));
+        }
+        // SAFETY: as in `get`.
+        unsafe { T::store(self.ptr.add(i), v) };
+        Ok(())
+    }
+
+    /// Elements `range` as a slice of their own.
+    pub fn sub(&self, range: std::ops::Range<usize>) -> Result<DeviceSlice<'a, T>, KernelError> {
+        if range.start > range.end || range.end > self.len {
+            return Err(self.fault(range.end));
+        }
+        Ok(DeviceSlice {
+            // SAFETY: start <= len: at most one past the end of the translated range.
+            ptr: unsafe { self.ptr.add(range.start) },
+            len: range.end - range.start,
+            va: self.va + (range.start * size_of::<T>()) as u64,
+            _life: PhantomData,
+        })
+    }
+
+    /// Copies the slice out (`out.len()` must equal its length).
+    pub fn read_to(&self, out: &mut [T]) -> Result<(), KernelError> {
+        if out.len() != self.len {
+            return Err(self.fault(out.len().min(self.len)));
+        }
+        // SAFETY: `len` live elements at `ptr`; byte copies into memory we own, no reference
+        // into device memory kept (kernels and the host may race on it as on a GPU).
+        unsafe { std::ptr::copy(self.ptr, out.as_mut_ptr(), self.len) };
+        Ok(())
+    }
+
+    /// Copies `data` in (`data.len()` must equal the slice's length).
+    pub fn write_from(&self, data: &[T]) -> Result<(), KernelError> {
+        if data.len() != self.len {
+            return Err(self.fault(data.len().min(self.len)));
+        }
+        // SAFETY: as in `read_to`, for writable memory.
+        unsafe { std::ptr::copy(data.as_ptr(), self.ptr, self.len) };
+        Ok(())
+    }
+
+    /// Copies another slice of the same length in (overlap allowed).
+    pub fn copy_from(&self, src: &DeviceSlice<'_, T>) -> Result<(), KernelError> {
+        if src.len != self.len {
+            return Err(self.fault(src.len.min(self.len)));
+        }
+        // SAFETY: both ranges were translated for `len` elements; `copy` allows overlap.
+        unsafe { std::ptr::copy(src.ptr, self.ptr, self.len) };
+        Ok(())
+    }
+
+    /// Stores `v` into every element.
+    pub fn fill(&self, v: T) {
+        if self.len == 0 {
+            return;
+        }
+        // SAFETY: the first element is live and aligned.
+        unsafe { self.ptr.write(v) };
+        // Double the filled prefix with copies: a few `memcpy`s instead of one store per
+        // element.
+        let mut done = 1;
+        while done < self.len {
+            let n = done.min(self.len - done);
+            // SAFETY: `[0, done)` is filled and `[done, done + n)` lies inside the slice; the two
+            // do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(self.ptr, self.ptr.add(done), n) };
+            done += n;
+        }
+    }
+}
+
+impl DeviceSlice<'_, u8> {
+    /// Repeats `pattern` over the slice (a trailing partial copy is cut), with `memcpy`s that
+    /// double the filled prefix. An empty pattern leaves the slice as it is.
+    pub fn fill_pattern(&self, pattern: &[u8]) {
+        let n = pattern.len().min(self.len);
+        if n == 0 {
+            return;
+        }
+        // SAFETY: `n <= len` bytes of the translated range; the pattern is our own memory.
+        unsafe { std::ptr::copy_nonoverlapping(pattern.as_ptr(), self.ptr, n) };
+        let mut done = n;
+        while done < self.len {
+            let k = done.min(self.len - done);
+            // SAFETY: `[0, done)` is filled and `[done, done + k)` lies inside the slice; the
+            // ranges do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(self.ptr, self.ptr.add(done), k) };
+            done += k;
+        }
     }
 }

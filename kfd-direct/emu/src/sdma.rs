@@ -33,13 +33,13 @@
 //! (the process's MEMORY events, every queue of the process on the device evicted).
 
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::abi::exception;
-use crate::cp::{status, Clock};
 use crate::events::Events;
-use crate::memory::{KernelError, MemView, Pool, Vm};
+use crate::hw::{status, Clock};
+use crate::memory::{KernelError, MemView, Pool, VmLock};
 
 /// SDMA opcodes (ROCr `sdma_registers.h`, Linux `vega10_sdma_pkt_open.h`).
 pub mod op {
@@ -69,7 +69,7 @@ pub mod op {
     pub const ATOMIC_ADD64: u32 = 47;
 }
 
-/// Packets a queue may run per scheduling round (the CP thread also serves AQL queues).
+/// Packets a queue may run per round of the engine thread that also serves the AQL queues.
 const BUDGET: u32 = 64;
 
 /// Machine-wide SDMA counters (observable through [`crate::Emu::stats`]).
@@ -101,7 +101,7 @@ pub(crate) struct SdmaQueue {
     /// Engine index (XGMI engines follow the PCIe ones) and queue slot on it.
     pub(crate) engine: u32,
     pub(crate) engine_queue: u32,
-    pub(crate) vm: Arc<RwLock<Vm>>,
+    pub(crate) vm: Arc<VmLock>,
     pub(crate) events: Arc<Events>,
     pub(crate) priority: AtomicU32,
     pub(crate) percentage: AtomicU32,
@@ -111,6 +111,8 @@ pub(crate) struct SdmaQueue {
     rptr_wb: NonNull<AtomicU64>,
     doorbell: NonNull<AtomicU64>,
     seen_doorbell: AtomicU64,
+    /// Packets were left after the last run.
+    waiting: AtomicBool,
     ring: Mutex<SdmaRing>,
 }
 
@@ -167,7 +169,7 @@ impl SdmaQueue {
         queue_id: u32,
         engine: u32,
         engine_queue: u32,
-        vm: Arc<RwLock<Vm>>,
+        vm: Arc<VmLock>,
         events: Arc<Events>,
         ptrs: SdmaPtrs,
         priority: u32,
@@ -194,6 +196,7 @@ impl SdmaQueue {
             rptr_wb,
             doorbell,
             seen_doorbell: AtomicU64::new(start),
+            waiting: AtomicBool::new(false),
             ring: Mutex::new(SdmaRing {
                 base: NonNull::new(ptrs.ring)?,
                 va: ptrs.ring_va,
@@ -217,6 +220,13 @@ impl SdmaQueue {
         ring.va = va;
         ring.bytes = bytes;
         true
+    }
+
+    /// Whether packets are left after the last run (a memory poll not satisfied, or more than a
+    /// round's budget).
+    pub(crate) fn waiting(&self) -> bool {
+        // Ordering: Relaxed; a hint for the engine's polling.
+        self.waiting.load(Ordering::Relaxed)
     }
 
     /// Whether the doorbell changed since the engine last looked (a lock-free peek).
@@ -254,8 +264,8 @@ impl SdmaQueue {
             let msg = format!("doorbell {wptr:#x} is not a dword offset within one ring of rptr {:#x}", ring.rptr);
             return (true, Some(SdmaFailure::Illegal(exception::QUEUE_PACKET_RESERVED, msg)));
         }
-        let vm = self.vm.read().unwrap_or_else(|e| e.into_inner());
-        let mem = MemView { vm: &vm, pool, gpu_id: self.gpu_id };
+        let tr = self.vm.translation(pool, self.gpu_id);
+        let mem = MemView::new(&tr);
         let mut progress = false;
         for _ in 0..BUDGET {
             let avail = wptr.wrapping_sub(ring.rptr);
@@ -276,6 +286,10 @@ impl SdmaQueue {
                 Err(f) => return (true, Some(f)),
             }
         }
+        // Packets left (a poll not satisfied, or the budget spent): the engine comes back
+        // without a new doorbell.
+        // Ordering: Relaxed; see `waiting`.
+        self.waiting.store(wptr != ring.rptr, Ordering::Relaxed);
         (progress, None)
     }
 
@@ -433,12 +447,8 @@ impl SdmaQueue {
 
 /// Writes `count` copies of `pattern` at `dst`.
 fn fill(mem: &MemView<'_>, dst: u64, pattern: &[u8], count: u64) -> Result<(), KernelError> {
-    let total = count * pattern.len() as u64;
-    let p = mem.ptr(dst, total)?;
-    for i in 0..count as usize {
-        // SAFETY: `ptr` checked `total` live bytes at `dst`.
-        unsafe { std::ptr::copy_nonoverlapping(pattern.as_ptr(), p.add(i * pattern.len()), pattern.len()) };
-    }
+    let total = count.checked_mul(pattern.len() as u64).ok_or(KernelError::MemoryFault(dst))?;
+    mem.bytes(dst, total)?.fill_pattern(pattern);
     Ok(())
 }
 

@@ -257,26 +257,6 @@ fn timestamps_only_with_profiling() {
 }
 
 #[test]
-fn priorities_order_arbitration() {
-    let h = Harness::new();
-    let (obj, log) = logger(&h);
-    let low = h.create_queue_with(0, &QueueSpec { priority: 0, ..Default::default() });
-    let high = h.create_queue_with(0, &QueueSpec { priority: 15, ..Default::default() });
-    let kl = kernargs(&h, &[0; 8]);
-    let kh = kernargs(&h, &[1; 8]);
-    h.emu.pause_command_processor(h.gpu(), true).unwrap();
-    std::thread::sleep(SHORT);
-    let lp: Vec<_> = (0..8).map(|i| dispatch(obj, kl.va + 64 * i, 1, 1, 0, true)).collect();
-    let hp: Vec<_> = (0..8).map(|i| dispatch(obj, kh.va + 64 * i, 1, 1, 0, true)).collect();
-    low.submit(&lp);
-    high.submit(&hp);
-    h.emu.pause_command_processor(h.gpu(), false).unwrap();
-    assert!(wait_until(Duration::from_secs(5), || log.lock().unwrap().len() == 16));
-    let log = log.lock().unwrap();
-    assert_eq!(&log[..8], &[1; 8], "the priority-15 queue drains first: {log:?}");
-}
-
-#[test]
 fn inactive_queues_percentage_zero_and_empty_cu_mask() {
     let h = Harness::new();
     let (obj, log) = logger(&h);

@@ -1,0 +1,345 @@
+//! One emulated GPU as its engines share it: the node, the memory pool, the twin registry and
+//! clock, the lists of AQL and SDMA queues, and what happens when a queue fails (kfd-aql.md §7):
+//!
+//! - an invalid packet or dispatch halts the queue: the exception mask `1 << (ec - 1)` is ORed
+//!   into the 64-bit word at the CWSR header's `err_payload_addr`, the header's `err_event_id`
+//!   is set, and the legacy `queue_inactive_signal` of the `amd_queue_t` gets the firmware's
+//!   error code; the failing packet is neither completed nor retired;
+//! - a kernel memory fault evicts every queue of the process on the device and sets the
+//!   process's MEMORY events with the faulting address;
+//! - a hung kernel leaves its queue stuck forever;
+//! - a device reset evicts every queue of the device.
+//!
+//! The threads that run the engines live in `scheduler`; the packet processor in
+//! `packet_processor`; the SDMA engine in `sdma`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use aqueduct::AmdSignal;
+
+use crate::abi::{exception, CwsrHeader, MemoryExceptionData, MemoryExceptionFailure};
+use crate::aql_queue::AqlQueue;
+use crate::hw::{status, Clock};
+use crate::memory::{KernelError, MemView, Pool, VmLock};
+use crate::registry::Registry;
+use crate::sdma::{SdmaFailure, SdmaQueue, SdmaStats};
+use crate::topology::GpuNode;
+
+/// Why an AQL queue stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// Queue exception with this KFD code.
+    Queue(u32),
+    /// VM fault at this address.
+    Memory(u64),
+    /// Instruction fetch from a non-executable page at this address.
+    NoExecute(u64),
+    /// The kernel never completes.
+    Hang,
+}
+
+impl From<KernelError> for Failure {
+    fn from(e: KernelError) -> Failure {
+        match e {
+            KernelError::MemoryFault(va) => Failure::Memory(va),
+            KernelError::Hang => Failure::Hang,
+            KernelError::Trap => Failure::Queue(2),
+        }
+    }
+}
+
+/// Counters of the compute engines (machine-wide, shared by every device).
+#[derive(Debug, Default)]
+pub(crate) struct EngineStats {
+    pub(crate) dispatches: AtomicU64,
+    pub(crate) work_groups: AtomicU64,
+}
+
+/// Per-device state shared by the engines and the driver.
+pub(crate) struct Device {
+    pub(crate) node: GpuNode,
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) clock: Arc<Clock>,
+    /// Adversarial scheduling seed.
+    pub(crate) adversarial: Option<u64>,
+    /// Compute-unit workers.
+    pub(crate) cus: u32,
+    queues: Mutex<Vec<Arc<AqlQueue>>>,
+    sdma: Mutex<Vec<Arc<SdmaQueue>>>,
+    pub(crate) sdma_stats: Arc<SdmaStats>,
+    pub(crate) stats: Arc<EngineStats>,
+    /// Bumped when a queue list or a priority changes.
+    generation: AtomicU64,
+    next_order: AtomicU64,
+    /// Test hook: the packet processor publishes nothing while set.
+    pub(crate) paused: AtomicBool,
+}
+
+/// What a new device needs from the machine.
+pub(crate) struct DeviceParts {
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) clock: Arc<Clock>,
+    pub(crate) adversarial: Option<u64>,
+    pub(crate) cus: u32,
+    pub(crate) sdma_stats: Arc<SdmaStats>,
+    pub(crate) stats: Arc<EngineStats>,
+}
+
+impl Device {
+    pub(crate) fn new(node: GpuNode, p: DeviceParts) -> Device {
+        Device {
+            node,
+            pool: p.pool,
+            registry: p.registry,
+            clock: p.clock,
+            adversarial: p.adversarial,
+            cus: p.cus,
+            queues: Mutex::new(Vec::new()),
+            sdma: Mutex::new(Vec::new()),
+            sdma_stats: p.sdma_stats,
+            stats: p.stats,
+            generation: AtomicU64::new(0),
+            next_order: AtomicU64::new(0),
+            paused: AtomicBool::new(false),
+        }
+    }
+
+    fn lock_queues(&self) -> MutexGuard<'_, Vec<Arc<AqlQueue>>> {
+        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_sdma(&self) -> MutexGuard<'_, Vec<Arc<SdmaQueue>>> {
+        self.sdma.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The compute-unit workers a CU mask allows. CU `c` runs on worker `c % cus`: the device's
+    /// CUs are dealt round-robin over its workers, so a mask of consecutive CUs spreads over
+    /// every worker and a mask of CUs `w, w + cus, w + 2·cus, …` pins a queue to worker `w`.
+    pub(crate) fn workers_for(&self, enabled_cus: impl Iterator<Item = u32>) -> u64 {
+        let cus = self.cus.clamp(1, 64);
+        enabled_cus.fold(0u64, |m, c| m | 1 << (c % cus))
+    }
+
+    /// Every worker.
+    pub(crate) fn all_workers(&self) -> u64 {
+        self.workers_for(0..self.cus.clamp(1, 64))
+    }
+
+    /// An order number for a new queue.
+    pub(crate) fn next_order(&self) -> u64 {
+        // Ordering: Relaxed; a unique counter.
+        self.next_order.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The queue list's generation.
+    pub(crate) fn generation(&self) -> u64 {
+        // Ordering: Acquire pairs with `touch`'s Release increment.
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Re-sorts the queues at the packet processor's next round (a list or a priority changed).
+    pub(crate) fn touch(&self) {
+        // Ordering: Release publishes the new list to `generation`'s Acquire load.
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Adds a queue (the caller starts the engine).
+    pub(crate) fn add_queue(&self, q: Arc<AqlQueue>) {
+        self.lock_queues().push(q);
+        self.touch();
+    }
+
+    /// Every AQL queue of the device.
+    pub(crate) fn queues(&self) -> Vec<Arc<AqlQueue>> {
+        self.lock_queues().clone()
+    }
+
+    /// The device's SDMA queues.
+    pub(crate) fn sdma_queues(&self) -> Vec<Arc<SdmaQueue>> {
+        self.lock_sdma().clone()
+    }
+
+    /// Adds an SDMA queue built by `make` from the device's current SDMA queues (so the engine
+    /// slot is chosen under the list's lock).
+    pub(crate) fn add_sdma_queue(
+        &self,
+        make: impl FnOnce(&[Arc<SdmaQueue>]) -> crate::SysResult<Arc<SdmaQueue>>,
+    ) -> crate::SysResult<Arc<SdmaQueue>> {
+        let mut list = self.lock_sdma();
+        let q = make(&list)?;
+        list.push(Arc::clone(&q));
+        drop(list);
+        // Ordering: Relaxed; a statistics counter.
+        self.sdma_stats.queues_created.fetch_add(1, Ordering::Relaxed);
+        self.touch();
+        Ok(q)
+    }
+
+    /// Removes a queue (DESTROY_QUEUE): after this returns no engine touches its memory; its
+    /// packets not yet launched are dropped, work-groups already running finish unobserved.
+    pub(crate) fn remove_queue(&self, q: &Arc<AqlQueue>) {
+        // Ordering: Relaxed, then the locks below order everything after the engines' last use.
+        q.status.store(status::DESTROYED, Ordering::Relaxed);
+        drop(q.lock_ring());
+        q.fence_retire();
+        self.lock_queues().retain(|x| !Arc::ptr_eq(x, q));
+        self.touch();
+    }
+
+    /// Removes an SDMA queue: after this returns the engine no longer touches it.
+    pub(crate) fn remove_sdma_queue(&self, q: &Arc<SdmaQueue>) {
+        // Ordering: Relaxed, then the ring lock orders everything after the engine's last packet.
+        q.status.store(status::DESTROYED, Ordering::Relaxed);
+        drop(q.lock_ring());
+        self.lock_sdma().retain(|x| !Arc::ptr_eq(x, q));
+        self.touch();
+    }
+
+    /// Evicts every queue of the device (reset) or of one process (`vm`).
+    pub(crate) fn evict(&self, vm: Option<&Arc<VmLock>>) {
+        for q in self.queues() {
+            if vm.is_none_or(|v| Arc::ptr_eq(v, &q.vm)) {
+                let _ = q.status.compare_exchange(status::ACTIVE, status::EVICTED, Ordering::AcqRel, Ordering::Relaxed);
+            }
+        }
+        for q in self.sdma_queues() {
+            if vm.is_none_or(|v| Arc::ptr_eq(v, &q.vm)) {
+                let _ = q.status.compare_exchange(status::ACTIVE, status::EVICTED, Ordering::AcqRel, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Stops an AQL queue for `f` and reports it (once: a queue that already stopped stays as
+    /// it is).
+    pub(crate) fn fail(&self, q: &AqlQueue, f: Failure) {
+        match f {
+            Failure::Hang => {
+                let _ = q.status.compare_exchange(status::ACTIVE, status::HUNG, Ordering::AcqRel, Ordering::Relaxed);
+            }
+            Failure::Queue(ec) => {
+                if q.status.compare_exchange(status::ACTIVE, status::ERROR, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+                {
+                    // Ordering: Relaxed; diagnostic state, read after the status.
+                    q.exception.store(ec, Ordering::Relaxed);
+                    self.report_queue_exception(q, ec);
+                }
+            }
+            Failure::Memory(va) | Failure::NoExecute(va) => {
+                if !q.active() {
+                    return;
+                }
+                // Ordering: Relaxed; diagnostic state.
+                q.exception.store(exception::QUEUE_WAVE_MEMORY_VIOLATION, Ordering::Relaxed);
+                self.evict(Some(&q.vm));
+                let failure = if matches!(f, Failure::NoExecute(_)) {
+                    MemoryExceptionFailure { no_execute: 1, ..Default::default() }
+                } else {
+                    MemoryExceptionFailure { not_present: 1, ..Default::default() }
+                };
+                q.events.signal_memory_fault(MemoryExceptionData {
+                    failure,
+                    va,
+                    gpu_id: self.node.gpu_id,
+                    error_type: 0,
+                });
+            }
+        }
+    }
+
+    /// Stops an SDMA queue for `f` and reports it.
+    pub(crate) fn fail_sdma(&self, q: &SdmaQueue, f: SdmaFailure) {
+        match f {
+            SdmaFailure::Illegal(ec, msg) => {
+                eprintln!(
+                    "aqueduct-kfd-emu: SDMA queue {} (gpu {:#x}, engine {} queue {}): {msg}: queue halted",
+                    q.queue_id, q.gpu_id, q.engine, q.engine_queue
+                );
+                // Ordering: Relaxed; diagnostic state.
+                q.exception.store(ec, Ordering::Relaxed);
+                q.status.store(status::ERROR, Ordering::Relaxed);
+            }
+            SdmaFailure::Memory(va) => {
+                // Ordering: Relaxed; diagnostic state.
+                q.exception.store(exception::QUEUE_WAVE_MEMORY_VIOLATION, Ordering::Relaxed);
+                self.evict(Some(&q.vm));
+                q.events.signal_memory_fault(MemoryExceptionData {
+                    failure: MemoryExceptionFailure { not_present: 1, ..Default::default() },
+                    va,
+                    gpu_id: self.node.gpu_id,
+                    error_type: 0,
+                });
+            }
+        }
+    }
+
+    /// The KFD ≥ 1.13 exception path: OR the mask into `*err_payload_addr`, set `err_event_id`.
+    fn report_queue_exception(&self, q: &AqlQueue, ec: u32) {
+        let tr = q.vm.translation(&self.pool, q.gpu_id);
+        let mem = MemView::new(&tr);
+        let mut raw = [0u8; size_of::<CwsrHeader>()];
+        if mem.read(q.cwsr_va, &mut raw).is_err() {
+            return;
+        }
+        // SAFETY: `raw` holds a whole CwsrHeader (plain integers, any bit pattern is valid).
+        let header = unsafe { std::ptr::read_unaligned(raw.as_ptr().cast::<CwsrHeader>()) };
+        if header.err_payload_addr != 0 {
+            if let Ok(p) = tr.translate(header.err_payload_addr, 8) {
+                if p as usize % 8 == 0 {
+                    // SAFETY: 8 live, aligned bytes inside a mapped BO.
+                    let word = unsafe { AtomicU64::from_ptr(p.cast()) };
+                    // Ordering: Release, so a host that sees the bit sees the queue's state.
+                    word.fetch_or(exception::mask(ec), Ordering::Release);
+                }
+            }
+        }
+        if header.err_event_id != 0 {
+            q.events.interrupt(header.err_event_id);
+        }
+        self.report_legacy(q, ec);
+    }
+
+    /// What the CP firmware itself does on a queue error (the path ROCr uses when the driver
+    /// has no exception reporting): store a legacy error code into the `amd_queue_t`'s
+    /// `queue_inactive_signal` and post its event (kfd-aql.md §7).
+    fn report_legacy(&self, q: &AqlQueue, ec: u32) {
+        let code: i64 = match ec {
+            exception::QUEUE_PACKET_DISPATCH_DIM_INVALID => 0x2,
+            exception::QUEUE_PACKET_DISPATCH_GROUP_SEGMENT_SIZE_INVALID => 0x4,
+            exception::QUEUE_PACKET_DISPATCH_CODE_INVALID => 0x8,
+            exception::QUEUE_PACKET_RESERVED | exception::QUEUE_PACKET_UNSUPPORTED => 0x20,
+            exception::QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID => 0x40,
+            exception::QUEUE_WAVE_MEMORY_VIOLATION => 0x2000_0000,
+            _ => 0x4000_0000,
+        };
+        // SAFETY: the amd_queue_t is live while the queue is (its constructor's contract); the
+        // signal handle at +192 lies inside the 256-byte struct and is 8-byte aligned.
+        let handle = unsafe { AtomicU64::from_ptr(q.amd_queue().add(192).cast()) }.load(Ordering::Acquire);
+        if handle == 0 {
+            return;
+        }
+        let tr = q.vm.translation(&self.pool, q.gpu_id);
+        let Ok(p) = tr.translate(handle, 64) else { return };
+        if p as usize % 64 != 0 {
+            return;
+        }
+        // SAFETY: 64 live, aligned bytes inside a mapped BO; AmdSignal is all atomics.
+        let sig = unsafe { &*p.cast::<AmdSignal>() };
+        // Ordering: Release, so the host that sees the code sees the queue's state.
+        sig.value.store(code, Ordering::Release);
+        // Ordering: Relaxed; mailbox and id are set up before the signal is used.
+        let mailbox = sig.event_mailbox_ptr.load(Ordering::Relaxed);
+        if mailbox != 0 {
+            let id = sig.event_id.load(Ordering::Relaxed);
+            if let Ok(m) = tr.translate(mailbox, 8) {
+                if m as usize % 8 == 0 {
+                    // SAFETY: 8 live, aligned bytes inside a mapped BO.
+                    unsafe { AtomicU64::from_ptr(m.cast()) }.store(u64::from(id), Ordering::Release);
+                    q.events.interrupt(id);
+                }
+            }
+        }
+    }
+}

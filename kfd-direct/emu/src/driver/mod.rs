@@ -1,0 +1,666 @@
+//! The ioctl front end. [`Emu`]: the emulated machine as a process sees it — `open`, `ioctl`,
+//! `mmap`/`munmap`, `close` and sysfs reads — and the amdkfd driver model behind the ioctls
+//! (kfd-aql.md §1, §2, §1.5, §1.6, §7, §9 "ioctl layer"). One `impl Emu` over several files,
+//! one per behaviour: the process's GPU memory (`vm`), queues (`queues`), events (`events`),
+//! kernels and code objects (`kernels`), fault injection and observation (`faults`), and the
+//! older ioctls of ROCm 5.2's thunk ([`dialect`]).
+//!
+//! # Who validates what
+//!
+//! The ioctl entry ([`Emu::ioctl`]) does what `kfd_ioctl` does before a handler runs: the fd must
+//! be a kfd fd of the calling process (`EBADF` otherwise, including after `fork`), the command is
+//! looked up by `nr` only (`EINVAL` if unknown), the argument is copied in with the caller's size
+//! and zero-extended to the kernel's, and copied back out with the caller's size afterwards. Each
+//! handler then validates as its amdkfd counterpart does, with the same errnos. Queue creation
+//! additionally applies the ≥ 6.12 queue-buffer checks (`kfd_queue_acquire_buffers`).
+//!
+//! # User pointers
+//!
+//! The emulator runs in the caller's address space. A user pointer the kernel would copy from
+//! is checked the way `access_ok` checks it (inside the 47-bit user space), and a null or
+//! first-page pointer counts as unmapped (`EFAULT`). Other bad pointers are the caller's
+//! responsibility (the `unsafe` contract of [`Emu::ioctl`]).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::c_void;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::abi::{self, limits, mmap_offset, Request};
+use crate::abi::{
+    AllocMemoryOfGpuArgs, CreateEventArgs, CreateQueueArgs, DestroyQueueArgs, EventIdArgs, FreeMemoryOfGpuArgs,
+    GetClockCountersArgs, GetVersionArgs, MapMemoryArgs, WaitEventsArgs,
+};
+use crate::aql_queue::AqlQueue;
+use crate::device::{Device, DeviceParts, EngineStats};
+use crate::events::Events;
+use crate::hw::Clock;
+use crate::memory::{Backing, Pool, VmLock};
+use crate::registry::Registry;
+use crate::scheduler::Engine;
+use crate::sdma::{SdmaQueue, SdmaStats};
+use crate::topology::{gpu_nodes, GpuNode, GpuProfile, SysfsTree};
+use crate::{Errno, SysResult};
+
+pub mod dialect;
+mod events;
+mod faults;
+mod kernels;
+mod queues;
+mod vm;
+
+/// An emulated file descriptor.
+pub type Fd = i32;
+
+/// First fd number the emulator hands out (far from real fds, so mixing them up fails loudly).
+pub const FIRST_FD: Fd = 0x4000;
+
+/// How the emulated machine is built.
+#[derive(Debug, Clone)]
+pub struct EmuConfig {
+    /// The GPUs, in topology order (nodes 1..).
+    pub gpus: Vec<GpuProfile>,
+    /// KFD ABI version `GET_VERSION` reports (default 1.17).
+    pub version: (u32, u32),
+    /// Adversarial mode: barrier-less dispatches overlap and complete out of order, seeded.
+    pub adversarial_seed: Option<u64>,
+    /// Address space reserved for emulated device memory (sparse; default 64 GiB).
+    pub pool_bytes: u64,
+    /// Whether VRAM is fully CPU-visible (large BAR); `VRAM|PUBLIC` fails with `EINVAL` if not.
+    pub large_bar: bool,
+    /// Compute-unit workers per GPU: how many work-groups run at once (1..=64). Default:
+    /// `AQUEDUCT_EMU_CUS` if set, else the host's available parallelism. A device runs one
+    /// thread more than this (the packet processor's). A queue's CU mask maps onto workers as
+    /// CU `c` → worker `c % cus`.
+    pub cus: u32,
+    /// Shared libraries of C twins (`include/aqueduct_emu.h`) to load at start. Default: the
+    /// colon-separated paths of `AQUEDUCT_TWINS`.
+    pub twin_libraries: Vec<PathBuf>,
+}
+
+/// The default worker count: `AQUEDUCT_EMU_CUS`, else the host's available parallelism.
+pub fn default_cus() -> u32 {
+    std::env::var("AQUEDUCT_EMU_CUS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
+        .clamp(1, 64)
+}
+
+impl Default for EmuConfig {
+    fn default() -> Self {
+        EmuConfig {
+            gpus: vec![GpuProfile::Gfx90a],
+            version: (1, 17),
+            adversarial_seed: None,
+            pool_bytes: 64 << 30,
+            large_bar: true,
+            cus: default_cus(),
+            twin_libraries: crate::c_abi::twin_libraries_from_env(),
+        }
+    }
+}
+
+impl EmuConfig {
+    /// A machine with these GPUs.
+    pub fn with_gpus(gpus: &[GpuProfile]) -> Self {
+        EmuConfig { gpus: gpus.to_vec(), ..Default::default() }
+    }
+
+    /// Sets the reported KFD version.
+    pub fn version(mut self, major: u32, minor: u32) -> Self {
+        self.version = (major, minor);
+        self
+    }
+
+    /// Turns on adversarial scheduling with a seed.
+    pub fn adversarial(mut self, seed: u64) -> Self {
+        self.adversarial_seed = Some(seed);
+        self
+    }
+
+    /// Sets the compute-unit workers per GPU (clamped to 1..=64).
+    pub fn cus(mut self, cus: u32) -> Self {
+        self.cus = cus.clamp(1, 64);
+        self
+    }
+}
+
+/// A queue's state as the device sees it (for tests and diagnostics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueState {
+    /// Consuming packets.
+    Active,
+    /// Halted by a queue exception with this KFD exception code.
+    Error(u32),
+    /// Stuck in a kernel that never finishes.
+    Hung,
+    /// Evicted by a memory fault or a device reset (exception code, 0 for a reset).
+    Evicted(u32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FdKind {
+    Kfd,
+    Render(usize),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct FdEntry {
+    kind: FdKind,
+    owner: u32,
+}
+
+struct Pdd {
+    drm_fd: Option<Fd>,
+    doorbell: Option<u64>,
+    doorbell_used: BTreeSet<u32>,
+    mmio: Option<u64>,
+    vram_used: u64,
+}
+
+/// The device side of a queue.
+enum QueueHw {
+    Aql(Arc<AqlQueue>),
+    Sdma(Arc<SdmaQueue>),
+}
+
+struct QueueRec {
+    hw: QueueHw,
+    gpu_id: u32,
+    device: usize,
+    bos: Vec<u64>,
+    doorbell_slot: u32,
+}
+
+#[derive(Default)]
+struct ProcState {
+    pdds: HashMap<u32, Pdd>,
+    queues: BTreeMap<u32, QueueRec>,
+    kernel_event_page: Option<u64>,
+}
+
+struct Process {
+    vm: Arc<VmLock>,
+    events: Arc<Events>,
+    st: Mutex<ProcState>,
+}
+
+impl Process {
+    fn lock(&self) -> MutexGuard<'_, ProcState> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct IoctlFault {
+    remaining: u64,
+    nr: Option<u32>,
+    errno: Errno,
+}
+
+struct Machine {
+    config: EmuConfig,
+    nodes: Vec<GpuNode>,
+    sysfs: SysfsTree,
+    pool: Arc<Pool>,
+    registry: Arc<Registry>,
+    clock: Arc<Clock>,
+    devices: Vec<Arc<Device>>,
+    engines: Vec<Engine>,
+    fds: Mutex<HashMap<Fd, FdEntry>>,
+    next_fd: AtomicI32,
+    procs: Mutex<HashMap<u32, Arc<Process>>>,
+    next_vpid: AtomicU32,
+    real_pid: u32,
+    ioctl_faults: Mutex<Vec<IoctlFault>>,
+    ioctl_count: AtomicU64,
+    sdma_stats: Arc<SdmaStats>,
+    stats: Arc<EngineStats>,
+}
+
+/// Machine-wide counters of the emulated engines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EmuStats {
+    /// SDMA queues created (every process, every GPU).
+    pub sdma_queues_created: u64,
+    /// SDMA packets executed, NOPs excluded.
+    pub sdma_packets: u64,
+    /// SDMA copy packets (linear and rectangular) executed.
+    pub sdma_copies: u64,
+    /// Bytes SDMA copies and fills wrote.
+    pub sdma_bytes: u64,
+    /// Kernel dispatches launched.
+    pub dispatches: u64,
+    /// Work-groups run.
+    pub work_groups: u64,
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        for e in &self.engines {
+            e.shutdown();
+        }
+    }
+}
+
+/// The emulated machine, seen from one process. Cheap to clone; the machine (and its command
+/// processor threads) lives until the last clone is dropped.
+#[derive(Clone)]
+pub struct Emu {
+    m: Arc<Machine>,
+    pid: u32,
+}
+
+impl std::fmt::Debug for Emu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emu").field("pid", &self.pid).field("gpus", &self.m.nodes.len()).finish()
+    }
+}
+
+fn args<T: Copy>(buf: &[u8]) -> T {
+    debug_assert!(buf.len() >= size_of::<T>());
+    // SAFETY: the dispatcher sizes `buf` to at least the kernel struct; T is a plain-integer
+    // repr(C) ABI struct, valid for every bit pattern.
+    unsafe { std::ptr::read_unaligned(buf.as_ptr().cast::<T>()) }
+}
+
+fn put<T: Copy>(buf: &mut [u8], v: &T) {
+    debug_assert!(buf.len() >= size_of::<T>());
+    // SAFETY: as in `args`.
+    unsafe { std::ptr::write_unaligned(buf.as_mut_ptr().cast::<T>(), *v) }
+}
+
+/// `access_ok`: the range lies inside the 47-bit user address space.
+fn access_ok(addr: u64, len: u64) -> bool {
+    addr.checked_add(len).is_some_and(|end| end <= 1 << 47)
+}
+
+/// Whether a copy from/to user memory at `addr` can succeed (null and the first page are
+/// never mapped).
+fn user_ok(addr: u64, len: u64) -> bool {
+    addr >= limits::PAGE_SIZE && access_ok(addr, len)
+}
+
+fn copy_in(addr: u64, len: usize) -> SysResult<Vec<u8>> {
+    if !user_ok(addr, len as u64) {
+        return Err(Errno::EFAULT);
+    }
+    let mut v = vec![0u8; len];
+    // SAFETY: the ioctl caller vouches that user pointers it passes name readable memory; the
+    // obviously unmapped ones were rejected above.
+    unsafe {
+        std::ptr::copy_nonoverlapping(std::ptr::with_exposed_provenance::<u8>(addr as usize), v.as_mut_ptr(), len)
+    };
+    Ok(v)
+}
+
+fn copy_out(addr: u64, data: &[u8]) -> SysResult<()> {
+    if !user_ok(addr, data.len() as u64) {
+        return Err(Errno::EFAULT);
+    }
+    // SAFETY: as in `copy_in`, for writable memory.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            data.as_ptr(),
+            std::ptr::with_exposed_provenance_mut::<u8>(addr as usize),
+            data.len(),
+        )
+    };
+    Ok(())
+}
+
+impl Emu {
+    /// Builds a machine (the CP threads start with the first queue).
+    pub fn new(config: EmuConfig) -> std::io::Result<Emu> {
+        let nodes = gpu_nodes(&config.gpus);
+        let sysfs = SysfsTree::build(&nodes);
+        let pool = Arc::new(Pool::new(config.pool_bytes)?);
+        let registry = Arc::new(Registry::new());
+        let twins = crate::c_abi::library_twins(&config.twin_libraries)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("AQUEDUCT_TWINS: {e}")))?;
+        for t in twins {
+            registry.register_name(t);
+        }
+        let clock = Arc::new(Clock::new());
+        let sdma_stats = Arc::new(SdmaStats::default());
+        let stats = Arc::new(EngineStats::default());
+        let devices: Vec<Arc<Device>> = nodes
+            .iter()
+            .map(|n| {
+                Arc::new(Device::new(
+                    *n,
+                    DeviceParts {
+                        pool: Arc::clone(&pool),
+                        registry: Arc::clone(&registry),
+                        clock: Arc::clone(&clock),
+                        adversarial: config.adversarial_seed,
+                        cus: config.cus.clamp(1, 64),
+                        sdma_stats: Arc::clone(&sdma_stats),
+                        stats: Arc::clone(&stats),
+                    },
+                ))
+            })
+            .collect();
+        let engines = devices.iter().map(|d| Engine::new(Arc::clone(d))).collect();
+        let real_pid = std::process::id();
+        let m = Machine {
+            config,
+            nodes,
+            sysfs,
+            pool,
+            registry,
+            clock,
+            devices,
+            engines,
+            fds: Mutex::new(HashMap::new()),
+            next_fd: AtomicI32::new(FIRST_FD),
+            procs: Mutex::new(HashMap::new()),
+            next_vpid: AtomicU32::new(real_pid.wrapping_add(1)),
+            real_pid,
+            ioctl_faults: Mutex::new(Vec::new()),
+            ioctl_count: AtomicU64::new(0),
+            sdma_stats,
+            stats,
+        };
+        Ok(Emu { m: Arc::new(m), pid: real_pid })
+    }
+
+    /// A machine with the default configuration (one gfx90a, KFD 1.17).
+    pub fn with_defaults() -> std::io::Result<Emu> {
+        Emu::new(EmuConfig::default())
+    }
+
+    /// The GPU nodes (topology nodes 1..).
+    pub fn gpus(&self) -> &[GpuNode] {
+        &self.m.nodes
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EmuConfig {
+        &self.m.config
+    }
+
+    /// The same machine seen from a forked child: fds opened by this process are not usable
+    /// from it (`EBADF`); it may open `/dev/kfd` again and gets a process of its own.
+    pub fn fork_child(&self) -> Emu {
+        // Ordering: Relaxed; a unique counter.
+        let pid = self.m.next_vpid.fetch_add(1, Ordering::Relaxed);
+        Emu { m: Arc::clone(&self.m), pid }
+    }
+
+    fn lock_fds(&self) -> MutexGuard<'_, HashMap<Fd, FdEntry>> {
+        self.m.fds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn process(&self) -> Option<Arc<Process>> {
+        self.m.procs.lock().unwrap_or_else(|e| e.into_inner()).get(&self.pid).cloned()
+    }
+
+    fn node_index(&self, gpu_id: u32) -> Option<usize> {
+        self.m.nodes.iter().position(|n| n.gpu_id == gpu_id)
+    }
+
+    /// `open(2)` of `/dev/kfd` or `/dev/dri/renderD<minor>`.
+    pub fn open(&self, path: &str, _flags: i32) -> SysResult<Fd> {
+        if std::process::id() != self.m.real_pid {
+            return Err(Errno::EBADF);
+        }
+        let kind = if path == "/dev/kfd" {
+            let mut procs = self.m.procs.lock().unwrap_or_else(|e| e.into_inner());
+            procs.entry(self.pid).or_insert_with(|| {
+                Arc::new(Process {
+                    vm: Arc::new(VmLock::default()),
+                    events: Arc::new(Events::default()),
+                    st: Mutex::new(ProcState::default()),
+                })
+            });
+            FdKind::Kfd
+        } else if let Some(minor) = path.strip_prefix("/dev/dri/renderD") {
+            let minor: u32 = minor.parse().map_err(|_| Errno::ENOENT)?;
+            let i = self.m.nodes.iter().position(|n| n.drm_render_minor == minor).ok_or(Errno::ENOENT)?;
+            FdKind::Render(i)
+        } else {
+            return Err(Errno::ENOENT);
+        };
+        // Ordering: Relaxed; a unique counter.
+        let fd = self.m.next_fd.fetch_add(1, Ordering::Relaxed);
+        self.lock_fds().insert(fd, FdEntry { kind, owner: self.pid });
+        Ok(fd)
+    }
+
+    /// `close(2)`.
+    pub fn close(&self, fd: Fd) -> SysResult<()> {
+        let mut fds = self.lock_fds();
+        match fds.get(&fd) {
+            Some(e) if e.owner == self.pid => {
+                fds.remove(&fd);
+                Ok(())
+            }
+            _ => Err(Errno::EBADF),
+        }
+    }
+
+    fn fd_entry(&self, fd: Fd) -> SysResult<FdEntry> {
+        if std::process::id() != self.m.real_pid {
+            return Err(Errno::EBADF);
+        }
+        let e = *self.lock_fds().get(&fd).ok_or(Errno::EBADF)?;
+        if e.owner != self.pid {
+            return Err(Errno::EBADF);
+        }
+        Ok(e)
+    }
+
+    /// Reads a sysfs file into `buf` from offset 0, as `open` + `read` + `close` would;
+    /// returns the bytes read. `ENOENT` for a missing file, `EISDIR` for a directory.
+    pub fn read_sysfs(&self, path: &str, buf: &mut [u8]) -> SysResult<usize> {
+        match self.m.sysfs.file(path) {
+            Some(text) => {
+                let n = text.len().min(buf.len());
+                buf[..n].copy_from_slice(&text.as_bytes()[..n]);
+                Ok(n)
+            }
+            None if self.m.sysfs.is_dir(path) => Err(Errno::EISDIR),
+            None => Err(Errno::ENOENT),
+        }
+    }
+
+    /// Lists a sysfs directory (names sorted as strings).
+    pub fn list_sysfs(&self, path: &str) -> SysResult<Vec<String>> {
+        match self.m.sysfs.list(path) {
+            Some(v) => Ok(v),
+            None if self.m.sysfs.file(path).is_some() => Err(Errno::ENOTDIR),
+            None => Err(Errno::ENOENT),
+        }
+    }
+
+    /// `ioctl(2)` on an emulated fd: `request` is the full request number and `arg` the user
+    /// argument pointer. Returns the syscall's non-negative result.
+    ///
+    /// # Safety
+    /// `arg` and every user pointer inside the argument struct must be either obviously invalid
+    /// (null, first page, beyond user space: the call fails with `EFAULT`) or point at memory
+    /// readable and writable for the sizes the ioctl uses, as a real kernel would require.
+    pub unsafe fn ioctl(&self, fd: Fd, request: u64, arg: *mut c_void) -> SysResult<i32> {
+        let entry = self.fd_entry(fd)?;
+        let req = Request::decode(request);
+        if let FdKind::Render(i) = entry.kind {
+            if req.ty != crate::drm::DRM_IOCTL_BASE {
+                return Err(Errno::ENOTTY);
+            }
+            // SAFETY: forwarded caller contract.
+            return unsafe { crate::drm::ioctl(&self.m.nodes[i], request, arg) };
+        }
+        let proc = self.process().ok_or(Errno::EBADF)?;
+        if let Some(e) = self.injected_ioctl_fault(req.nr) {
+            return Err(e);
+        }
+        let Some(kreq) = abi::kernel_request(req.nr) else {
+            // SAFETY: forwarded caller contract.
+            return unsafe { dialect::ioctl(self, req, arg) };
+        };
+        let kreq = Request::decode(kreq);
+        let usize_ = req.size;
+        let mut buf = vec![0u8; usize_.max(kreq.size)];
+        let addr = arg as u64;
+        if kreq.is_in() {
+            let data = copy_in(addr, usize_)?;
+            buf[..usize_].copy_from_slice(&data);
+        }
+        let ret = self.dispatch(&proc, req.nr, &mut buf);
+        if kreq.is_out() {
+            copy_out(addr, &buf[..usize_])?;
+        }
+        ret.map(|()| 0)
+    }
+
+    fn dispatch(&self, proc: &Arc<Process>, nr: u32, buf: &mut [u8]) -> SysResult<()> {
+        match nr {
+            abi::nr::GET_VERSION => {
+                let (major_version, minor_version) = self.m.config.version;
+                put(buf, &GetVersionArgs { major_version, minor_version });
+                Ok(())
+            }
+            abi::nr::GET_PROCESS_APERTURES_NEW => self.get_process_apertures(buf),
+            abi::nr::ACQUIRE_VM => self.acquire_vm(proc, args(buf)),
+            abi::nr::ALLOC_MEMORY_OF_GPU => {
+                let mut a: AllocMemoryOfGpuArgs = args(buf);
+                let r = self.alloc_memory(proc, &mut a);
+                put(buf, &a);
+                r
+            }
+            abi::nr::FREE_MEMORY_OF_GPU => self.free_memory(proc, args::<FreeMemoryOfGpuArgs>(buf).handle),
+            abi::nr::MAP_MEMORY_TO_GPU | abi::nr::UNMAP_MEMORY_FROM_GPU => {
+                let mut a: MapMemoryArgs = args(buf);
+                let r = self.map_memory(proc, &mut a, nr == abi::nr::MAP_MEMORY_TO_GPU);
+                put(buf, &a);
+                r
+            }
+            abi::nr::CREATE_QUEUE => {
+                let mut a: CreateQueueArgs = args(buf);
+                let r = self.create_queue(proc, &mut a);
+                put(buf, &a);
+                r
+            }
+            abi::nr::DESTROY_QUEUE => self.destroy_queue(proc, args::<DestroyQueueArgs>(buf).queue_id),
+            abi::nr::UPDATE_QUEUE => self.update_queue(proc, args(buf)),
+            abi::nr::SET_CU_MASK => self.set_cu_mask(proc, args(buf)),
+            abi::nr::CREATE_EVENT => {
+                let mut a: CreateEventArgs = args(buf);
+                let r = self.create_event(proc, &mut a);
+                put(buf, &a);
+                r
+            }
+            abi::nr::DESTROY_EVENT => proc.events.destroy(args::<EventIdArgs>(buf).event_id),
+            abi::nr::SET_EVENT => proc.events.set(args::<EventIdArgs>(buf).event_id),
+            abi::nr::RESET_EVENT => proc.events.reset(args::<EventIdArgs>(buf).event_id),
+            abi::nr::WAIT_EVENTS => {
+                let mut a: WaitEventsArgs = args(buf);
+                let r = self.wait_events(proc, &mut a);
+                put(buf, &a);
+                r
+            }
+            abi::nr::GET_CLOCK_COUNTERS => {
+                let mut a: GetClockCountersArgs = args(buf);
+                a.gpu_clock_counter = if self.node_index(a.gpu_id).is_some() { self.m.clock.gpu_ticks() } else { 0 };
+                a.cpu_clock_counter = clock_ns(libc::CLOCK_MONOTONIC_RAW);
+                a.system_clock_counter = clock_ns(libc::CLOCK_BOOTTIME);
+                a.system_clock_freq = 1_000_000_000;
+                put(buf, &a);
+                Ok(())
+            }
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// `mmap(2)`. Device fds: the kfd fd maps the doorbell slice, a kernel-allocated event page
+    /// or the MMIO page by their encoded offsets; a render fd maps a VRAM/GTT BO by its GEM
+    /// offset. Any other fd (e.g. -1 with `MAP_ANONYMOUS`) is passed to the real `mmap`.
+    ///
+    /// # Safety
+    /// As `mmap(2)`: with `MAP_FIXED`, `addr..addr+len` must be a range the caller owns.
+    pub unsafe fn mmap(
+        &self,
+        addr: *mut c_void,
+        len: usize,
+        prot: i32,
+        flags: i32,
+        fd: Fd,
+        offset: u64,
+    ) -> SysResult<*mut c_void> {
+        if fd < FIRST_FD {
+            // SAFETY: forwarded caller contract.
+            let p = unsafe { libc::mmap(addr, len, prot, flags, fd, offset as libc::off_t) };
+            if p == libc::MAP_FAILED {
+                return Err(Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL)));
+            }
+            return Ok(p);
+        }
+        let entry = self.fd_entry(fd)?;
+        let proc = self.process().ok_or(Errno::ENODEV)?;
+        let off = match entry.kind {
+            FdKind::Kfd => {
+                let gpu = mmap_offset::get_gpu_id(offset);
+                match offset & mmap_offset::TYPE_MASK {
+                    mmap_offset::TYPE_DOORBELL => {
+                        if len as u64 != limits::DOORBELL_SLICE_BYTES {
+                            return Err(Errno::EINVAL);
+                        }
+                        let mut st = proc.lock();
+                        let pdd = self.bound_pdd(&mut st, gpu, Errno::EINVAL)?;
+                        self.doorbell_slice(pdd)?
+                    }
+                    mmap_offset::TYPE_EVENTS => {
+                        if len as u64 != limits::EVENT_PAGE_BYTES {
+                            return Err(Errno::EINVAL);
+                        }
+                        proc.lock().kernel_event_page.ok_or(Errno::EINVAL)?
+                    }
+                    mmap_offset::TYPE_MMIO => {
+                        if len as u64 != limits::PAGE_SIZE {
+                            return Err(Errno::EINVAL);
+                        }
+                        let mut st = proc.lock();
+                        let pdd = self.bound_pdd(&mut st, gpu, Errno::EINVAL)?;
+                        self.mmio_page(pdd)?
+                    }
+                    _ => return Err(Errno::EINVAL),
+                }
+            }
+            FdKind::Render(i) => {
+                let vm = proc.vm.read();
+                let bo = vm.bo_by_mmap_offset(offset).ok_or(Errno::EINVAL)?;
+                if bo.gpu_id != self.m.nodes[i].gpu_id || len as u64 > bo.size {
+                    return Err(Errno::EINVAL);
+                }
+                match bo.backing {
+                    Backing::Pool(off) => off,
+                    Backing::User(_) => return Err(Errno::EINVAL),
+                }
+            }
+        };
+        // SAFETY: forwarded caller contract; the pool range exists for the machine's life.
+        unsafe { self.m.pool.map_user(addr, len, prot, flags, off) }
+    }
+
+    /// `munmap(2)`.
+    ///
+    /// # Safety
+    /// As `munmap(2)`: nothing may use the range afterwards.
+    pub unsafe fn munmap(&self, addr: *mut c_void, len: usize) -> SysResult<()> {
+        // SAFETY: forwarded caller contract.
+        if unsafe { libc::munmap(addr, len) } != 0 {
+            return Err(Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL)));
+        }
+        Ok(())
+    }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec we own.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,0 +1,565 @@
+//! The packet processor: the emulator's reading of the AQL rules (kfd-aql.md §3, §3.4, §9
+//! "packet processor"), written for the emulator alone. It shares the packet *layouts* with core
+//! (`aqueduct::aql`'s packet structs), never core's processing step: running core's packets here
+//! checks core's producer against an independent consumer (DESIGN.md rule 3).
+//!
+//! # The rules, as implemented
+//!
+//! For each runnable queue (active, non-zero percentage, at least one CU enabled), in priority
+//! order, the processor reads the doorbell — the index of the last published packet (§2) — and
+//! looks at packets from its launch index up to that value:
+//!
+//! 1. A slot whose type is INVALID stalls the queue (it is re-read on later rounds).
+//! 2. Header bits 7:0 give the type; 6..=255 are reserved (queue error `PACKET_RESERVED`);
+//!    an agent dispatch or an unknown AMD vendor format is `PACKET_UNSUPPORTED`.
+//! 3. Bit 8, the barrier bit: the packet is not launched while any earlier packet of the queue is
+//!    in flight. Without it, a packet starts while earlier ones still run.
+//! 4. Bits 10:9 (acquire scope): an acquire fence before the packet becomes active. Bits 12:11
+//!    (release scope): a release fence after it completes, before its completion signal.
+//! 5. A kernel dispatch is validated (dimensions in `setup` bits 1:0 are 1..=3; no zero size;
+//!    a work-group of at most 1024 work-items; group segment within the LDS), its twin resolved,
+//!    its kernel arguments copied, and it is *launched*: handed to the work-group scheduler
+//!    ([`LaunchSink`]), which completes it when its last work-group ends.
+//! 6. A barrier-AND completes when every non-null dependency signal is 0, a barrier-OR when any
+//!    is (or when it has none); an AMD barrier-value packet when `(value & mask) cond expected`.
+//!    Until then it blocks its queue's head only: later packets of that queue wait, other queues
+//!    run. A PM4 indirect buffer is accepted and does nothing.
+//! 7. `read_dispatch_id` moves in order on completion (`aql_queue`'s two read indices), at most
+//!    `WINDOW` packets behind the launch index; a retired slot's header is rewritten to INVALID.
+//!
+//! Completion of any packet: release fence (if its scope asks), timestamps (profiling queues), an
+//! atomic decrement of the completion signal, its mailbox and interrupt, then retirement.
+//!
+//! # Adversarial mode
+//!
+//! With [`crate::EmuConfig::adversarial_seed`], the dispatches of a queue that the rules let run
+//! at the same time (no barrier bit between them) are held back and released one at a time in a
+//! seeded random order, each after the previous one completed: they run and complete out of
+//! order, reproducibly per seed, so a stream that forgot a barrier bit sees its kernels reorder.
+//! Queues stay independent of one another.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use aqueduct::aql::{BarrierPacket, BarrierValuePacket, KernelDispatchPacket, Packet};
+
+use crate::abi::exception;
+use crate::aql_queue::{AqlQueue, RingState, WINDOW};
+use crate::device::{Device, Failure};
+use crate::hw::Rng;
+use crate::memory::{MemView, Translation, TranslationCache};
+use crate::sdma::SdmaQueue;
+use crate::twin::Twin;
+
+/// AQL header fields (kfd-aql.md §3.1), decoded here from the bit layout.
+mod header {
+    /// Bits 7:0: the packet type.
+    pub(super) const TYPE_MASK: u16 = 0xff;
+    /// Bit 8: wait for every earlier packet of the queue to complete.
+    pub(super) const BARRIER: u16 = 1 << 8;
+    /// Bits 10:9: acquire fence scope.
+    pub(super) const ACQUIRE_SHIFT: u16 = 9;
+    /// Bits 12:11: release fence scope.
+    pub(super) const RELEASE_SHIFT: u16 = 11;
+    /// A fence-scope field.
+    pub(super) const SCOPE_MASK: u16 = 3;
+
+    pub(super) const VENDOR_SPECIFIC: u16 = 0;
+    pub(super) const INVALID: u16 = 1;
+    pub(super) const KERNEL_DISPATCH: u16 = 2;
+    pub(super) const BARRIER_AND: u16 = 3;
+    pub(super) const AGENT_DISPATCH: u16 = 4;
+    pub(super) const BARRIER_OR: u16 = 5;
+
+    /// AMD vendor formats (byte 2 of a vendor-specific packet).
+    pub(super) const AMD_PM4_IB: u8 = 1;
+    pub(super) const AMD_BARRIER_VALUE: u8 = 2;
+}
+
+/// Kernel-argument bytes of a launched dispatch.
+pub(crate) enum Kernarg {
+    Inline { len: u8, bytes: [u8; 128] },
+    Heap(Box<[u8]>),
+}
+
+impl Kernarg {
+    fn new(len: usize) -> Kernarg {
+        if len <= 128 {
+            Kernarg::Inline { len: len as u8, bytes: [0; 128] }
+        } else {
+            Kernarg::Heap(vec![0; len].into_boxed_slice())
+        }
+    }
+
+    fn as_mut(&mut self) -> &mut [u8] {
+        match self {
+            Kernarg::Inline { len, bytes } => &mut bytes[..usize::from(*len)],
+            Kernarg::Heap(b) => b,
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Kernarg::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Kernarg::Heap(b) => b,
+        }
+    }
+}
+
+/// A launched kernel dispatch: everything its work-groups and its completion need.
+pub(crate) struct Dispatch {
+    pub(crate) queue: Arc<AqlQueue>,
+    pub(crate) index: u64,
+    pub(crate) twin: Twin,
+    pub(crate) packet: KernelDispatchPacket,
+    pub(crate) kernarg: Kernarg,
+    pub(crate) grid: [u32; 3],
+    pub(crate) workgroup_size: [u32; 3],
+    pub(crate) workgroup_count: [u32; 3],
+    /// Work-groups in all.
+    pub(crate) work_groups: u64,
+    /// The queue's memory as of the launch.
+    pub(crate) tr: Arc<Translation>,
+    pub(crate) start_ts: u64,
+    pub(crate) profiling: bool,
+    /// The queue's priority at launch (higher first).
+    pub(crate) priority: u32,
+    /// Workers the queue's CU mask allows.
+    pub(crate) workers: u64,
+}
+
+impl Dispatch {
+    /// The work-group id of linear work-group `n` (x fastest).
+    pub(crate) fn work_group(&self, n: u64) -> [u32; 3] {
+        let [cx, cy, _] = self.workgroup_count.map(u64::from);
+        [(n % cx) as u32, ((n / cx) % cy) as u32, (n / (cx * cy)) as u32]
+    }
+
+    /// Completes the dispatch after its last work-group (§3.4 "Completion"), on whichever
+    /// engine thread ran that work-group. A queue that stopped meanwhile gets nothing more.
+    pub(crate) fn complete(&self, dev: &Device) {
+        let q = &self.queue;
+        if !q.active() {
+            return;
+        }
+        if header_field(self.packet.header, header::RELEASE_SHIFT) != 0 {
+            fence(Ordering::Release);
+        }
+        let signal = self.packet.completion_signal;
+        let mut fault = None;
+        if signal != 0 {
+            let end = if self.profiling { dev.clock.gpu_ticks() } else { 0 };
+            fault = q.complete_signal(&self.tr, signal, self.start_ts, end, self.profiling).err();
+        }
+        q.retire(self.index, true);
+        if let Some(va) = fault {
+            // A signal or mailbox the device cannot reach: a VM fault after retiring.
+            dev.fail(q, Failure::Memory(va));
+        }
+    }
+}
+
+/// Where launched dispatches go (the work-group scheduler).
+pub(crate) trait LaunchSink {
+    /// Takes a dispatch whose work-groups may now run.
+    fn launch(&mut self, d: Dispatch);
+}
+
+fn header_field(h: u16, shift: u16) -> u16 {
+    (h >> shift) & header::SCOPE_MASK
+}
+
+/// Kernel objects are 64-byte aligned addresses: mixing the bits is hash enough.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v >> 6).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// The packet processor's own kernel-object → twin cache (no lock on the hot path).
+#[derive(Default)]
+struct TwinCache {
+    generation: u64,
+    map: HashMap<u64, Twin, BuildHasherDefault<IdHasher>>,
+}
+
+/// Why a queue's head did not move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Nothing to wait for (idle, or waiting for a doorbell).
+    None,
+    /// An INVALID slot or an unmet dependency: memory written by someone else, polled.
+    Memory,
+}
+
+/// The packet processor's state for one queue.
+struct Entry {
+    q: Arc<AqlQueue>,
+    tr: TranslationCache,
+    wait: Wait,
+    /// Adversarial mode: launched dispatches not yet released to the scheduler.
+    held: Vec<Dispatch>,
+}
+
+/// The packet processor of one device. One engine thread at a time holds it (the "CP role").
+pub(crate) struct PacketProcessor {
+    dev: Arc<Device>,
+    generation: u64,
+    queues: Vec<Entry>,
+    sdma: Vec<Arc<SdmaQueue>>,
+    twins: TwinCache,
+    rng: Rng,
+}
+
+impl PacketProcessor {
+    pub(crate) fn new(dev: Arc<Device>) -> PacketProcessor {
+        let rng = Rng::new(dev.adversarial.unwrap_or(0) ^ u64::from(dev.node.gpu_id));
+        PacketProcessor {
+            dev,
+            generation: u64::MAX,
+            queues: Vec::new(),
+            sdma: Vec::new(),
+            twins: TwinCache::default(),
+            rng,
+        }
+    }
+
+    /// Picks up a changed queue list (keeping the state of queues that remain).
+    fn refresh(&mut self) {
+        let g = self.dev.generation();
+        if g == self.generation {
+            return;
+        }
+        self.generation = g;
+        let mut old = std::mem::take(&mut self.queues);
+        let mut list = self.dev.queues();
+        // Higher priority first; ties by creation order.
+        // Ordering: Relaxed; priorities are re-read at the next change.
+        list.sort_by_key(|q| (std::cmp::Reverse(q.priority.load(Ordering::Relaxed)), q.order));
+        for q in list {
+            let e = match old.iter().position(|e| Arc::ptr_eq(&e.q, &q)) {
+                Some(i) => old.swap_remove(i),
+                None => Entry { q, tr: TranslationCache::default(), wait: Wait::None, held: Vec::new() },
+            };
+            self.queues.push(e);
+        }
+        self.sdma = self.dev.sdma_queues();
+    }
+
+    /// Whether a round would find something: a doorbell rang, a packet completed, or (with
+    /// `poll_memory`) a queue waits on memory someone else writes.
+    pub(crate) fn has_work(&mut self, poll_memory: bool) -> bool {
+        self.refresh();
+        // Ordering: Relaxed; a test hook with no data attached.
+        if self.dev.paused.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.queues.iter().any(|e| {
+            e.q.doorbell_rung()
+                || e.q.attention_pending()
+                || (poll_memory && (e.wait == Wait::Memory || !e.held.is_empty()))
+        }) || self.sdma.iter().any(|q| q.doorbell_rung() || (poll_memory && q.waiting()))
+    }
+
+    /// One round over every queue of the device; returns whether anything happened.
+    pub(crate) fn round(&mut self, sink: &mut dyn LaunchSink) -> bool {
+        self.refresh();
+        // Ordering: Relaxed; a test hook with no data attached.
+        if self.dev.paused.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut progress = false;
+        for i in 0..self.queues.len() {
+            progress |= self.process(i, sink);
+        }
+        for q in &self.sdma {
+            if !q.doorbell_rung() && !q.waiting() {
+                continue;
+            }
+            let (p, failure) = q.run(&self.dev.pool, &self.dev.clock, &self.dev.sdma_stats);
+            progress |= p;
+            if let Some(f) = failure {
+                self.dev.fail_sdma(q, f);
+            }
+        }
+        progress
+    }
+
+    /// Processes queue `i` as far as the rules allow.
+    fn process(&mut self, i: usize, sink: &mut dyn LaunchSink) -> bool {
+        let dev = Arc::clone(&self.dev);
+        let Some(e) = self.queues.get_mut(i) else { return false };
+        let q = Arc::clone(&e.q);
+        q.take_attention();
+        if !q.active() {
+            // A dead queue's held dispatches are dropped with their completions.
+            e.held.clear();
+            return false;
+        }
+        // The driver changes scheduling parameters and the ring under this lock (as amdkfd
+        // preempts and reloads a queue), so look at them after taking it.
+        let mut ring = q.lock_ring();
+        if !q.runnable() {
+            return false;
+        }
+        let db = q.read_doorbell();
+        if db != ring.last_doorbell {
+            ring.last_doorbell = db;
+            ring.limit = db.wrapping_add(1);
+        }
+        if let Some(va) = q.noexec_ring {
+            if ring.limit.wrapping_sub(ring.launch) as i64 > 0 {
+                drop(ring);
+                dev.fail(&q, Failure::NoExecute(va));
+                return true;
+            }
+        }
+        let tr = Arc::clone(e.tr.get(&q.vm, &dev.pool, q.gpu_id));
+        e.wait = Wait::None;
+        let mut progress = false;
+        let failure = loop {
+            if !q.active() {
+                break None;
+            }
+            let index = ring.launch;
+            if ring.limit.wrapping_sub(index) as i64 <= 0 || index.wrapping_sub(q.read_index()) >= WINDOW {
+                break None;
+            }
+            let slot = ring.slot(index);
+            // SAFETY: the slot is 64 live, 64-byte aligned bytes of the pinned ring.
+            let dword0 = unsafe { AtomicU32::from_ptr(slot.cast()) };
+            // Ordering: Acquire pairs with the producer's Release store of the header: the body
+            // written before it is visible below.
+            let h = dword0.load(Ordering::Acquire) as u16;
+            let ty = h & header::TYPE_MASK;
+            if ty == header::INVALID {
+                e.wait = Wait::Memory;
+                break None;
+            }
+            if ty > header::BARRIER_OR {
+                break Some(Failure::Queue(exception::QUEUE_PACKET_RESERVED));
+            }
+            if h & header::BARRIER != 0 && q.in_flight() > 0 {
+                break None;
+            }
+            let words = read_packet(slot);
+            if header_field(h, header::ACQUIRE_SHIFT) != 0 {
+                fence(Ordering::Acquire);
+            }
+            let start = dev.clock.gpu_ticks();
+            let outcome = match ty {
+                header::KERNEL_DISPATCH => {
+                    match launch(&dev, &mut self.twins, &q, &tr, index, &words, start) {
+                        Ok(d) => {
+                            q.begin();
+                            consume(&mut ring);
+                            progress = true;
+                            // Ordering: Relaxed; a statistics counter.
+                            dev.stats.dispatches.fetch_add(1, Ordering::Relaxed);
+                            if dev.adversarial.is_some() {
+                                e.held.push(d);
+                            } else {
+                                sink.launch(d);
+                            }
+                            continue;
+                        }
+                        Err(f) => break Some(f),
+                    }
+                }
+                header::BARRIER_AND | header::BARRIER_OR => {
+                    let b = BarrierPacket::from_words(&words);
+                    match deps_met(&q, &tr, &b.dep_signal, ty == header::BARRIER_OR) {
+                        Ok(true) => Ok(b.completion_signal),
+                        Ok(false) => Err(None),
+                        Err(va) => Err(Some(Failure::Memory(va))),
+                    }
+                }
+                header::VENDOR_SPECIFIC => match (words[0] >> 16) as u8 {
+                    header::AMD_BARRIER_VALUE => {
+                        let v = BarrierValuePacket::from_words(&words);
+                        match barrier_value_met(&q, &tr, &v) {
+                            Ok(Some(true)) => Ok(v.completion_signal),
+                            Ok(Some(false)) => Err(None),
+                            Ok(None) => Err(Some(Failure::Queue(exception::QUEUE_PACKET_UNSUPPORTED))),
+                            Err(va) => Err(Some(Failure::Memory(va))),
+                        }
+                    }
+                    header::AMD_PM4_IB => Ok(0),
+                    _ => Err(Some(Failure::Queue(exception::QUEUE_PACKET_UNSUPPORTED))),
+                },
+                // GPU AQL queues advertise KERNEL_DISPATCH only (kfd-aql.md §3.2).
+                header::AGENT_DISPATCH => Err(Some(Failure::Queue(exception::QUEUE_PACKET_UNSUPPORTED))),
+                _ => Err(Some(Failure::Queue(exception::QUEUE_PACKET_RESERVED))),
+            };
+            match outcome {
+                // Not met yet: the queue's head blocks.
+                Err(None) => {
+                    e.wait = Wait::Memory;
+                    break None;
+                }
+                Err(Some(f)) => break Some(f),
+                Ok(signal) => {
+                    // A barrier or vendor packet completes here and now.
+                    consume(&mut ring);
+                    progress = true;
+                    if header_field(h, header::RELEASE_SHIFT) != 0 {
+                        fence(Ordering::Release);
+                    }
+                    let mut fault = None;
+                    if signal != 0 {
+                        let profiling = q.profiling();
+                        let end = if profiling { dev.clock.gpu_ticks() } else { 0 };
+                        fault = q.complete_signal(&tr, signal, start, end, profiling).err();
+                    }
+                    q.retire(index, false);
+                    if let Some(va) = fault {
+                        break Some(Failure::Memory(va));
+                    }
+                }
+            }
+        };
+        drop(ring);
+        if let Some(f) = failure {
+            dev.fail(&q, f);
+            return true;
+        }
+        // Adversarial mode: release one held dispatch, at random, when none of the queue's runs.
+        if !e.held.is_empty() && q.in_flight() as usize == e.held.len() && q.active() {
+            let pick = self.rng.below(e.held.len());
+            let d = e.held.swap_remove(pick);
+            sink.launch(d);
+            progress = true;
+        }
+        progress
+    }
+}
+
+/// Copies the 16 dwords of the slot at `slot` (dword 0 already acquired by the caller).
+fn read_packet(slot: *mut u8) -> [u32; 16] {
+    let mut words = [0u32; 16];
+    for (i, w) in words.iter_mut().enumerate() {
+        // SAFETY: the slot is 64 live, aligned bytes of the pinned ring. The producer does not
+        // write a published slot until the read index passes it.
+        *w = unsafe { AtomicU32::from_ptr(slot.cast::<u32>().add(i)) }.load(Ordering::Relaxed);
+    }
+    words
+}
+
+/// Moves the launch index past a consumed slot (its header becomes INVALID at retirement).
+fn consume(ring: &mut RingState) {
+    ring.launch = ring.launch.wrapping_add(1);
+}
+
+/// Barrier-AND (`any` false) / barrier-OR (`any` true) over the non-null dependencies.
+fn deps_met(q: &AqlQueue, tr: &Translation, deps: &[u64; 5], any: bool) -> Result<bool, u64> {
+    let mut live = 0;
+    let mut met = 0;
+    for &d in deps.iter().filter(|&&d| d != 0) {
+        live += 1;
+        if q.signal_value(tr, d)? == 0 {
+            met += 1;
+        }
+    }
+    Ok(if any { live == 0 || met > 0 } else { met == live })
+}
+
+/// An AMD barrier-value packet's condition (`Ok(None)` for an unknown condition code).
+fn barrier_value_met(q: &AqlQueue, tr: &Translation, v: &BarrierValuePacket) -> Result<Option<bool>, u64> {
+    let value = q.signal_value(tr, v.signal)? & v.mask;
+    // hsa_signal_condition_t, signed comparisons.
+    Ok(match v.cond {
+        0 => Some(value == v.value),
+        1 => Some(value != v.value),
+        2 => Some(value < v.value),
+        3 => Some(value >= v.value),
+        _ => None,
+    })
+}
+
+/// Validates a kernel dispatch and builds what its work-groups need.
+fn launch(
+    dev: &Device,
+    twins: &mut TwinCache,
+    q: &Arc<AqlQueue>,
+    tr: &Arc<Translation>,
+    index: u64,
+    words: &[u32; 16],
+    start: u64,
+) -> Result<Dispatch, Failure> {
+    let p = KernelDispatchPacket::from_words(words);
+    let dims = p.setup & 3;
+    let mut grid = [p.grid_size_x, p.grid_size_y, p.grid_size_z];
+    let mut wg = [p.workgroup_size_x, p.workgroup_size_y, p.workgroup_size_z].map(u32::from);
+    if dims == 0 || grid.contains(&0) {
+        return Err(Failure::Queue(exception::QUEUE_PACKET_DISPATCH_DIM_INVALID));
+    }
+    // The product in u64: three u16 sizes overflow u32.
+    if wg.contains(&0) || wg.iter().map(|&w| u64::from(w)).product::<u64>() > 1024 {
+        return Err(Failure::Queue(exception::QUEUE_PACKET_DISPATCH_WORK_GROUP_SIZE_INVALID));
+    }
+    if u64::from(p.group_segment_size) > u64::from(dev.node.props.lds_size_in_kb) * 1024 {
+        return Err(Failure::Queue(exception::QUEUE_PACKET_DISPATCH_GROUP_SEGMENT_SIZE_INVALID));
+    }
+    // Dimensions beyond `dims` are 1 whatever the packet says.
+    for d in usize::from(dims)..3 {
+        grid[d] = 1;
+        wg[d] = 1;
+    }
+    let mem = MemView::new(tr);
+    let twin = find_twin(dev, twins, p.kernel_object, &mem)
+        .ok_or(Failure::Queue(exception::QUEUE_PACKET_DISPATCH_CODE_INVALID))?;
+    let mut kernarg = Kernarg::new(twin.kernarg_size as usize);
+    let args = kernarg.as_mut();
+    if !args.is_empty() {
+        mem.read(p.kernarg_address, args).map_err(Failure::from)?;
+    }
+    let count = [0, 1, 2].map(|i| grid[i].div_ceil(wg[i]));
+    // Ordering: Relaxed; scheduling parameters, read at each launch.
+    let (priority, workers) = (q.priority.load(Ordering::Relaxed), q.workers.load(Ordering::Relaxed));
+    Ok(Dispatch {
+        queue: Arc::clone(q),
+        index,
+        twin,
+        packet: p,
+        kernarg,
+        grid,
+        workgroup_size: wg,
+        workgroup_count: count,
+        work_groups: count.iter().map(|&c| u64::from(c)).product(),
+        tr: Arc::clone(tr),
+        start_ts: start,
+        profiling: q.profiling(),
+        priority,
+        workers,
+    })
+}
+
+fn find_twin(dev: &Device, cache: &mut TwinCache, object: u64, mem: &MemView<'_>) -> Option<Twin> {
+    // Ordering: Acquire pairs with the registry's Release increment on every new binding.
+    let g = dev.registry.generation.load(Ordering::Acquire);
+    if g != cache.generation {
+        cache.map.clear();
+        cache.generation = g;
+    }
+    if let Some(t) = cache.map.get(&object) {
+        return Some(t.clone());
+    }
+    let t = dev.registry.resolve(object, mem)?;
+    // Ordering: Acquire; see above (resolve may have bumped the generation).
+    cache.generation = dev.registry.generation.load(Ordering::Acquire);
+    cache.map.insert(object, t.clone());
+    Some(t)
+}

@@ -1,0 +1,155 @@
+//! The twin registry (DESIGN.md rule 6; kfd-aql.md §9 "kernels"): which host twin runs for a
+//! dispatched kernel object.
+//!
+//! A kernel object is resolved, in order:
+//!
+//! 1. by address: twins registered directly ([`crate::Emu::register_kernel`], the built-in
+//!    copy/fill/write-value objects) or bound to an address the caller chose;
+//! 2. by fingerprint: the 64 descriptor bytes and the machine code at the entry point of a
+//!    kernel of a code object announced with [`crate::Emu::load_code_object`], so any loader
+//!    works without telling the emulator where it put the code;
+//! 3. by name: ROCr's blit kernels by their code ([`crate::naming::rocr_blit_name`]), every
+//!    other kernel by the `.kd` symbol of the loaded image around it
+//!    ([`crate::naming::elf_kernel`]), looked up among the twins registered by name — on this
+//!    machine, then in the process-wide list the C ABI fills ([`crate::c_abi`]). A twin bound
+//!    by name gets the argument layout of the image's metadata.
+//!
+//! Resolutions are remembered per kernel object (the packet processor keeps a cache that
+//! [`Registry::generation`] invalidates).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+
+use crate::builtin::{builtin_object, builtin_twins, rocclr_twins, rocr_blit_twin, DIRECT_KERNEL_OBJECT_BASE};
+use crate::memory::MemView;
+use crate::metadata::KernelMeta;
+use crate::twin::Twin;
+
+/// A kernel recognised by its descriptor and entry code (from a loaded code object).
+#[derive(Clone, Debug)]
+pub(crate) struct Fingerprint {
+    pub(crate) kd: [u8; 64],
+    pub(crate) code: Vec<u8>,
+    pub(crate) twin: Twin,
+}
+
+/// The registry of twins, shared by the driver side and every engine of the machine.
+#[derive(Default)]
+pub(crate) struct Registry {
+    by_object: RwLock<HashMap<u64, Twin>>,
+    by_name: RwLock<HashMap<String, Twin>>,
+    fingerprints: RwLock<Vec<Fingerprint>>,
+    next_direct: AtomicU64,
+    /// Bumped whenever an object's binding may change (engine-side caches flush on a change).
+    pub(crate) generation: AtomicU64,
+}
+
+impl Twin {
+    /// This twin bound to a kernel of a code object: the argument layout and segment size of its
+    /// metadata entry, or the descriptor's kernarg size when the image has no metadata.
+    pub(crate) fn bound_to(mut self, meta: Option<&KernelMeta>, descriptor_kernarg_size: u32) -> Twin {
+        if let Some(m) = meta {
+            self.kernarg_size = self.kernarg_size.max(m.kernarg_segment_size);
+            self.args = m.args.clone().into();
+        }
+        if self.kernarg_size == 0 {
+            self.kernarg_size = descriptor_kernarg_size;
+        }
+        self
+    }
+}
+
+impl Registry {
+    pub(crate) fn new() -> Registry {
+        let r = Registry::default();
+        for (k, t) in builtin_twins() {
+            r.by_object.write().unwrap_or_else(|e| e.into_inner()).insert(builtin_object(k), t);
+        }
+        for t in rocclr_twins() {
+            r.register_name(t);
+        }
+        r
+    }
+
+    pub(crate) fn register_direct(&self, twin: Twin) -> u64 {
+        // Ordering: Relaxed; a unique counter.
+        let n = self.next_direct.fetch_add(1, Ordering::Relaxed);
+        let object = DIRECT_KERNEL_OBJECT_BASE + 0x1000 + n * 64;
+        self.register_at(object, twin);
+        object
+    }
+
+    pub(crate) fn register_at(&self, object: u64, twin: Twin) {
+        self.by_object.write().unwrap_or_else(|e| e.into_inner()).insert(object, twin);
+        // Ordering: Release pairs with the packet processor's Acquire check of its cache.
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    pub(crate) fn register_name(&self, twin: Twin) {
+        self.by_name.write().unwrap_or_else(|e| e.into_inner()).insert(twin.name.to_string(), twin);
+    }
+
+    /// The twin registered under `name` on this machine, else in the process-wide list.
+    pub(crate) fn by_name(&self, name: &str) -> Option<Twin> {
+        let own = self.by_name.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned();
+        own.or_else(|| crate::c_abi::process_twin(name))
+    }
+
+    pub(crate) fn add_fingerprint(&self, fp: Fingerprint) {
+        self.fingerprints.write().unwrap_or_else(|e| e.into_inner()).push(fp);
+    }
+
+    fn lookup(&self, object: u64) -> Option<Twin> {
+        self.by_object.read().unwrap_or_else(|e| e.into_inner()).get(&object).cloned()
+    }
+
+    /// The twin of the kernel object `object`, read through `mem` when it is not registered by
+    /// address. A kernel that cannot be named or has no twin is reported on stderr (the
+    /// dispatch then fails with a queue error).
+    pub(crate) fn resolve(&self, object: u64, mem: &MemView<'_>) -> Option<Twin> {
+        if let Some(t) = self.lookup(object) {
+            return Some(t);
+        }
+        let mut kd = [0u8; 64];
+        mem.read(object, &mut kd).ok()?;
+        let entry_off = i64::from_le_bytes(kd[16..24].try_into().ok()?);
+        let entry = object.checked_add_signed(entry_off)?;
+        let code_at = |len: usize| {
+            let mut v = vec![0u8; len];
+            mem.read(entry, &mut v).ok().map(|()| v)
+        };
+        let found = {
+            let fps = self.fingerprints.read().unwrap_or_else(|e| e.into_inner());
+            fps.iter()
+                .find(|fp| fp.kd == kd && code_at(fp.code.len()).as_deref() == Some(fp.code.as_slice()))
+                .map(|fp| fp.twin.clone())
+        };
+        let twin = match found {
+            Some(t) => t,
+            None => self.by_symbol(object, &kd, code_at(32).unwrap_or_default(), mem)?,
+        };
+        self.register_at(object, twin.clone());
+        Some(twin)
+    }
+
+    /// Names a kernel a foreign loader placed (ROCr blit code or `.kd` symbol) and binds it to
+    /// the twin registered under that name.
+    fn by_symbol(&self, object: u64, kd: &[u8; 64], code: Vec<u8>, mem: &MemView<'_>) -> Option<Twin> {
+        if let Some(t) = crate::naming::rocr_blit_name(kd, &code).and_then(rocr_blit_twin) {
+            return Some(t);
+        }
+        let Some((symbol, meta)) = crate::naming::elf_kernel(mem, object) else {
+            eprintln!(
+                "aqueduct-kfd-emu: cannot name the kernel at {object:#x} (no ELF image or symbol): dispatch fails"
+            );
+            return None;
+        };
+        let name = symbol.strip_suffix(".kd").unwrap_or(&symbol);
+        let Some(twin) = self.by_name(name) else {
+            eprintln!("aqueduct-kfd-emu: no host twin for kernel `{name}` at {object:#x}: dispatch fails");
+            return None;
+        };
+        Some(twin.bound_to(meta.as_ref(), u32::from_le_bytes([kd[8], kd[9], kd[10], kd[11]])))
+    }
+}

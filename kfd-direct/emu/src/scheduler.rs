@@ -1,0 +1,629 @@
+//! Compute units and the threads of an emulated GPU (kfd-aql.md §3.4, §9 "concurrency";
+//! DESIGN.md rule 5): the work-group scheduler, and the engine threads that run the packet
+//! processor and work-groups.
+//!
+//! # Compute-unit workers
+//!
+//! A device has `cus` compute-unit *workers* ([`crate::EmuConfig::cus`]): at most that many
+//! work-groups run at once, each holding one worker slot for its duration. A dispatch's
+//! work-groups may run on the workers its queue's CU mask allows (CU `c` belongs to worker
+//! `c % cus`, [`crate::device::Device::workers_for`]). When several dispatches wait for a free
+//! worker, the one of the highest queue priority goes first, then the one launched first.
+//!
+//! # Threads and the packet-processor role
+//!
+//! The device runs `cus + 1` threads. They are alike: at any time one of them holds the
+//! *packet-processor role* (the [`PacketProcessor`] behind a mutex) and polls the queues; the
+//! others run work-groups or sleep. Holding one more thread than workers guarantees a thread that
+//! is not running a work-group, so the packet processor is never starved by long kernels.
+//!
+//! The role holder runs a work-group itself when a worker is free: it leaves the role *vacant*,
+//! runs the work-group and takes the role back. A short kernel thus costs no thread hand-off
+//! (the dispatch round trip is one thread's work), while a long one does not stop the packet
+//! processor: a *standby* thread, sleeping in short timed naps while the device is busy, takes a
+//! role that stayed vacant for a whole nap. The standby goes to sleep for good after a long quiet
+//! spell, and a holder that vacates the role with no standby awake wakes one.
+//!
+//! # Polling without slowing the producer
+//!
+//! The role holder polls like the hardware: only the doorbell of each queue (and, while a queue
+//! waits on one, the memory a stalled packet waits for; [`PacketProcessor::has_work`]). After
+//! work it spins for a while, then sleeps in short naps of at most [`MAX_NAP_US`] microseconds
+//! with the thread's timer slack set to 1 µs, so a doorbell is noticed within a nap. A completed
+//! packet wakes a sleeping holder at once.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use crate::device::{Device, Failure};
+use crate::memory::MemView;
+use crate::packet_processor::{Dispatch, LaunchSink, PacketProcessor};
+use crate::twin::KernelCtx;
+
+/// How long the role holder spins after its last work before it naps.
+const SPIN: Duration = Duration::from_micros(50);
+/// The first nap of an idle role holder, in µs; naps double up to [`MAX_NAP_US`].
+const FIRST_NAP_US: u64 = 4;
+/// The longest nap of an idle role holder: the most a doorbell waits to be noticed.
+pub const MAX_NAP_US: u64 = 50;
+/// A standby's nap: the longest a vacant role (a long kernel run by the holder) stays vacant.
+const STANDBY_NAP: Duration = Duration::from_micros(200);
+/// Naps without a vacancy after which the standby sleeps for good.
+const STANDBY_NAPS: u32 = 100;
+
+/// A dispatch whose work-groups are being handed out.
+struct Running {
+    d: Dispatch,
+    /// The next work-group to hand out (under the scheduler's lock).
+    next: AtomicU64,
+    /// Work-groups not yet finished.
+    remaining: AtomicU64,
+    /// A work-group failed: the rest are dropped and the dispatch never completes.
+    failed: AtomicBool,
+    /// Launch order.
+    seq: u64,
+}
+
+/// What a thread runs. (`Single` carries the dispatch by value: a move is cheaper than the heap
+/// allocation boxing it would cost on every single-work-group dispatch.)
+#[allow(clippy::large_enum_variant)]
+enum Job {
+    /// The only work-group of a dispatch.
+    Single { d: Dispatch, worker: u32 },
+    /// Work-group `n` of a running dispatch.
+    Group { r: Arc<Running>, n: u64, worker: u32 },
+}
+
+/// The scheduler's list; the counters it keeps in [`Shared`] change only under its lock.
+struct Sched {
+    /// Dispatches with work-groups to hand out, by priority (highest first), then launch order.
+    list: Vec<Arc<Running>>,
+    seq: u64,
+}
+
+/// The scheduler's counters, readable without its lock.
+struct Counters {
+    /// Work-groups of listed dispatches not handed out yet.
+    pending: AtomicU64,
+    /// Free worker slots (bit `w`: worker `w`).
+    free: AtomicU64,
+    /// Bumped when a dispatch is listed or a worker freed: a failed `take` may succeed now.
+    epoch: AtomicU64,
+}
+
+impl Counters {
+    fn free(&self) -> u64 {
+        // Ordering: Relaxed; changed under the scheduler's lock, read as a hint elsewhere.
+        self.free.load(Ordering::Relaxed)
+    }
+
+    /// Claims worker `w` (under the scheduler's lock).
+    fn claim(&self, w: u32) {
+        // Ordering: Relaxed; see `free`.
+        self.free.fetch_and(!(1 << w), Ordering::Relaxed);
+    }
+
+    /// Frees worker `w` (under the scheduler's lock).
+    fn release(&self, w: u32) {
+        // Ordering: Relaxed; see `free`.
+        self.free.fetch_or(1 << w, Ordering::Relaxed);
+        self.bump();
+    }
+
+    fn bump(&self) {
+        // Ordering: Release pairs with `epoch()`'s Acquire load.
+        self.epoch.fetch_add(1, Ordering::Release);
+    }
+
+    fn epoch(&self) -> u64 {
+        // Ordering: Acquire; see `bump`.
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    fn pending(&self) -> u64 {
+        // Ordering: Relaxed; changed under the scheduler's lock, read as a hint elsewhere.
+        self.pending.load(Ordering::Relaxed)
+    }
+}
+
+impl Sched {
+    /// Hands out the next work-group of the highest-priority dispatch that has a free worker.
+    fn take(&mut self, c: &Counters) -> Option<Job> {
+        let pending = &c.pending;
+        let mut i = 0;
+        while let Some(r) = self.list.get(i) {
+            // Ordering: Relaxed; `next` is only changed under this lock.
+            let next = r.next.load(Ordering::Relaxed);
+            // Ordering: Relaxed; a failed dispatch's leftovers are dropped.
+            if next >= r.d.work_groups || r.failed.load(Ordering::Relaxed) {
+                // Ordering: Relaxed; counted under this lock.
+                pending.fetch_sub(r.d.work_groups.saturating_sub(next), Ordering::Relaxed);
+                self.list.remove(i);
+                continue;
+            }
+            let allowed = r.d.workers & c.free();
+            if allowed != 0 {
+                let worker = allowed.trailing_zeros();
+                c.claim(worker);
+                r.next.store(next + 1, Ordering::Relaxed);
+                // Ordering: Relaxed; counted under this lock.
+                pending.fetch_sub(1, Ordering::Relaxed);
+                let r = Arc::clone(r);
+                if next + 1 == r.d.work_groups {
+                    self.list.remove(i);
+                }
+                return Some(Job::Group { r, n: next, worker });
+            }
+            i += 1;
+        }
+        None
+    }
+
+    fn insert(&mut self, d: Dispatch, c: &Counters) {
+        self.seq += 1;
+        // Ordering: Relaxed; counted under this lock.
+        c.pending.fetch_add(d.work_groups, Ordering::Relaxed);
+        c.bump();
+        let at = self.list.partition_point(|r| r.d.priority >= d.priority);
+        let total = d.work_groups;
+        let r = Running {
+            d,
+            next: AtomicU64::new(0),
+            remaining: AtomicU64::new(total),
+            failed: AtomicBool::new(false),
+            seq: self.seq,
+        };
+        debug_assert!(self.list.get(at).is_none_or(|x| x.seq < r.seq));
+        self.list.insert(at, Arc::new(r));
+    }
+}
+
+/// State shared by a device's threads.
+struct Shared {
+    dev: Arc<Device>,
+    /// The packet-processor role.
+    cp: Mutex<PacketProcessor>,
+    /// Non-zero while the role is vacant because its holder runs a work-group: the vacancy's
+    /// number (each vacancy gets a new one).
+    vacancy: AtomicU64,
+    vacancies: AtomicU64,
+    /// Index + 1 of the thread the role holder is (0 none); for waking it.
+    holder: AtomicUsize,
+    /// The role holder is napping.
+    holder_napping: AtomicBool,
+    /// Index + 1 of the standby thread (0 none).
+    standby: AtomicUsize,
+    sched: Mutex<Sched>,
+    counters: Counters,
+    /// Threads parked until woken (bit `i`: thread `i`).
+    sleepers: AtomicU64,
+    threads: OnceLock<Vec<Thread>>,
+    stop: AtomicBool,
+    /// Threads still running.
+    live: AtomicU32,
+}
+
+/// The threads of one device.
+pub(crate) struct Engine {
+    sh: Arc<Shared>,
+    handles: Mutex<Vec<JoinHandle<()>>>,
+    started: AtomicBool,
+    killed: AtomicBool,
+}
+
+impl Engine {
+    pub(crate) fn new(dev: Arc<Device>) -> Engine {
+        let workers = dev.cus.clamp(1, 64);
+        let free = if workers == 64 { u64::MAX } else { (1u64 << workers) - 1 };
+        let sh = Shared {
+            cp: Mutex::new(PacketProcessor::new(Arc::clone(&dev))),
+            dev,
+            vacancy: AtomicU64::new(0),
+            vacancies: AtomicU64::new(0),
+            holder: AtomicUsize::new(0),
+            holder_napping: AtomicBool::new(false),
+            standby: AtomicUsize::new(0),
+            sched: Mutex::new(Sched { list: Vec::new(), seq: 0 }),
+            counters: Counters { pending: AtomicU64::new(0), free: AtomicU64::new(free), epoch: AtomicU64::new(0) },
+            sleepers: AtomicU64::new(0),
+            threads: OnceLock::new(),
+            stop: AtomicBool::new(false),
+            live: AtomicU32::new(0),
+        };
+        Engine {
+            sh: Arc::new(sh),
+            handles: Mutex::new(Vec::new()),
+            started: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+        }
+    }
+
+    fn lock_handles(&self) -> MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.handles.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts the threads (once; never after a kill).
+    pub(crate) fn start(&self) {
+        let mut handles = self.lock_handles();
+        // Ordering: Relaxed; both flags are only changed under the handles lock.
+        if self.started.load(Ordering::Relaxed) || self.killed.load(Ordering::Relaxed) {
+            return;
+        }
+        self.started.store(true, Ordering::Relaxed);
+        let n = self.sh.dev.cus.clamp(1, 64) as usize + 1;
+        // Ordering: Relaxed; the threads read it only after being spawned.
+        self.sh.live.store(n as u32, Ordering::Relaxed);
+        let mut threads = Vec::with_capacity(n);
+        for i in 0..n {
+            let sh = Arc::clone(&self.sh);
+            let spawned = std::thread::Builder::new()
+                .name(format!("kfd-emu-{:x}-{i}", self.sh.dev.node.gpu_id))
+                .spawn(move || sh.thread_main(i));
+            match spawned {
+                Ok(h) => {
+                    threads.push(h.thread().clone());
+                    handles.push(h);
+                }
+                Err(e) => {
+                    eprintln!("aqueduct-kfd-emu: cannot start an engine thread: {e}");
+                    // Ordering: Relaxed; see above.
+                    self.sh.live.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
+        let _ = self.sh.threads.set(threads);
+    }
+
+    /// Whether any engine thread runs.
+    pub(crate) fn alive(&self) -> bool {
+        // Ordering: Acquire pairs with a thread's Release decrement on exit.
+        self.sh.live.load(Ordering::Acquire) > 0
+    }
+
+    fn stop_and_join(&self) {
+        // Ordering: Release pairs with the threads' Acquire loads.
+        self.sh.stop.store(true, Ordering::Release);
+        self.sh.wake_all();
+        let handles = std::mem::take(&mut *self.lock_handles());
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+
+    /// Machine teardown.
+    pub(crate) fn shutdown(&self) {
+        self.stop_and_join();
+    }
+
+    /// Fault injection: every thread of the device exits after its current work-group and none
+    /// is started again.
+    pub(crate) fn kill(&self) {
+        {
+            let _h = self.lock_handles();
+            // Ordering: Relaxed; only changed under the handles lock.
+            self.killed.store(true, Ordering::Relaxed);
+        }
+        self.stop_and_join();
+    }
+
+    /// Work-groups launched and not yet handed to a worker (tests: "everything is queued").
+    pub(crate) fn pending_work_groups(&self) -> u64 {
+        let _s = self.sh.lock_sched();
+        self.sh.counters.pending()
+    }
+}
+
+/// Launches from one packet-processor round: the first single-work-group dispatch may run on
+/// the holder itself, the rest go to the scheduler's list.
+struct RoundSink<'a> {
+    sh: &'a Shared,
+    inline: Option<Job>,
+    listed: bool,
+}
+
+impl LaunchSink for RoundSink<'_> {
+    fn launch(&mut self, d: Dispatch) {
+        let sh = self.sh;
+        let mut s = sh.lock_sched();
+        let c = &sh.counters;
+        // Nothing waits for a worker (else it goes first), and one is free: run it here.
+        if self.inline.is_none() && d.work_groups == 1 && c.pending() == 0 {
+            let allowed = d.workers & c.free();
+            if allowed != 0 {
+                let worker = allowed.trailing_zeros();
+                c.claim(worker);
+                self.inline = Some(Job::Single { d, worker });
+                return;
+            }
+        }
+        s.insert(d, c);
+        self.listed = true;
+    }
+}
+
+#[allow(clippy::large_enum_variant)]
+enum Exit {
+    Stop,
+    Run(Job),
+}
+
+impl Shared {
+    fn lock_sched(&self) -> MutexGuard<'_, Sched> {
+        self.sched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stopping(&self) -> bool {
+        // Ordering: Acquire pairs with stop_and_join's Release store.
+        self.stop.load(Ordering::Acquire)
+    }
+
+    fn thread(&self, i: usize) -> Option<&Thread> {
+        self.threads.get().and_then(|t| t.get(i))
+    }
+
+    fn wake_all(&self) {
+        if let Some(ts) = self.threads.get() {
+            for t in ts {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Wakes up to `n` parked threads.
+    fn wake(&self, mut n: u32) {
+        while n > 0 {
+            // Ordering: Acquire pairs with a sleeper's Release registration.
+            let s = self.sleepers.load(Ordering::Acquire);
+            if s == 0 {
+                return;
+            }
+            let i = s.trailing_zeros() as usize;
+            // Ordering: AcqRel; whoever clears the bit unparks the thread.
+            if self.sleepers.fetch_and(!(1 << i), Ordering::AcqRel) & (1 << i) != 0 {
+                if let Some(t) = self.thread(i) {
+                    t.unpark();
+                }
+                n -= 1;
+            }
+        }
+    }
+
+    /// How many work-groups could start now, at most (pending, with a free worker).
+    fn startable(&self) -> u32 {
+        let c = &self.counters;
+        let pending = c.pending();
+        if pending == 0 {
+            return 0;
+        }
+        c.free().count_ones().min(u32::try_from(pending).unwrap_or(u32::MAX))
+    }
+
+    fn take(&self) -> Option<Job> {
+        if self.counters.pending() == 0 || self.counters.free() == 0 {
+            return None;
+        }
+        self.lock_sched().take(&self.counters)
+    }
+
+    fn thread_main(self: Arc<Self>, me: usize) {
+        // A doorbell should be noticed within a nap of a few µs: the default timer slack
+        // (50 µs) would stretch every nap to that.
+        // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+        loop {
+            if self.stopping() {
+                break;
+            }
+            if let Ok(mut cp) = self.cp.try_lock() {
+                // Ordering: Relaxed; the mutex orders the role's state.
+                self.vacancy.store(0, Ordering::Relaxed);
+                // Ordering: Relaxed; a hint for wake-ups.
+                self.holder.store(me + 1, Ordering::Relaxed);
+                // Ordering: Relaxed; a standby that became the holder stops being the standby.
+                let _ = self.standby.compare_exchange(me + 1, 0, Ordering::Relaxed, Ordering::Relaxed);
+                match self.run_cp(&mut cp) {
+                    Exit::Stop => break,
+                    Exit::Run(job) => {
+                        // Ordering: Relaxed; a unique counter.
+                        let n = self.vacancies.fetch_add(1, Ordering::Relaxed) + 1;
+                        // Ordering: Release; the standby compares numbers only.
+                        self.vacancy.store(n, Ordering::Release);
+                        // Ordering: Relaxed; a hint (see `idle`).
+                        self.holder.store(0, Ordering::Relaxed);
+                        drop(cp);
+                        // Ordering: Acquire pairs with a standby's registration.
+                        if self.standby.load(Ordering::Acquire) == 0 {
+                            self.wake(1);
+                        }
+                        self.execute(job);
+                        continue;
+                    }
+                }
+            }
+            if let Some(job) = self.take().or_else(|| self.idle(me)) {
+                self.execute(job);
+            }
+        }
+        // Ordering: Release pairs with Engine::alive's Acquire load.
+        self.live.fetch_sub(1, Ordering::Release);
+    }
+
+    /// The role holder's loop: rounds of the packet processor until there is a work-group to
+    /// run here.
+    fn run_cp(&self, cp: &mut PacketProcessor) -> Exit {
+        let mut last_work = Instant::now();
+        let mut nap = FIRST_NAP_US;
+        let mut spins = 0u32;
+        loop {
+            if self.stopping() {
+                return Exit::Stop;
+            }
+            let epoch = self.counters.epoch();
+            let mut sink = RoundSink { sh: self, inline: None, listed: false };
+            let progress = cp.round(&mut sink);
+            let RoundSink { inline, listed, .. } = sink;
+            if listed {
+                // Helpers for the listed work-groups (this thread takes one itself).
+                let n = self.startable();
+                self.wake(n.saturating_sub(u32::from(inline.is_none())));
+            }
+            if let Some(job) = inline.or_else(|| self.take()) {
+                return Exit::Run(job);
+            }
+            if progress {
+                last_work = Instant::now();
+                nap = FIRST_NAP_US;
+                spins = 0;
+                continue;
+            }
+            // Idle: peek until something arrives (a doorbell, a completion, a freed worker).
+            loop {
+                if self.stopping() {
+                    return Exit::Stop;
+                }
+                spins = spins.wrapping_add(1);
+                // Stalled packets wait on memory others write: look at it every 64th peek.
+                if cp.has_work(spins % 64 == 0) || self.counters.epoch() != epoch {
+                    break;
+                }
+                if last_work.elapsed() < SPIN {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                // Ordering: SeqCst, with a completion's SeqCst load of the flag after its
+                // retirement: either it sees the nap coming or the re-check below sees the
+                // completion.
+                self.holder_napping.store(true, Ordering::SeqCst);
+                if !cp.has_work(true) && self.counters.epoch() == epoch {
+                    std::thread::park_timeout(Duration::from_micros(nap));
+                    nap = (nap * 2).min(MAX_NAP_US);
+                }
+                // Ordering: Relaxed; only this thread sets it.
+                self.holder_napping.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Runs a job, frees its worker, completes its dispatch if this was the last work-group.
+    fn execute(&self, job: Job) {
+        let dev = &*self.dev;
+        let (worker, outcome) = match &job {
+            Job::Single { d, worker } => (*worker, Some(run_work_group(d, 0, *worker))),
+            // Ordering: Relaxed; a failed dispatch's remaining work-groups are skipped.
+            Job::Group { r, .. } if r.failed.load(Ordering::Relaxed) => (job_worker(&job), None),
+            Job::Group { r, n, worker } => match run_work_group(&r.d, *n, *worker) {
+                // Ordering: AcqRel: every work-group's writes happen-before the completion the
+                // last one performs.
+                Ok(()) => (*worker, (r.remaining.fetch_sub(1, Ordering::AcqRel) == 1).then_some(Ok(()))),
+                Err(e) => {
+                    // Ordering: Relaxed; see above.
+                    r.failed.store(true, Ordering::Relaxed);
+                    (*worker, Some(Err(e)))
+                }
+            },
+        };
+        // Ordering: Relaxed; a statistics counter.
+        dev.stats.work_groups.fetch_add(1, Ordering::Relaxed);
+        {
+            let _s = self.lock_sched();
+            self.counters.release(worker);
+        }
+        let d = match &job {
+            Job::Single { d, .. } => d,
+            Job::Group { r, .. } => &r.d,
+        };
+        match outcome {
+            Some(Ok(())) => d.complete(dev),
+            Some(Err(e)) => dev.fail(&d.queue, Failure::from(e)),
+            None => return,
+        }
+        // A completion may unblock a barrier bit: wake a napping role holder.
+        // Ordering: SeqCst; see run_cp.
+        if self.holder_napping.load(Ordering::SeqCst) {
+            // Ordering: Relaxed; a hint for whom to wake.
+            let h = self.holder.load(Ordering::Relaxed);
+            if let Some(t) = h.checked_sub(1).and_then(|i| self.thread(i)) {
+                t.unpark();
+            }
+        }
+    }
+
+    /// A thread with nothing to do: the standby naps and watches the role; others park until
+    /// woken. Returns work if some turned up.
+    fn idle(&self, me: usize) -> Option<Job> {
+        // Ordering: AcqRel; at most one standby.
+        if self.standby.compare_exchange(0, me + 1, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            let mut seen = 0;
+            let mut quiet = 0;
+            let mut epoch = u64::MAX;
+            let job = loop {
+                if self.stopping() {
+                    break None;
+                }
+                let e = self.counters.epoch();
+                if e != epoch {
+                    epoch = e;
+                    if let Some(job) = self.take() {
+                        break Some(job);
+                    }
+                }
+                // Ordering: Acquire pairs with the holder's Release store.
+                let v = self.vacancy.load(Ordering::Acquire);
+                // Ordering: Relaxed; a hint (the main loop's try_lock decides).
+                let unheld = v == 0 && self.holder.load(Ordering::Relaxed) == 0;
+                if (v != 0 && v == seen) || unheld {
+                    // The holder has run one work-group for a whole nap, or nobody holds the
+                    // role: go and take it.
+                    break None;
+                }
+                seen = v;
+                quiet = if v == 0 { quiet + 1 } else { 0 };
+                if quiet > STANDBY_NAPS {
+                    break None;
+                }
+                std::thread::park_timeout(STANDBY_NAP);
+            };
+            let _ = self.standby.compare_exchange(me + 1, 0, Ordering::AcqRel, Ordering::Relaxed);
+            if job.is_some() || quiet <= STANDBY_NAPS {
+                return job;
+            }
+        }
+        // Park until woken.
+        // Ordering: AcqRel; registration before the re-check below (a waker that misses the bit
+        // has made the re-check see its work).
+        self.sleepers.fetch_or(1 << me, Ordering::AcqRel);
+        // Ordering: Relaxed; hints, see the standby.
+        let unheld = self.vacancy.load(Ordering::Relaxed) == 0 && self.holder.load(Ordering::Relaxed) == 0;
+        let job = self.take();
+        if job.is_none() && !self.stopping() && !unheld {
+            std::thread::park();
+        }
+        // Ordering: AcqRel; see above.
+        self.sleepers.fetch_and(!(1 << me), Ordering::AcqRel);
+        job
+    }
+}
+
+fn job_worker(job: &Job) -> u32 {
+    match job {
+        Job::Single { worker, .. } | Job::Group { worker, .. } => *worker,
+    }
+}
+
+/// Runs work-group `n` of `d` on `worker`.
+fn run_work_group(d: &Dispatch, n: u64, worker: u32) -> Result<(), crate::KernelError> {
+    let mem = MemView::new(&d.tr);
+    let ctx = KernelCtx {
+        packet: d.packet,
+        grid: d.grid,
+        workgroup_size: d.workgroup_size,
+        workgroup_count: d.workgroup_count,
+        kernarg: d.kernarg.as_slice(),
+        args: &d.twin.args,
+        mem: &mem,
+        worker,
+    };
+    (d.twin.f)(&ctx, d.work_group(n))
+}
