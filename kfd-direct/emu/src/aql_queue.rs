@@ -14,15 +14,17 @@
 //! (then its header becomes INVALID), so the pending packets of a stopped queue stay readable.
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use aqueduct::aql::KernelDispatchPacket;
 use aqueduct::AmdSignal;
 
 use crate::abi::queue_properties;
 use crate::events::Events;
-use crate::hw::status;
+use crate::hw::{status, Clock, Rng};
 use crate::memory::{Translation, VmLock};
+use crate::twin::Twin;
 
 /// Most packets of one queue launched and not yet retired (the retirement window).
 pub(crate) const WINDOW: u64 = 64;
@@ -45,6 +47,12 @@ pub(crate) struct RingState {
     pub(crate) last_doorbell: u64,
     /// Packets with index < limit are announced.
     pub(crate) limit: u64,
+    /// Adversarial mode: launched dispatches not yet released to the scheduler, and the
+    /// queue's own seeded generator that picks the next one.
+    pub(crate) held: Vec<Dispatch>,
+    pub(crate) rng: Rng,
+    /// Kernel dispatches launched from this ring (statistics).
+    pub(crate) launched: u64,
 }
 
 // SAFETY: `base` points into a ring BO pinned by the queue; it is only used under the ring's
@@ -99,8 +107,14 @@ pub(crate) struct AqlQueue {
     retire: Mutex<Retire>,
     /// Packets launched and not yet completed.
     in_flight: AtomicU32,
+    /// The read index as retirement last stored it: the packet processor's copy, so checking
+    /// the retirement window never touches the `amd_queue_t` line the producer polls.
+    retired: AtomicU64,
     /// A packet completed since the packet processor last looked (a barrier bit may be met).
     attention: AtomicBool,
+    /// The queue's head waits on memory someone else writes (an INVALID slot, an unmet
+    /// dependency): the packet processor polls it.
+    pub(crate) waits_on_memory: AtomicBool,
 }
 
 // SAFETY: `base` points into a ring BO pinned by the queue; it is only used under the lock.
@@ -131,6 +145,8 @@ pub(crate) struct QueueParams {
     pub(crate) order: u64,
     pub(crate) cwsr_va: u64,
     pub(crate) noexec_ring: Option<u64>,
+    /// Adversarial scheduling seed of the queue (None: off).
+    pub(crate) adversarial: Option<u64>,
 }
 
 impl AqlQueue {
@@ -181,6 +197,9 @@ impl AqlQueue {
                 launch: start,
                 last_doorbell: u64::MAX,
                 limit: start,
+                held: Vec::new(),
+                launched: 0,
+                rng: Rng::new(p.adversarial.unwrap_or(0) ^ p.order.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
             }),
             retire: Mutex::new(Retire {
                 next: start,
@@ -189,14 +208,25 @@ impl AqlQueue {
                 packets: ptrs.ring_packets,
             }),
             in_flight: AtomicU32::new(0),
+            retired: AtomicU64::new(start),
             attention: AtomicBool::new(false),
+            waits_on_memory: AtomicBool::new(false),
         })
     }
 
-    /// The ring, for the packet processor and for UPDATE_QUEUE (which waits for the packet
-    /// processor to be done with the queue, as amdkfd preempts it).
+    /// The ring, for the driver (UPDATE_QUEUE and destroy wait for the packet processor to
+    /// be done with the queue, as amdkfd preempts it).
     pub(crate) fn lock_ring(&self) -> MutexGuard<'_, RingState> {
         self.ring.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The ring for the packet processor, unless another engine thread is processing the queue.
+    pub(crate) fn try_lock_ring(&self) -> Option<MutexGuard<'_, RingState>> {
+        match self.ring.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 
     fn lock_retire(&self) -> MutexGuard<'_, Retire> {
@@ -250,12 +280,10 @@ impl AqlQueue {
         self.queue_properties.as_ptr().cast::<u8>().wrapping_sub(crate::abi::AMD_QUEUE_PROPERTIES as usize)
     }
 
-    /// The visible read index.
-    pub(crate) fn read_index(&self) -> u64 {
-        // SAFETY: constructor contract: the read index is live while the queue is.
-        let read = unsafe { self.read_dispatch_id.as_ref() };
-        // Ordering: Acquire; pairs with `retire`'s Release store (its own, on another engine).
-        read.load(Ordering::Acquire)
+    /// The read index as retirement last set it (the packet processor's copy).
+    pub(crate) fn retired(&self) -> u64 {
+        // Ordering: Relaxed; see `retire`.
+        self.retired.load(Ordering::Relaxed)
     }
 
     /// Packets launched and not completed (a barrier-bit packet waits for 0).
@@ -314,6 +342,9 @@ impl AqlQueue {
             // Ordering: Release pairs with the producer's Acquire room check: its reuse of the
             // slots comes after the packet processor's reads of them.
             read.store(r.next, Ordering::Release);
+            // Ordering: Relaxed; the packet processor's window check (the in-flight count's
+            // AcqRel decrement below orders it before a launch that depends on it).
+            self.retired.store(r.next, Ordering::Relaxed);
         }
         drop(r);
         if counted {
@@ -388,5 +419,89 @@ impl AqlQueue {
         let v = unsafe { std::sync::atomic::AtomicI64::from_ptr(p.cast()) };
         // Ordering: Acquire pairs with the decrement or store that set the value.
         Ok(v.load(Ordering::Acquire))
+    }
+}
+
+/// Kernel-argument bytes of a launched dispatch.
+pub(crate) enum Kernarg {
+    Inline { len: u8, bytes: [u8; 128] },
+    Heap(Box<[u8]>),
+}
+
+impl Kernarg {
+    pub(crate) fn new(len: usize) -> Kernarg {
+        if len <= 128 {
+            Kernarg::Inline { len: len as u8, bytes: [0; 128] }
+        } else {
+            Kernarg::Heap(vec![0; len].into_boxed_slice())
+        }
+    }
+
+    pub(crate) fn as_mut(&mut self) -> &mut [u8] {
+        match self {
+            Kernarg::Inline { len, bytes } => &mut bytes[..usize::from(*len)],
+            Kernarg::Heap(b) => b,
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            Kernarg::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Kernarg::Heap(b) => b,
+        }
+    }
+}
+
+/// A launched kernel dispatch: everything its work-groups and its completion need.
+pub(crate) struct Dispatch {
+    pub(crate) queue: Arc<AqlQueue>,
+    pub(crate) index: u64,
+    pub(crate) twin: Arc<Twin>,
+    pub(crate) packet: KernelDispatchPacket,
+    pub(crate) kernarg: Kernarg,
+    pub(crate) grid: [u32; 3],
+    pub(crate) workgroup_size: [u32; 3],
+    pub(crate) workgroup_count: [u32; 3],
+    /// Work-groups in all.
+    pub(crate) work_groups: u64,
+    /// The queue's memory as of the launch.
+    pub(crate) tr: Arc<Translation>,
+    pub(crate) start_ts: u64,
+    pub(crate) profiling: bool,
+    /// The queue's priority at launch (higher first).
+    pub(crate) priority: u32,
+    /// Workers the queue's CU mask allows.
+    pub(crate) workers: u64,
+    /// The packet's release scope asks for a release fence before completion.
+    pub(crate) release_fence: bool,
+}
+
+impl Dispatch {
+    /// The work-group id of linear work-group `n` (x fastest).
+    pub(crate) fn work_group(&self, n: u64) -> [u32; 3] {
+        let [cx, cy, _] = self.workgroup_count.map(u64::from);
+        [(n % cx) as u32, ((n / cx) % cy) as u32, (n / (cx * cy)) as u32]
+    }
+
+    /// Completes the dispatch after its last work-group (kfd-aql.md §3.4 "Completion"), on
+    /// whichever engine thread ran that work-group. A queue that stopped meanwhile gets nothing
+    /// more. `Err(va)`: the signal or its mailbox is not mapped (a VM fault, reported by the
+    /// caller after the packet retired).
+    pub(crate) fn complete(&self, clock: &Clock) -> Result<(), u64> {
+        let q = &self.queue;
+        if !q.active() {
+            return Ok(());
+        }
+        if self.release_fence {
+            fence(Ordering::Release);
+        }
+        let signal = self.packet.completion_signal;
+        let mut done = Ok(());
+        if signal != 0 {
+            let end = if self.profiling { clock.gpu_ticks() } else { 0 };
+            done = q.complete_signal(&self.tr, signal, self.start_ts, end, self.profiling);
+        }
+        q.retire(self.index, true);
+        done
     }
 }

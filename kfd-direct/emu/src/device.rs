@@ -49,13 +49,6 @@ impl From<KernelError> for Failure {
     }
 }
 
-/// Counters of the compute engines (machine-wide, shared by every device).
-#[derive(Debug, Default)]
-pub(crate) struct EngineStats {
-    pub(crate) dispatches: AtomicU64,
-    pub(crate) work_groups: AtomicU64,
-}
-
 /// Per-device state shared by the engines and the driver.
 pub(crate) struct Device {
     pub(crate) node: GpuNode,
@@ -69,7 +62,8 @@ pub(crate) struct Device {
     queues: Mutex<Vec<Arc<AqlQueue>>>,
     sdma: Mutex<Vec<Arc<SdmaQueue>>>,
     pub(crate) sdma_stats: Arc<SdmaStats>,
-    pub(crate) stats: Arc<EngineStats>,
+    /// Kernel dispatches launched from queues since destroyed.
+    launched_gone: AtomicU64,
     /// Bumped when a queue list or a priority changes.
     generation: AtomicU64,
     next_order: AtomicU64,
@@ -85,7 +79,6 @@ pub(crate) struct DeviceParts {
     pub(crate) adversarial: Option<u64>,
     pub(crate) cus: u32,
     pub(crate) sdma_stats: Arc<SdmaStats>,
-    pub(crate) stats: Arc<EngineStats>,
 }
 
 impl Device {
@@ -100,7 +93,7 @@ impl Device {
             queues: Mutex::new(Vec::new()),
             sdma: Mutex::new(Vec::new()),
             sdma_stats: p.sdma_stats,
-            stats: p.stats,
+            launched_gone: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             next_order: AtomicU64::new(0),
             paused: AtomicBool::new(false),
@@ -152,6 +145,13 @@ impl Device {
         self.touch();
     }
 
+    /// Kernel dispatches launched on the device so far.
+    pub(crate) fn launched(&self) -> u64 {
+        // Ordering: Relaxed; a statistics counter (destroy adds a queue's count under its lock).
+        let gone = self.launched_gone.load(Ordering::Relaxed);
+        gone + self.queues().iter().map(|q| q.lock_ring().launched).sum::<u64>()
+    }
+
     /// Every AQL queue of the device.
     pub(crate) fn queues(&self) -> Vec<Arc<AqlQueue>> {
         self.lock_queues().clone()
@@ -183,7 +183,12 @@ impl Device {
     pub(crate) fn remove_queue(&self, q: &Arc<AqlQueue>) {
         // Ordering: Relaxed, then the locks below order everything after the engines' last use.
         q.status.store(status::DESTROYED, Ordering::Relaxed);
-        drop(q.lock_ring());
+        let mut ring = q.lock_ring();
+        // Held dispatches (adversarial mode) are dropped with the queue.
+        ring.held.clear();
+        // Ordering: Relaxed; a statistics counter.
+        self.launched_gone.fetch_add(ring.launched, Ordering::Relaxed);
+        drop(ring);
         q.fence_retire();
         self.lock_queues().retain(|x| !Arc::ptr_eq(x, q));
         self.touch();

@@ -46,9 +46,8 @@ use std::sync::Arc;
 use aqueduct::aql::{BarrierPacket, BarrierValuePacket, KernelDispatchPacket, Packet};
 
 use crate::abi::exception;
-use crate::aql_queue::{AqlQueue, RingState, WINDOW};
+use crate::aql_queue::{AqlQueue, Dispatch, Kernarg, RingState, WINDOW};
 use crate::device::{Device, Failure};
-use crate::hw::Rng;
 use crate::memory::{MemView, Translation, TranslationCache};
 use crate::sdma::SdmaQueue;
 use crate::twin::Twin;
@@ -76,89 +75,6 @@ mod header {
     /// AMD vendor formats (byte 2 of a vendor-specific packet).
     pub(super) const AMD_PM4_IB: u8 = 1;
     pub(super) const AMD_BARRIER_VALUE: u8 = 2;
-}
-
-/// Kernel-argument bytes of a launched dispatch.
-pub(crate) enum Kernarg {
-    Inline { len: u8, bytes: [u8; 128] },
-    Heap(Box<[u8]>),
-}
-
-impl Kernarg {
-    fn new(len: usize) -> Kernarg {
-        if len <= 128 {
-            Kernarg::Inline { len: len as u8, bytes: [0; 128] }
-        } else {
-            Kernarg::Heap(vec![0; len].into_boxed_slice())
-        }
-    }
-
-    fn as_mut(&mut self) -> &mut [u8] {
-        match self {
-            Kernarg::Inline { len, bytes } => &mut bytes[..usize::from(*len)],
-            Kernarg::Heap(b) => b,
-        }
-    }
-
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        match self {
-            Kernarg::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            Kernarg::Heap(b) => b,
-        }
-    }
-}
-
-/// A launched kernel dispatch: everything its work-groups and its completion need.
-pub(crate) struct Dispatch {
-    pub(crate) queue: Arc<AqlQueue>,
-    pub(crate) index: u64,
-    pub(crate) twin: Twin,
-    pub(crate) packet: KernelDispatchPacket,
-    pub(crate) kernarg: Kernarg,
-    pub(crate) grid: [u32; 3],
-    pub(crate) workgroup_size: [u32; 3],
-    pub(crate) workgroup_count: [u32; 3],
-    /// Work-groups in all.
-    pub(crate) work_groups: u64,
-    /// The queue's memory as of the launch.
-    pub(crate) tr: Arc<Translation>,
-    pub(crate) start_ts: u64,
-    pub(crate) profiling: bool,
-    /// The queue's priority at launch (higher first).
-    pub(crate) priority: u32,
-    /// Workers the queue's CU mask allows.
-    pub(crate) workers: u64,
-}
-
-impl Dispatch {
-    /// The work-group id of linear work-group `n` (x fastest).
-    pub(crate) fn work_group(&self, n: u64) -> [u32; 3] {
-        let [cx, cy, _] = self.workgroup_count.map(u64::from);
-        [(n % cx) as u32, ((n / cx) % cy) as u32, (n / (cx * cy)) as u32]
-    }
-
-    /// Completes the dispatch after its last work-group (§3.4 "Completion"), on whichever
-    /// engine thread ran that work-group. A queue that stopped meanwhile gets nothing more.
-    pub(crate) fn complete(&self, dev: &Device) {
-        let q = &self.queue;
-        if !q.active() {
-            return;
-        }
-        if header_field(self.packet.header, header::RELEASE_SHIFT) != 0 {
-            fence(Ordering::Release);
-        }
-        let signal = self.packet.completion_signal;
-        let mut fault = None;
-        if signal != 0 {
-            let end = if self.profiling { dev.clock.gpu_ticks() } else { 0 };
-            fault = q.complete_signal(&self.tr, signal, self.start_ts, end, self.profiling).err();
-        }
-        q.retire(self.index, true);
-        if let Some(va) = fault {
-            // A signal or mailbox the device cannot reach: a VM fault after retiring.
-            dev.fail(q, Failure::Memory(va));
-        }
-    }
 }
 
 /// Where launched dispatches go (the work-group scheduler).
@@ -193,48 +109,31 @@ impl Hasher for IdHasher {
 #[derive(Default)]
 struct TwinCache {
     generation: u64,
-    map: HashMap<u64, Twin, BuildHasherDefault<IdHasher>>,
+    map: HashMap<u64, Arc<Twin>, BuildHasherDefault<IdHasher>>,
 }
 
-/// Why a queue's head did not move.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wait {
-    /// Nothing to wait for (idle, or waiting for a doorbell).
-    None,
-    /// An INVALID slot or an unmet dependency: memory written by someone else, polled.
-    Memory,
-}
-
-/// The packet processor's state for one queue.
+/// An engine thread's view of one queue (its own caches; the queue's state is in the queue).
 struct Entry {
     q: Arc<AqlQueue>,
     tr: TranslationCache,
-    wait: Wait,
-    /// Adversarial mode: launched dispatches not yet released to the scheduler.
-    held: Vec<Dispatch>,
 }
 
-/// The packet processor of one device. One engine thread at a time holds it (the "CP role").
+/// The packet processor of one device, as one engine thread runs it: the thread's caches of
+/// the queue list, translations and twins. Everything a queue's processing changes lives in the
+/// queue under its ring lock, so the engine thread that holds the packet-processor role can
+/// change (`scheduler`), and two may briefly poll at once, each queue being processed by one
+/// thread at a time.
 pub(crate) struct PacketProcessor {
     dev: Arc<Device>,
     generation: u64,
     queues: Vec<Entry>,
     sdma: Vec<Arc<SdmaQueue>>,
     twins: TwinCache,
-    rng: Rng,
 }
 
 impl PacketProcessor {
     pub(crate) fn new(dev: Arc<Device>) -> PacketProcessor {
-        let rng = Rng::new(dev.adversarial.unwrap_or(0) ^ u64::from(dev.node.gpu_id));
-        PacketProcessor {
-            dev,
-            generation: u64::MAX,
-            queues: Vec::new(),
-            sdma: Vec::new(),
-            twins: TwinCache::default(),
-            rng,
-        }
+        PacketProcessor { dev, generation: u64::MAX, queues: Vec::new(), sdma: Vec::new(), twins: TwinCache::default() }
     }
 
     /// Picks up a changed queue list (keeping the state of queues that remain).
@@ -252,7 +151,7 @@ impl PacketProcessor {
         for q in list {
             let e = match old.iter().position(|e| Arc::ptr_eq(&e.q, &q)) {
                 Some(i) => old.swap_remove(i),
-                None => Entry { q, tr: TranslationCache::default(), wait: Wait::None, held: Vec::new() },
+                None => Entry { q, tr: TranslationCache::default() },
             };
             self.queues.push(e);
         }
@@ -268,9 +167,10 @@ impl PacketProcessor {
             return false;
         }
         self.queues.iter().any(|e| {
+            // Ordering: Relaxed; a hint, the round reads the queue under its lock.
             e.q.doorbell_rung()
                 || e.q.attention_pending()
-                || (poll_memory && (e.wait == Wait::Memory || !e.held.is_empty()))
+                || (poll_memory && e.q.waits_on_memory.load(Ordering::Relaxed))
         }) || self.sdma.iter().any(|q| q.doorbell_rung() || (poll_memory && q.waiting()))
     }
 
@@ -303,22 +203,28 @@ impl PacketProcessor {
         let dev = Arc::clone(&self.dev);
         let Some(e) = self.queues.get_mut(i) else { return false };
         let q = Arc::clone(&e.q);
+        // The driver changes scheduling parameters and the ring under this lock (as amdkfd
+        // preempts and reloads a queue), so look at them after taking it. Another engine thread
+        // processing the queue right now does this round's work.
+        let Some(mut ring) = q.try_lock_ring() else { return false };
         q.take_attention();
         if !q.active() {
             // A dead queue's held dispatches are dropped with their completions.
-            e.held.clear();
+            ring.held.clear();
             return false;
         }
-        // The driver changes scheduling parameters and the ring under this lock (as amdkfd
-        // preempts and reloads a queue), so look at them after taking it.
-        let mut ring = q.lock_ring();
         if !q.runnable() {
             return false;
         }
-        let db = q.read_doorbell();
-        if db != ring.last_doorbell {
-            ring.last_doorbell = db;
-            ring.limit = db.wrapping_add(1);
+        // The doorbell's line is the producer's: read it only when the packets it announced
+        // last time are all launched, so a producer running ahead pays one transfer of the line
+        // per catch-up, not one per packet.
+        if ring.launch == ring.limit {
+            let db = q.read_doorbell();
+            if db != ring.last_doorbell {
+                ring.last_doorbell = db;
+                ring.limit = db.wrapping_add(1);
+            }
         }
         if let Some(va) = q.noexec_ring {
             if ring.limit.wrapping_sub(ring.launch) as i64 > 0 {
@@ -327,15 +233,15 @@ impl PacketProcessor {
                 return true;
             }
         }
-        let tr = Arc::clone(e.tr.get(&q.vm, &dev.pool, q.gpu_id));
-        e.wait = Wait::None;
+        let tr = e.tr.get(&q.vm, &dev.pool, q.gpu_id);
+        let mut waits = false;
         let mut progress = false;
         let failure = loop {
             if !q.active() {
                 break None;
             }
             let index = ring.launch;
-            if ring.limit.wrapping_sub(index) as i64 <= 0 || index.wrapping_sub(q.read_index()) >= WINDOW {
+            if ring.limit.wrapping_sub(index) as i64 <= 0 || index.wrapping_sub(q.retired()) >= WINDOW {
                 break None;
             }
             let slot = ring.slot(index);
@@ -346,7 +252,7 @@ impl PacketProcessor {
             let h = dword0.load(Ordering::Acquire) as u16;
             let ty = h & header::TYPE_MASK;
             if ty == header::INVALID {
-                e.wait = Wait::Memory;
+                waits = true;
                 break None;
             }
             if ty > header::BARRIER_OR {
@@ -359,18 +265,18 @@ impl PacketProcessor {
             if header_field(h, header::ACQUIRE_SHIFT) != 0 {
                 fence(Ordering::Acquire);
             }
-            let start = dev.clock.gpu_ticks();
+            let profiling = q.profiling();
+            let start = if profiling { dev.clock.gpu_ticks() } else { 0 };
             let outcome = match ty {
                 header::KERNEL_DISPATCH => {
-                    match launch(&dev, &mut self.twins, &q, &tr, index, &words, start) {
+                    match launch(&dev, &mut self.twins, &q, tr, index, &words, (start, profiling)) {
                         Ok(d) => {
                             q.begin();
                             consume(&mut ring);
                             progress = true;
-                            // Ordering: Relaxed; a statistics counter.
-                            dev.stats.dispatches.fetch_add(1, Ordering::Relaxed);
+                            ring.launched += 1;
                             if dev.adversarial.is_some() {
-                                e.held.push(d);
+                                ring.held.push(d);
                             } else {
                                 sink.launch(d);
                             }
@@ -381,7 +287,7 @@ impl PacketProcessor {
                 }
                 header::BARRIER_AND | header::BARRIER_OR => {
                     let b = BarrierPacket::from_words(&words);
-                    match deps_met(&q, &tr, &b.dep_signal, ty == header::BARRIER_OR) {
+                    match deps_met(&q, tr, &b.dep_signal, ty == header::BARRIER_OR) {
                         Ok(true) => Ok(b.completion_signal),
                         Ok(false) => Err(None),
                         Err(va) => Err(Some(Failure::Memory(va))),
@@ -390,7 +296,7 @@ impl PacketProcessor {
                 header::VENDOR_SPECIFIC => match (words[0] >> 16) as u8 {
                     header::AMD_BARRIER_VALUE => {
                         let v = BarrierValuePacket::from_words(&words);
-                        match barrier_value_met(&q, &tr, &v) {
+                        match barrier_value_met(&q, tr, &v) {
                             Ok(Some(true)) => Ok(v.completion_signal),
                             Ok(Some(false)) => Err(None),
                             Ok(None) => Err(Some(Failure::Queue(exception::QUEUE_PACKET_UNSUPPORTED))),
@@ -407,7 +313,7 @@ impl PacketProcessor {
             match outcome {
                 // Not met yet: the queue's head blocks.
                 Err(None) => {
-                    e.wait = Wait::Memory;
+                    waits = true;
                     break None;
                 }
                 Err(Some(f)) => break Some(f),
@@ -420,9 +326,8 @@ impl PacketProcessor {
                     }
                     let mut fault = None;
                     if signal != 0 {
-                        let profiling = q.profiling();
                         let end = if profiling { dev.clock.gpu_ticks() } else { 0 };
-                        fault = q.complete_signal(&tr, signal, start, end, profiling).err();
+                        fault = q.complete_signal(tr, signal, start, end, profiling).err();
                     }
                     q.retire(index, false);
                     if let Some(va) = fault {
@@ -431,15 +336,18 @@ impl PacketProcessor {
                 }
             }
         };
-        drop(ring);
+        // Ordering: Relaxed; a polling hint (see `has_work`).
+        q.waits_on_memory.store(waits, Ordering::Relaxed);
         if let Some(f) = failure {
+            drop(ring);
             dev.fail(&q, f);
             return true;
         }
         // Adversarial mode: release one held dispatch, at random, when none of the queue's runs.
-        if !e.held.is_empty() && q.in_flight() as usize == e.held.len() && q.active() {
-            let pick = self.rng.below(e.held.len());
-            let d = e.held.swap_remove(pick);
+        let held = ring.held.len();
+        if held > 0 && q.in_flight() as usize == held && q.active() {
+            let pick = ring.rng.below(held);
+            let d = ring.held.swap_remove(pick);
             sink.launch(d);
             progress = true;
         }
@@ -497,7 +405,7 @@ fn launch(
     tr: &Arc<Translation>,
     index: u64,
     words: &[u32; 16],
-    start: u64,
+    (start, profiling): (u64, bool),
 ) -> Result<Dispatch, Failure> {
     let p = KernelDispatchPacket::from_words(words);
     let dims = p.setup & 3;
@@ -541,13 +449,14 @@ fn launch(
         work_groups: count.iter().map(|&c| u64::from(c)).product(),
         tr: Arc::clone(tr),
         start_ts: start,
-        profiling: q.profiling(),
+        profiling,
         priority,
         workers,
+        release_fence: header_field(p.header, header::RELEASE_SHIFT) != 0,
     })
 }
 
-fn find_twin(dev: &Device, cache: &mut TwinCache, object: u64, mem: &MemView<'_>) -> Option<Twin> {
+fn find_twin(dev: &Device, cache: &mut TwinCache, object: u64, mem: &MemView<'_>) -> Option<Arc<Twin>> {
     // Ordering: Acquire pairs with the registry's Release increment on every new binding.
     let g = dev.registry.generation.load(Ordering::Acquire);
     if g != cache.generation {
@@ -555,11 +464,11 @@ fn find_twin(dev: &Device, cache: &mut TwinCache, object: u64, mem: &MemView<'_>
         cache.generation = g;
     }
     if let Some(t) = cache.map.get(&object) {
-        return Some(t.clone());
+        return Some(Arc::clone(t));
     }
-    let t = dev.registry.resolve(object, mem)?;
+    let t = Arc::new(dev.registry.resolve(object, mem)?);
     // Ordering: Acquire; see above (resolve may have bumped the generation).
     cache.generation = dev.registry.generation.load(Ordering::Acquire);
-    cache.map.insert(object, t.clone());
+    cache.map.insert(object, Arc::clone(&t));
     Some(t)
 }

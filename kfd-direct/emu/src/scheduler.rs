@@ -13,33 +13,37 @@
 //! # Threads and the packet-processor role
 //!
 //! The device runs `cus + 1` threads. They are alike: at any time one of them holds the
-//! *packet-processor role* (the [`PacketProcessor`] behind a mutex) and polls the queues; the
+//! *packet-processor role* (a token) and polls the queues with its own [`PacketProcessor`]; the
 //! others run work-groups or sleep. Holding one more thread than workers guarantees a thread that
 //! is not running a work-group, so the packet processor is never starved by long kernels.
 //!
-//! The role holder runs a work-group itself when a worker is free: it leaves the role *vacant*,
-//! runs the work-group and takes the role back. A short kernel thus costs no thread hand-off
-//! (the dispatch round trip is one thread's work), while a long one does not stop the packet
-//! processor: a *standby* thread, sleeping in short timed naps while the device is busy, takes a
-//! role that stayed vacant for a whole nap. The standby goes to sleep for good after a long quiet
-//! spell, and a holder that vacates the role with no standby awake wakes one.
+//! The role holder runs a work-group itself when a worker is free, keeping the role but marking
+//! it *vacant* for the time being. A short kernel thus costs no thread hand-off (the dispatch
+//! round trip is one thread's work), while a long one does not stop the packet processor: a
+//! *standby* thread, sleeping in short timed naps while the device is busy, takes the role when
+//! one vacancy lasted a whole nap. The old holder steps down when it comes back (for a round both
+//! may poll; each queue is processed by one thread at a time, under its ring lock). The standby
+//! goes to sleep for good after a long quiet spell, and a holder that leaves the role vacant with
+//! no standby awake wakes one.
 //!
 //! # Polling without slowing the producer
 //!
 //! The role holder polls like the hardware: only the doorbell of each queue (and, while a queue
-//! waits on one, the memory a stalled packet waits for; [`PacketProcessor::has_work`]). After
-//! work it spins for a while, then sleeps in short naps of at most [`MAX_NAP_US`] microseconds
-//! with the thread's timer slack set to 1 µs, so a doorbell is noticed within a nap. A completed
-//! packet wakes a sleeping holder at once.
+//! waits on one, the memory a stalled packet waits for; [`PacketProcessor::has_work`]), and a
+//! doorbell only once the packets it announced before are launched. After work it spins for a
+//! while, then sleeps in short naps of at most [`MAX_NAP_US`] microseconds with the thread's timer
+//! slack set to 1 µs, so a doorbell is noticed within a nap. A completed packet wakes a napping
+//! holder at once.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
+use crate::aql_queue::Dispatch;
 use crate::device::{Device, Failure};
 use crate::memory::MemView;
-use crate::packet_processor::{Dispatch, LaunchSink, PacketProcessor};
+use crate::packet_processor::{LaunchSink, PacketProcessor};
 use crate::twin::KernelCtx;
 
 /// How long the role holder spins after its last work before it naps.
@@ -50,7 +54,7 @@ const FIRST_NAP_US: u64 = 4;
 pub const MAX_NAP_US: u64 = 50;
 /// A standby's nap: the longest a vacant role (a long kernel run by the holder) stays vacant.
 const STANDBY_NAP: Duration = Duration::from_micros(200);
-/// Naps without a vacancy after which the standby sleeps for good.
+/// Naps without a new vacancy after which the standby sleeps for good.
 const STANDBY_NAPS: u32 = 100;
 
 /// A dispatch whose work-groups are being handed out.
@@ -76,40 +80,61 @@ enum Job {
     Group { r: Arc<Running>, n: u64, worker: u32 },
 }
 
-/// The scheduler's list; the counters it keeps in [`Shared`] change only under its lock.
+/// The scheduler's list of dispatches with work-groups to hand out.
 struct Sched {
-    /// Dispatches with work-groups to hand out, by priority (highest first), then launch order.
+    /// By priority (highest first), then launch order.
     list: Vec<Arc<Running>>,
     seq: u64,
 }
 
 /// The scheduler's counters, readable without its lock.
+///
+/// `pending` changes under the scheduler's lock. Only the packet-processor role inserts, so
+/// `pending == 0` seen by the role holder stays true until it inserts itself. Worker slots are
+/// claimed with a compare-and-swap (by `take` under the lock, or by the role holder for a
+/// dispatch it runs itself) and freed with an atomic OR by whoever finished, without the lock.
 struct Counters {
     /// Work-groups of listed dispatches not handed out yet.
     pending: AtomicU64,
     /// Free worker slots (bit `w`: worker `w`).
     free: AtomicU64,
-    /// Bumped when a dispatch is listed or a worker freed: a failed `take` may succeed now.
+    /// Bumped when a dispatch is listed, or a worker freed while work-groups wait: a failed
+    /// `take` may succeed now.
     epoch: AtomicU64,
 }
 
 impl Counters {
     fn free(&self) -> u64 {
-        // Ordering: Relaxed; changed under the scheduler's lock, read as a hint elsewhere.
-        self.free.load(Ordering::Relaxed)
+        // Ordering: SeqCst; see `release`.
+        self.free.load(Ordering::SeqCst)
     }
 
-    /// Claims worker `w` (under the scheduler's lock).
-    fn claim(&self, w: u32) {
-        // Ordering: Relaxed; see `free`.
-        self.free.fetch_and(!(1 << w), Ordering::Relaxed);
+    /// Claims one of the workers in `allowed` that is free; returns it.
+    fn claim(&self, allowed: u64) -> Option<u32> {
+        let mut free = self.free();
+        loop {
+            let pick = allowed & free;
+            if pick == 0 {
+                return None;
+            }
+            let w = pick.trailing_zeros();
+            // Ordering: SeqCst; see `release`.
+            match self.free.compare_exchange_weak(free, free & !(1 << w), Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return Some(w),
+                Err(now) => free = now,
+            }
+        }
     }
 
-    /// Frees worker `w` (under the scheduler's lock).
+    /// Frees worker `w`.
     fn release(&self, w: u32) {
-        // Ordering: Relaxed; see `free`.
-        self.free.fetch_or(1 << w, Ordering::Relaxed);
-        self.bump();
+        // Ordering: SeqCst, with `pending`'s SeqCst load after it and the lister's SeqCst
+        // increment before its `take`: either the lister's `take` sees the freed worker, or this
+        // sees its pending work-groups and bumps the epoch so that it tries again.
+        self.free.fetch_or(1 << w, Ordering::SeqCst);
+        if self.pending() > 0 {
+            self.bump();
+        }
     }
 
     fn bump(&self) {
@@ -123,8 +148,8 @@ impl Counters {
     }
 
     fn pending(&self) -> u64 {
-        // Ordering: Relaxed; changed under the scheduler's lock, read as a hint elsewhere.
-        self.pending.load(Ordering::Relaxed)
+        // Ordering: SeqCst; see `release`.
+        self.pending.load(Ordering::SeqCst)
     }
 }
 
@@ -143,10 +168,7 @@ impl Sched {
                 self.list.remove(i);
                 continue;
             }
-            let allowed = r.d.workers & c.free();
-            if allowed != 0 {
-                let worker = allowed.trailing_zeros();
-                c.claim(worker);
+            if let Some(worker) = c.claim(r.d.workers) {
                 r.next.store(next + 1, Ordering::Relaxed);
                 // Ordering: Relaxed; counted under this lock.
                 pending.fetch_sub(1, Ordering::Relaxed);
@@ -163,8 +185,8 @@ impl Sched {
 
     fn insert(&mut self, d: Dispatch, c: &Counters) {
         self.seq += 1;
-        // Ordering: Relaxed; counted under this lock.
-        c.pending.fetch_add(d.work_groups, Ordering::Relaxed);
+        // Ordering: SeqCst; see `Counters::release`.
+        c.pending.fetch_add(d.work_groups, Ordering::SeqCst);
         c.bump();
         let at = self.list.partition_point(|r| r.d.priority >= d.priority);
         let total = d.work_groups;
@@ -183,15 +205,14 @@ impl Sched {
 /// State shared by a device's threads.
 struct Shared {
     dev: Arc<Device>,
-    /// The packet-processor role.
-    cp: Mutex<PacketProcessor>,
-    /// Non-zero while the role is vacant because its holder runs a work-group: the vacancy's
-    /// number (each vacancy gets a new one).
-    vacancy: AtomicU64,
-    vacancies: AtomicU64,
-    /// Index + 1 of the thread the role holder is (0 none); for waking it.
+    /// The packet-processor role: index + 1 of the thread that holds it (0 none).
     holder: AtomicUsize,
-    /// The role holder is napping.
+    /// Non-zero while the holder runs a work-group: the vacancy's number (each vacancy gets a
+    /// new one).
+    vacancy: AtomicU64,
+    /// Vacancies so far (written by the holder only).
+    vacancies: AtomicU64,
+    /// The role holder is napping (a completion wakes it).
     holder_napping: AtomicBool,
     /// Index + 1 of the standby thread (0 none).
     standby: AtomicUsize,
@@ -218,7 +239,6 @@ impl Engine {
         let workers = dev.cus.clamp(1, 64);
         let free = if workers == 64 { u64::MAX } else { (1u64 << workers) - 1 };
         let sh = Shared {
-            cp: Mutex::new(PacketProcessor::new(Arc::clone(&dev))),
             dev,
             vacancy: AtomicU64::new(0),
             vacancies: AtomicU64::new(0),
@@ -310,7 +330,6 @@ impl Engine {
 
     /// Work-groups launched and not yet handed to a worker (tests: "everything is queued").
     pub(crate) fn pending_work_groups(&self) -> u64 {
-        let _s = self.sh.lock_sched();
         self.sh.counters.pending()
     }
 }
@@ -326,26 +345,27 @@ struct RoundSink<'a> {
 impl LaunchSink for RoundSink<'_> {
     fn launch(&mut self, d: Dispatch) {
         let sh = self.sh;
-        let mut s = sh.lock_sched();
         let c = &sh.counters;
-        // Nothing waits for a worker (else it goes first), and one is free: run it here.
+        // Nothing waits for a worker (else it goes first), and one is free: run it here. (Only
+        // this role lists work-groups, so `pending` cannot grow behind this check's back.)
         if self.inline.is_none() && d.work_groups == 1 && c.pending() == 0 {
-            let allowed = d.workers & c.free();
-            if allowed != 0 {
-                let worker = allowed.trailing_zeros();
-                c.claim(worker);
+            if let Some(worker) = c.claim(d.workers) {
                 self.inline = Some(Job::Single { d, worker });
                 return;
             }
         }
-        s.insert(d, c);
+        sh.lock_sched().insert(d, c);
         self.listed = true;
     }
 }
 
 #[allow(clippy::large_enum_variant)]
 enum Exit {
+    /// The engine stops.
     Stop,
+    /// Another thread took the role.
+    Demoted,
+    /// Run this work-group here.
     Run(Job),
 }
 
@@ -412,35 +432,44 @@ impl Shared {
         // (50 µs) would stretch every nap to that.
         // SAFETY: PR_SET_TIMERSLACK only changes this thread's timer slack.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
+        let mut pp = PacketProcessor::new(Arc::clone(&self.dev));
+        let token = me + 1;
         loop {
             if self.stopping() {
                 break;
             }
-            if let Ok(mut cp) = self.cp.try_lock() {
-                // Ordering: Relaxed; the mutex orders the role's state.
-                self.vacancy.store(0, Ordering::Relaxed);
-                // Ordering: Relaxed; a hint for wake-ups.
-                self.holder.store(me + 1, Ordering::Relaxed);
+            // Ordering: Acquire pairs with the Release of whoever set the role last.
+            let h = self.holder.load(Ordering::Acquire);
+            // Ordering: AcqRel/Relaxed; taking an unheld role.
+            if h == token
+                || (h == 0 && self.holder.compare_exchange(0, token, Ordering::AcqRel, Ordering::Relaxed).is_ok())
+            {
+                // Ordering: Release pairs with the standby's Acquire load of the vacancy.
+                self.vacancy.store(0, Ordering::Release);
                 // Ordering: Relaxed; a standby that became the holder stops being the standby.
-                let _ = self.standby.compare_exchange(me + 1, 0, Ordering::Relaxed, Ordering::Relaxed);
-                match self.run_cp(&mut cp) {
+                if self.standby.load(Ordering::Relaxed) == token {
+                    self.standby.store(0, Ordering::Relaxed);
+                }
+                match self.run_cp(&mut pp, token) {
                     Exit::Stop => break,
+                    Exit::Demoted => {}
                     Exit::Run(job) => {
-                        // Ordering: Relaxed; a unique counter.
-                        let n = self.vacancies.fetch_add(1, Ordering::Relaxed) + 1;
+                        // The role stays this thread's; the vacancy tells a standby to take it
+                        // if the work-group runs long. Only the holder writes the counter.
+                        // Ordering: Relaxed; see above.
+                        let n = self.vacancies.load(Ordering::Relaxed) + 1;
+                        // Ordering: Relaxed; see above.
+                        self.vacancies.store(n, Ordering::Relaxed);
                         // Ordering: Release; the standby compares numbers only.
                         self.vacancy.store(n, Ordering::Release);
-                        // Ordering: Relaxed; a hint (see `idle`).
-                        self.holder.store(0, Ordering::Relaxed);
-                        drop(cp);
                         // Ordering: Acquire pairs with a standby's registration.
                         if self.standby.load(Ordering::Acquire) == 0 {
                             self.wake(1);
                         }
                         self.execute(job);
-                        continue;
                     }
                 }
+                continue;
             }
             if let Some(job) = self.take().or_else(|| self.idle(me)) {
                 self.execute(job);
@@ -452,13 +481,18 @@ impl Shared {
 
     /// The role holder's loop: rounds of the packet processor until there is a work-group to
     /// run here.
-    fn run_cp(&self, cp: &mut PacketProcessor) -> Exit {
-        let mut last_work = Instant::now();
+    fn run_cp(&self, cp: &mut PacketProcessor, token: usize) -> Exit {
+        // When the holder last did something (read lazily: once per idle spell).
+        let mut last_work: Option<Instant> = None;
         let mut nap = FIRST_NAP_US;
         let mut spins = 0u32;
         loop {
             if self.stopping() {
                 return Exit::Stop;
+            }
+            // Ordering: Relaxed; a standby took the role (two pollers for a round are harmless).
+            if self.holder.load(Ordering::Relaxed) != token {
+                return Exit::Demoted;
             }
             let epoch = self.counters.epoch();
             let mut sink = RoundSink { sh: self, inline: None, listed: false };
@@ -473,11 +507,12 @@ impl Shared {
                 return Exit::Run(job);
             }
             if progress {
-                last_work = Instant::now();
+                last_work = None;
                 nap = FIRST_NAP_US;
                 spins = 0;
                 continue;
             }
+            let idle_since = *last_work.get_or_insert_with(Instant::now);
             // Idle: peek until something arrives (a doorbell, a completion, a freed worker).
             loop {
                 if self.stopping() {
@@ -488,7 +523,8 @@ impl Shared {
                 if cp.has_work(spins % 64 == 0) || self.counters.epoch() != epoch {
                     break;
                 }
-                if last_work.elapsed() < SPIN {
+                // The clock is read every 64th peek only.
+                if spins % 64 != 0 || idle_since.elapsed() < SPIN {
                     std::hint::spin_loop();
                     continue;
                 }
@@ -524,18 +560,17 @@ impl Shared {
                 }
             },
         };
-        // Ordering: Relaxed; a statistics counter.
-        dev.stats.work_groups.fetch_add(1, Ordering::Relaxed);
-        {
-            let _s = self.lock_sched();
-            self.counters.release(worker);
-        }
+        self.counters.release(worker);
         let d = match &job {
             Job::Single { d, .. } => d,
             Job::Group { r, .. } => &r.d,
         };
         match outcome {
-            Some(Ok(())) => d.complete(dev),
+            Some(Ok(())) => {
+                if let Err(va) = d.complete(&dev.clock) {
+                    dev.fail(&d.queue, Failure::Memory(va));
+                }
+            }
             Some(Err(e)) => dev.fail(&d.queue, Failure::from(e)),
             None => return,
         }
@@ -558,6 +593,8 @@ impl Shared {
             let mut seen = 0;
             let mut quiet = 0;
             let mut epoch = u64::MAX;
+            // Ordering: Relaxed; a counter compared with itself.
+            let mut vacancies = self.vacancies.load(Ordering::Relaxed);
             let job = loop {
                 if self.stopping() {
                     break None;
@@ -569,17 +606,24 @@ impl Shared {
                         break Some(job);
                     }
                 }
-                // Ordering: Acquire pairs with the holder's Release store.
+                // Ordering: Acquire pairs with the Release of whoever set the role last.
+                let h = self.holder.load(Ordering::Acquire);
+                // Ordering: Acquire pairs with the holder's Release stores (see thread_main).
                 let v = self.vacancy.load(Ordering::Acquire);
-                // Ordering: Relaxed; a hint (the main loop's try_lock decides).
-                let unheld = v == 0 && self.holder.load(Ordering::Relaxed) == 0;
-                if (v != 0 && v == seen) || unheld {
-                    // The holder has run one work-group for a whole nap, or nobody holds the
-                    // role: go and take it.
+                if h == 0 || (v != 0 && v == seen) {
+                    // Nobody holds the role, or the holder has run one work-group for a whole
+                    // nap: take the role. (If the holder came back meanwhile, both poll for a
+                    // round and it steps down.)
+                    // Ordering: AcqRel; see above.
+                    let _ = self.holder.compare_exchange(h, me + 1, Ordering::AcqRel, Ordering::Relaxed);
                     break None;
                 }
                 seen = v;
-                quiet = if v == 0 { quiet + 1 } else { 0 };
+                // Quiet: the holder left the role for no work-group since the last nap.
+                // Ordering: Relaxed; see above.
+                let n = self.vacancies.load(Ordering::Relaxed);
+                quiet = if n == vacancies { quiet + 1 } else { 0 };
+                vacancies = n;
                 if quiet > STANDBY_NAPS {
                     break None;
                 }
@@ -594,8 +638,8 @@ impl Shared {
         // Ordering: AcqRel; registration before the re-check below (a waker that misses the bit
         // has made the re-check see its work).
         self.sleepers.fetch_or(1 << me, Ordering::AcqRel);
-        // Ordering: Relaxed; hints, see the standby.
-        let unheld = self.vacancy.load(Ordering::Relaxed) == 0 && self.holder.load(Ordering::Relaxed) == 0;
+        // Ordering: Relaxed; a hint (the main loop takes an unheld role).
+        let unheld = self.holder.load(Ordering::Relaxed) == 0;
         let job = self.take();
         if job.is_none() && !self.stopping() && !unheld {
             std::thread::park();

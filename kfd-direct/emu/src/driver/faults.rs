@@ -54,8 +54,7 @@ impl Emu {
             sdma_packets: s.packets.load(Ordering::Relaxed),
             sdma_copies: s.copies.load(Ordering::Relaxed),
             sdma_bytes: s.bytes.load(Ordering::Relaxed),
-            dispatches: self.m.stats.dispatches.load(Ordering::Relaxed),
-            work_groups: self.m.stats.work_groups.load(Ordering::Relaxed),
+            dispatches: self.m.devices.iter().map(|d| d.launched()).sum(),
         }
     }
 

@@ -33,7 +33,7 @@ use crate::abi::{
     GetClockCountersArgs, GetVersionArgs, MapMemoryArgs, WaitEventsArgs,
 };
 use crate::aql_queue::AqlQueue;
-use crate::device::{Device, DeviceParts, EngineStats};
+use crate::device::{Device, DeviceParts};
 use crate::events::Events;
 use crate::hw::Clock;
 use crate::memory::{Backing, Pool, VmLock};
@@ -217,7 +217,6 @@ struct Machine {
     ioctl_faults: Mutex<Vec<IoctlFault>>,
     ioctl_count: AtomicU64,
     sdma_stats: Arc<SdmaStats>,
-    stats: Arc<EngineStats>,
 }
 
 /// Machine-wide counters of the emulated engines.
@@ -231,10 +230,8 @@ pub struct EmuStats {
     pub sdma_copies: u64,
     /// Bytes SDMA copies and fills wrote.
     pub sdma_bytes: u64,
-    /// Kernel dispatches launched.
+    /// Kernel dispatches launched (every GPU).
     pub dispatches: u64,
-    /// Work-groups run.
-    pub work_groups: u64,
 }
 
 impl Drop for Machine {
@@ -325,7 +322,6 @@ impl Emu {
         }
         let clock = Arc::new(Clock::new());
         let sdma_stats = Arc::new(SdmaStats::default());
-        let stats = Arc::new(EngineStats::default());
         let devices: Vec<Arc<Device>> = nodes
             .iter()
             .map(|n| {
@@ -338,7 +334,6 @@ impl Emu {
                         adversarial: config.adversarial_seed,
                         cus: config.cus.clamp(1, 64),
                         sdma_stats: Arc::clone(&sdma_stats),
-                        stats: Arc::clone(&stats),
                     },
                 ))
             })
@@ -362,7 +357,6 @@ impl Emu {
             ioctl_faults: Mutex::new(Vec::new()),
             ioctl_count: AtomicU64::new(0),
             sdma_stats,
-            stats,
         };
         Ok(Emu { m: Arc::new(m), pid: real_pid })
     }

@@ -123,6 +123,7 @@ impl Emu {
             order: device.next_order(),
             cwsr_va: a.ctx_save_restore_address,
             noexec_ring: if ring_exec { None } else { Some(a.ring_base_address) },
+            adversarial: self.m.config.adversarial_seed,
         };
         // SAFETY: every pointer was translated from a BO that is now pinned by the queue
         // (queue_refs below: unmap → EBUSY, free needs an unmap) or is the process doorbell slice,
