@@ -50,6 +50,9 @@ struct State {
     waiters: HashMap<u32, u32>,
     /// Incremented on every set; waiters re-check on change.
     generation: u64,
+    /// Threads blocked in `WAIT_EVENTS` right now (a set wakes them only if there are any: the
+    /// CP's interrupt path runs on every completion with a mailbox).
+    sleeping: u32,
 }
 
 /// The events of one process.
@@ -68,6 +71,13 @@ pub(crate) struct WaitOutcome {
 impl Events {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes the blocked waiters, if any (the caller holds the lock and changed the state).
+    fn wake(&self, st: &State) {
+        if st.sleeping > 0 {
+            self.cv.notify_all();
+        }
     }
 
     /// Whether the event page has been set.
@@ -131,7 +141,7 @@ impl Events {
         let mut st = self.lock();
         st.events.remove(&id).ok_or(Errno::EINVAL)?;
         st.generation += 1;
-        self.cv.notify_all();
+        self.wake(&st);
         Ok(())
     }
 
@@ -152,7 +162,7 @@ impl Events {
             _ => return Err(Errno::EINVAL),
         }
         Self::set_locked(&mut st, id);
-        self.cv.notify_all();
+        self.wake(&st);
         Ok(())
     }
 
@@ -179,7 +189,7 @@ impl Events {
             }
         }
         if Self::set_locked(&mut st, id) {
-            self.cv.notify_all();
+            self.wake(&st);
         }
     }
 
@@ -210,7 +220,7 @@ impl Events {
             }
             Self::set_locked(&mut st, id);
         }
-        self.cv.notify_all();
+        self.wake(&st);
     }
 
     /// Sets every HW_EXCEPTION event with the reset data, and every MEMORY event with a "GPU hang"
@@ -235,7 +245,7 @@ impl Events {
             }
             Self::set_locked(&mut st, id);
         }
-        self.cv.notify_all();
+        self.wake(&st);
     }
 
     /// `kfd_wait_on_events` over the caller's array (already copied in; copied back by the
@@ -288,9 +298,15 @@ impl Events {
             match deadline {
                 Some(d) if now >= d => break wait_result::TIMEOUT,
                 Some(d) => {
+                    st.sleeping += 1;
                     st = self.cv.wait_timeout(st, d - now).unwrap_or_else(|e| e.into_inner()).0;
+                    st.sleeping -= 1;
                 }
-                None => st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
+                None => {
+                    st.sleeping += 1;
+                    st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                    st.sleeping -= 1;
+                }
             }
         };
         for d in data.iter() {

@@ -385,6 +385,7 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Re
         target: "<= 2x ping-pong floor",
     });
     bar.inc(1);
+    figures.extend(device_engine_figures(&dev, &s, &kernel, packet, bench)?);
     bar.finish_and_clear();
     drop(ev);
     drop(s);
@@ -466,6 +467,122 @@ pub fn print_table<W: Write>(report: &Report, out: &mut W) {
             f.target
         );
     }
+}
+
+// ----- the device's engines (the emulated GPU's targets) ----------------------------------------
+
+/// Throughput figures of the device's engines, each beside its floor from this run:
+/// `enqueue_device_live` (launches while the device consumes them, against the packet floor;
+/// the emulated device's target is ≤ 3×), `empty_kernel_dispatch` (batches of 256 empty kernels
+/// to completion, per dispatch; ≥ 5 M/s is ≤ 200 ns), and `copy_1mib` / `fill_1mib` (the
+/// built-in copy and fill of 1 MiB on the device, against `memcpy` / `memset` of 1 MiB on the
+/// host; ≥ 2 GB/s is ≤ 524 288 ns).
+fn device_engine_figures(
+    dev: &Device,
+    s: &crate::api::Stream<'_>,
+    kernel: &Kernel<AddArgs>,
+    packet_floor: f64,
+    bench: BenchOptions,
+) -> Result<Vec<Figure>, String> {
+    let e = |what: &'static str| move |err: aqueduct::Error| format!("{what}: {err}");
+    let samples = bench.samples.max(1);
+    let k = |full: u64, short: u64| if bench.short { short } else { full };
+    let args = AddArgs { dst: 0, n: 0, v: 0 };
+    let one = Dim3::x(1);
+    let mut out = Vec::new();
+
+    // Enqueue while the device runs what was enqueued before (no synchronize in between).
+    let chunk = 256u64;
+    let mut live = Vec::new();
+    for _ in 0..samples * 4 {
+        let t = Instant::now();
+        for _ in 0..chunk {
+            s.launch(kernel, one, one, black_box(&args)).map_err(e("launch"))?;
+        }
+        live.push(per(t.elapsed(), chunk));
+    }
+    s.synchronize().map_err(e("sync"))?;
+    out.push(Figure {
+        name: "enqueue_device_live",
+        ns: median(live),
+        floor: Some("packet"),
+        floor_ns: Some(packet_floor),
+        target: "emulated device: <= 3x packet floor",
+    });
+
+    let batch = k(256, 64);
+    let rounds = k(20, 4);
+    let mut empty = Vec::new();
+    for _ in 0..samples {
+        let t = Instant::now();
+        for _ in 0..rounds {
+            for _ in 0..batch {
+                s.launch(kernel, one, one, &args).map_err(e("launch"))?;
+            }
+            s.synchronize().map_err(e("sync"))?;
+        }
+        empty.push(per(t.elapsed(), batch * rounds));
+    }
+    out.push(Figure {
+        name: "empty_kernel_dispatch",
+        ns: median(empty),
+        floor: None,
+        floor_ns: None,
+        target: "emulated device: >= 5 M/s (<= 200 ns)",
+    });
+
+    const MIB: usize = 1 << 20;
+    let src = dev.alloc::<u32>(MIB / 4).map_err(e("alloc"))?;
+    let dst = dev.alloc::<u32>(MIB / 4).map_err(e("alloc"))?;
+    src.fill(s, 7).map_err(e("fill"))?;
+    s.synchronize().map_err(e("sync"))?;
+    let reps = k(20, 4);
+    let timed = |f: &dyn Fn() -> crate::api::Result<()>| -> Result<f64, String> {
+        let mut v = Vec::new();
+        for _ in 0..samples {
+            let t = Instant::now();
+            for _ in 0..reps {
+                f().map_err(|err| format!("blit: {err}"))?;
+                s.synchronize().map_err(|err| format!("sync: {err}"))?;
+            }
+            v.push(per(t.elapsed(), reps));
+        }
+        Ok(median(v))
+    };
+    let copy = timed(&|| dst.copy_from(s, &src))?;
+    let fill = timed(&|| dst.fill(s, 0x5a5a_5a5a))?;
+    let host_src = vec![0x5au8; MIB];
+    let mut host_dst = vec![0u8; MIB];
+    let host = |f: &mut dyn FnMut()| {
+        median(
+            (0..samples)
+                .map(|_| {
+                    let t = Instant::now();
+                    for _ in 0..reps {
+                        f();
+                    }
+                    per(t.elapsed(), reps)
+                })
+                .collect(),
+        )
+    };
+    let memcpy = host(&mut || host_dst.copy_from_slice(black_box(&host_src)));
+    let memset = host(&mut || black_box(&mut host_dst).fill(0x5a));
+    out.push(Figure {
+        name: "copy_1mib",
+        ns: copy,
+        floor: Some("memcpy_1mib"),
+        floor_ns: Some(memcpy),
+        target: "emulated device: >= 2 GB/s (<= 524288 ns)",
+    });
+    out.push(Figure {
+        name: "fill_1mib",
+        ns: fill,
+        floor: Some("memset_1mib"),
+        floor_ns: Some(memset),
+        target: "emulated device: >= 2 GB/s (<= 524288 ns)",
+    });
+    Ok(out)
 }
 
 #[cfg(test)]

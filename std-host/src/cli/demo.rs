@@ -77,35 +77,40 @@ pub struct AddArgs {
 // SAFETY: repr(C), 8 + 4 + 4 bytes, no padding.
 unsafe impl KernelArgs for AddArgs {}
 
+// Each twin resolves its buffer once per work-group (a bounds-checked device slice) and then
+// touches only the work-group's elements.
+
 fn twin_iota(ctx: &KernelCtx<'_>, wg: [u32; 3]) -> Result<(), KernelError> {
     let (dst, n, scale) = (ctx.arg_u64(0), ctx.arg_u32(8), ctx.arg_u32(12));
-    for i in ctx.items_x(wg) {
-        if i < n {
-            ctx.mem.write_u32(dst + 4 * u64::from(i), i.wrapping_mul(scale))?;
-        }
+    let items = ctx.items_x(wg);
+    let (lo, hi) = (items.start.min(n), items.end.min(n));
+    let d = ctx.mem.slice::<u32>(dst + 4 * u64::from(lo), u64::from(hi - lo))?;
+    for (k, i) in (lo..hi).enumerate() {
+        d.set(k, i.wrapping_mul(scale))?;
     }
     Ok(())
 }
 
 fn twin_axpy(ctx: &KernelCtx<'_>, wg: [u32; 3]) -> Result<(), KernelError> {
     let (x, y, a, n) = (ctx.arg_u64(0), ctx.arg_u64(8), ctx.arg_u32(16), ctx.arg_u32(20));
-    for i in ctx.items_x(wg) {
-        if i < n {
-            let off = 4 * u64::from(i);
-            let v = a.wrapping_mul(ctx.mem.read_u32(x + off)?).wrapping_add(ctx.mem.read_u32(y + off)?);
-            ctx.mem.write_u32(y + off, v)?;
-        }
+    let items = ctx.items_x(wg);
+    let (lo, hi) = (items.start.min(n), items.end.min(n));
+    let len = u64::from(hi - lo);
+    let xs = ctx.mem.slice::<u32>(x + 4 * u64::from(lo), len)?;
+    let ys = ctx.mem.slice::<u32>(y + 4 * u64::from(lo), len)?;
+    for k in 0..ys.len() {
+        ys.set(k, a.wrapping_mul(xs.get(k)?).wrapping_add(ys.get(k)?))?;
     }
     Ok(())
 }
 
 fn twin_add(ctx: &KernelCtx<'_>, wg: [u32; 3]) -> Result<(), KernelError> {
     let (dst, n, v) = (ctx.arg_u64(0), ctx.arg_u32(8), ctx.arg_u32(12));
-    for i in ctx.items_x(wg) {
-        if i < n {
-            let a = dst + 4 * u64::from(i);
-            ctx.mem.write_u32(a, ctx.mem.read_u32(a)?.wrapping_add(v))?;
-        }
+    let items = ctx.items_x(wg);
+    let (lo, hi) = (items.start.min(n), items.end.min(n));
+    let d = ctx.mem.slice::<u32>(dst + 4 * u64::from(lo), u64::from(hi - lo))?;
+    for k in 0..d.len() {
+        d.set(k, d.get(k)?.wrapping_add(v))?;
     }
     Ok(())
 }

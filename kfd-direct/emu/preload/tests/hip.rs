@@ -77,6 +77,21 @@ fn a_gpu_memory_fault_surfaces_through_rocrs_fault_handler() {
     assert!(err.contains("0x7ff000000000"), "{err}");
 }
 
+#[test]
+fn a_user_twin_from_aqueduct_twins_runs_a_clang_built_kernel_under_aqueduct_run() {
+    let co = build_code_object();
+    let exe = build_hip("hip_user_twin");
+    let lib = build_twin_library("scale_twin");
+    let lib = lib.to_str().unwrap();
+    let text = expect_ok(&aqueduct_run(&exe, &[co.to_str().unwrap()], &[("AQUEDUCT_TWINS", lib)], T), "user twin");
+    assert!(text.contains("user twin ok"), "{text}");
+    // Without the library the kernel has no twin: the dispatch fails loudly.
+    let out = aqueduct_run(&exe, &[co.to_str().unwrap()], &[], T);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "without its twin library the program must fail: {err}");
+    assert!(err.contains("no host twin for kernel `aqueduct_scale`"), "{err}");
+}
+
 /// The side-by-side HIP API benchmark, first column (Debian's libamdhip64 on the emulator).
 /// Figures go to stdout; the test only checks that every measured path completes.
 #[test]

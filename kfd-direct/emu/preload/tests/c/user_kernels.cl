@@ -22,3 +22,10 @@ __kernel void aqueduct_mixed(char c, short s, __global int *p, uchar2 v, uint n)
     size_t i = gid();
     if (i < n) p[i] = c + s + v.x + v.y + (int)i;
 }
+
+/* Has no twin in aqueduct: its twin comes from a user library named in AQUEDUCT_TWINS
+ * (tests/c/scale_twin.c). x[i] = a * x[i] + i. */
+__kernel void aqueduct_scale(__global float *x, float a, uint n) {
+    size_t i = gid();
+    if (i < n) x[i] = a * x[i] + (float)i;
+}

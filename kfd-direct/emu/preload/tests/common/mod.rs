@@ -38,6 +38,48 @@ pub fn preload_lib() -> PathBuf {
         .clone()
 }
 
+/// The `aqueduct` command-line tool, in `target/<profile>/` (built by the first call, like the
+/// preload library).
+pub fn aqueduct_cli() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("test executable");
+            let profile = exe.parent().and_then(Path::parent).expect("target/<profile>");
+            let mut c = Command::new(env!("CARGO"));
+            c.args(["build", "-q", "-p", "aqueduct-std", "--bin", "aqueduct"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile.file_name().is_some_and(|n| n == "release") {
+                c.arg("--release");
+            }
+            let out = c.output().expect("cargo build");
+            assert!(out.status.success(), "building aqueduct failed:\n{}", String::from_utf8_lossy(&out.stderr));
+            let bin = profile.join("aqueduct");
+            assert!(bin.is_file(), "{} not built", bin.display());
+            bin
+        })
+        .clone()
+}
+
+/// Compiles `tests/c/<name>.c` into a shared library of host twins against the emulator's
+/// `include/aqueduct_emu.h` (once per test process).
+pub fn build_twin_library(name: &str) -> PathBuf {
+    built_once(&format!("lib{name}.so"), || {
+        require("gcc", "/usr/bin/gcc");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let lib = out_dir().join(format!("lib{name}.so"));
+        let out = Command::new("gcc")
+            .args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-I"])
+            .arg(dir.join("../include"))
+            .arg(dir.join("tests/c").join(format!("{name}.c")))
+            .arg("-o")
+            .arg(&lib)
+            .output()
+            .expect("gcc");
+        assert!(out.status.success(), "gcc {name}.c failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        lib
+    })
+}
+
 fn out_dir() -> PathBuf {
     let d = std::env::temp_dir().join(format!("aqueduct-preload-tests-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -98,6 +140,23 @@ pub fn run(exe: &Path, args: &[&str], env: &[(&str, &str)], timeout: Duration) -
     for (k, v) in env {
         c.env(k, v);
     }
+    run_command(c, timeout)
+}
+
+/// Runs `exe args` under `aqueduct run --gpu gfx90a` with extra environment, killing it after
+/// `timeout`.
+pub fn aqueduct_run(exe: &Path, args: &[&str], env: &[(&str, &str)], timeout: Duration) -> Output {
+    let mut c = Command::new(aqueduct_cli());
+    c.args(["run", "--gpu", "gfx90a", "--"]).arg(exe).args(args).env("AQUEDUCT_PRELOAD_LIB", preload_lib());
+    c.env_remove("AQUEDUCT_TWINS");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    run_command(c, timeout)
+}
+
+fn run_command(mut c: Command, timeout: Duration) -> Output {
+    let exe = PathBuf::from(c.get_program());
     c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
     let mut child = c.spawn().expect("spawn");
     let start = Instant::now();
