@@ -3,8 +3,9 @@
 //! `hipModuleUnload`).
 //!
 //! A host kernel is a C function the emulated GPU runs once per work-group in place of GPU code:
-//! it is registered with the emulator as a twin with a kernel object of its own, and its
-//! arguments travel in the dispatch's kernel-argument segment, each at its natural alignment.
+//! it is registered with the emulator as a C twin (`aqueduct_emu.h`) with a kernel object of its
+//! own, and its arguments travel in the dispatch's kernel-argument segment, each at its natural
+//! alignment.
 //! A module kernel dispatches the code object's kernel descriptor (modules are also what the
 //! registration ABI of [`crate::register`] loads from a program's fat binary); on the emulator the twin
 //! registered under the kernel's name runs (the fixture kernels have twins, see
@@ -14,9 +15,10 @@
 //! `hipErrorInvalidKernelFile` instead of running it over a zeroed argument segment. Such a
 //! kernel can still be launched with a ready buffer through `extra`.
 
-use std::ffi::{c_char, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 
 use aqueduct::KernelLaunch;
+use aqueduct_kfd_emu::c_abi::AqdEmuCtx;
 use aqueduct_kfd_emu::kernels::Twin;
 use aqueduct_std::select::AnyBackend;
 
@@ -207,6 +209,34 @@ fn launch(g: &Global, stream: Handle, t: Target, grid: Dim3, block: Dim3, kernar
     Ok(g.rt.launch_kernel(stream_of(stream), &launch)?)
 }
 
+/// A registered host kernel's body and argument layout, as its C twin sees it.
+struct HostBody {
+    body: HostKernelFn,
+    offsets: Vec<usize>,
+    size: usize,
+}
+
+/// The C twin of every host kernel: a private, 16-byte aligned copy of the kernel-argument
+/// segment per work-group (the body may modify its arguments, and pointers to them are aligned
+/// as the types need), then the body with one pointer per argument.
+unsafe extern "C" fn host_body(ctx: *const AqdEmuCtx, user: *mut c_void) -> c_int {
+    // SAFETY: the emulator passes its live context for the call, and `user` is the leaked
+    // HostBody of `aqdRegisterHostKernel`.
+    let (ctx, hb) = unsafe { (&*ctx, &*user.cast::<HostBody>()) };
+    let mut seg = vec![0u128; hb.size.div_ceil(16)];
+    let base = seg.as_mut_ptr().cast::<u8>();
+    let n = (ctx.kernarg_size as usize).min(hb.size);
+    // SAFETY: `seg` holds `size >= n` bytes; the context's segment holds `kernarg_size >= n`.
+    unsafe { std::ptr::copy_nonoverlapping(ctx.kernarg, base, n) };
+    // SAFETY: every offset is inside the segment (from `layout`).
+    let mut ptrs: Vec<*mut c_void> = hb.offsets.iter().map(|&o| unsafe { base.add(o) }.cast()).collect();
+    let d = |v: [u32; 3]| Dim3 { x: v[0], y: v[1], z: v[2] };
+    // SAFETY: the registering caller vouched for `body`; the pointers stay valid for the call
+    // (the segment lives until the end of this function).
+    unsafe { (hb.body)(ptrs.as_mut_ptr(), d(ctx.workgroup_id), d(ctx.workgroup_count), d(ctx.workgroup_size)) };
+    0
+}
+
 /// `aqdRegisterHostKernel`: binds `body` to `symbol` (emulated device only; elsewhere
 /// `hipErrorNotSupported`). Registering a symbol again replaces its body.
 ///
@@ -236,25 +266,16 @@ pub unsafe extern "C" fn aqdRegisterHostKernel(
         }
         let emu = g.rt.backend().as_emu().ok_or(NOT_SUPPORTED)?;
         let (args, kernarg_size) = layout(sizes);
-        let offsets: Vec<usize> = args.iter().map(|a| a.0).collect();
         let name = format!("aqd_host_kernel_{:#x}", symbol as usize);
         let size = u32::try_from(kernarg_size).map_err(|_| INVALID_VALUE)?;
-        let twin = Twin::new(&name, size, move |ctx, wg| {
-            // A private, 16-byte aligned copy of the segment per work-group: the body may modify
-            // its arguments, and pointers to them are aligned as the types need.
-            let mut seg = vec![0u128; kernarg_size.div_ceil(16)];
-            let base = seg.as_mut_ptr().cast::<u8>();
-            let n = ctx.kernarg.len().min(kernarg_size);
-            // SAFETY: `seg` holds `kernarg_size >= n` bytes; the source holds `n`.
-            unsafe { std::ptr::copy_nonoverlapping(ctx.kernarg.as_ptr(), base, n) };
-            // SAFETY: every offset is inside the segment (from `layout`).
-            let mut ptrs: Vec<*mut c_void> = offsets.iter().map(|&o| unsafe { base.add(o) }.cast()).collect();
-            let d = |v: [u32; 3]| Dim3 { x: v[0], y: v[1], z: v[2] };
-            // SAFETY: the registering caller vouched for `body`; the pointers stay valid for the
-            // call (the segment lives until the end of this closure).
-            unsafe { body(ptrs.as_mut_ptr(), d(wg), d(ctx.workgroup_count), d(ctx.workgroup_size)) };
-            Ok(())
-        });
+        // A C twin of the emulator (the aqueduct_emu.h mechanism) whose body adapts its context
+        // to the host kernel's signature. The body lives as long as the process (a registration
+        // is never undone; registering again replaces the binding).
+        let host = Box::new(HostBody { body, offsets: args.iter().map(|a| a.0).collect(), size: kernarg_size });
+        // SAFETY: `host_body` has the C twin signature and only reads the HostBody it gets,
+        // which is leaked (lives for the process) and immutable, so it may run on many threads.
+        let mut twin = unsafe { Twin::from_c(&name, host_body, Box::into_raw(host).cast()) };
+        twin.kernarg_size = size;
         let object = emu.sys().emu().register_kernel(twin);
         lock(&g.host_kernels).insert(symbol as usize, HostKernel { object, args, kernarg_size });
         Ok(())
