@@ -13,6 +13,10 @@
 //! - `blit/copy_1mib`, `blit/fill_1mib`: the built-in copy and fill kernels over 1 MiB, dispatch
 //!   to completion, in GB/s. Floors: `memcpy` / `memset` of 1 MiB on the host. Target ≥ 2 GB/s.
 //!
+//! - idle: the process's CPU time while the device has a queue and has had no work for 200 ms,
+//!   and the round trip of a dispatch published after 5 ms of quiet (the napping packet processor
+//!   finds it).
+//!
 //! After the criterion groups the bench prints every figure, its floor and the ratio
 //! (`AQUEDUCT_BENCH_QUICK=1` prints only that summary).
 
@@ -174,27 +178,6 @@ fn per_iter(d: Duration, n: u32) -> f64 {
 
 fn main() {
     let b = setup();
-    if std::env::var_os("AQD_ONLY_ENQ").is_some() {
-        let t = Instant::now();
-        let mut v = Vec::new();
-        while t.elapsed() < Duration::from_secs(4) {
-            v.push(b.enqueue(512));
-        }
-        println!("enqueue only: {:.1} ns", median(v));
-        drop(b);
-        return;
-    }
-    if std::env::var_os("AQD_ONLY_BATCH").is_some() {
-        let t = Instant::now();
-        let mut n = 0u64;
-        while t.elapsed() < Duration::from_secs(4) {
-            b.batch();
-            n += u64::from(BATCH);
-        }
-        println!("batch only: {:.2} M/s", n as f64 / t.elapsed().as_secs_f64() / 1e6);
-        drop(b);
-        return;
-    }
     if std::env::var_os("AQUEDUCT_BENCH_QUICK").is_none() {
         let mut c = Criterion::default()
             .configure_from_args()
@@ -281,6 +264,31 @@ fn main() {
         unsafe { std::ptr::write_bytes(black_box(host_dst.as_ptr().cast_mut()), 0x5a, MIB as usize) }
     });
     black_box(&mut host_dst);
+    // Idle: the process's CPU time while its device has a queue and nothing to do, and the
+    // round trip of a dispatch that arrives after such a quiet spell (the doorbell found by a
+    // napping packet processor).
+    let cpu = || {
+        // SAFETY: getrusage writes the struct we own.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+        let t = |v: libc::timeval| Duration::new(v.tv_sec as u64, v.tv_usec as u32 * 1000);
+        t(u.ru_utime) + t(u.ru_stime)
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let (c0, t0) = (cpu(), Instant::now());
+    std::thread::sleep(Duration::from_secs(1));
+    let idle_cpu = (cpu() - c0).as_secs_f64() / t0.elapsed().as_secs_f64();
+    let woken = median(
+        (0..SAMPLES)
+            .map(|_| {
+                std::thread::sleep(Duration::from_millis(5));
+                let t = Instant::now();
+                b.round_trip();
+                t.elapsed().as_nanos() as f64
+            })
+            .collect(),
+    );
     println!();
     println!("figure                     value              floor                    ratio   target");
     println!("empty-kernel dispatches    {:>8.2} M/s       -                        -       >= 5 M/s", pps / 1e6);
@@ -297,6 +305,10 @@ fn main() {
         "built-in fill, 1 MiB       {fill:>8.2} GB/s      memset {memset:>8.2} GB/s     {:>5.2}x  >= 2 GB/s",
         fill / memset
     );
+    println!("idle device (200 ms quiet) {:>8.1} % of a core", idle_cpu * 100.0);
+    println!(
+        "round trip after 5 ms idle {woken:>8.0} ns        (a doorbell waits at most one nap, <= {} us)",
+        aqueduct_kfd_emu::MAX_NAP_US
+    );
     let _ = (&b.src, &b.dst);
-    drop(b);
 }

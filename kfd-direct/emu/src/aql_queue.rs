@@ -102,6 +102,10 @@ pub(crate) struct AqlQueue {
     doorbell: NonNull<AtomicU64>,
     /// The doorbell value the packet processor last acted on (lets it peek without locking).
     seen_doorbell: AtomicU64,
+    /// [`crate::hw::ticks`] before which the doorbell is not read again (0: no pause): set
+    /// while the producer streams, so its doorbell line is pulled away once per pause rather
+    /// than once per packet.
+    doorbell_pause: AtomicU64,
     queue_properties: NonNull<AtomicU32>,
     ring: Mutex<RingState>,
     retire: Mutex<Retire>,
@@ -188,6 +192,7 @@ impl AqlQueue {
             read_dispatch_id: read,
             doorbell,
             seen_doorbell: AtomicU64::new(u64::MAX),
+            doorbell_pause: AtomicU64::new(0),
             queue_properties: NonNull::new(ptrs.queue_properties.cast())?,
             ring: Mutex::new(RingState {
                 base: NonNull::new(ptrs.ring)?,
@@ -236,10 +241,27 @@ impl AqlQueue {
     /// Whether the doorbell changed since the packet processor last acted on it (a peek at the
     /// doorbell's cache line and nothing else).
     pub(crate) fn doorbell_rung(&self) -> bool {
+        if self.doorbell_paused() {
+            return false;
+        }
         // SAFETY: the doorbell slot is pool memory that lives as long as the machine.
         let d = unsafe { self.doorbell.as_ref() };
         // Ordering: Relaxed; a hint only, `read_doorbell` reloads with Acquire.
         d.load(Ordering::Relaxed) != self.seen_doorbell.load(Ordering::Relaxed)
+    }
+
+    /// Whether the doorbell is not to be read now (see `doorbell_pause`).
+    pub(crate) fn doorbell_paused(&self) -> bool {
+        // Ordering: Relaxed; a pacing hint of the packet processor's own.
+        let until = self.doorbell_pause.load(Ordering::Relaxed);
+        until != 0 && crate::hw::ticks() < until
+    }
+
+    /// Pauses doorbell reads for `ticks` [`crate::hw::ticks`] (0: no pause).
+    pub(crate) fn pause_doorbell(&self, ticks: u64) {
+        let until = if ticks == 0 { 0 } else { crate::hw::ticks().wrapping_add(ticks) };
+        // Ordering: Relaxed; see `doorbell_paused`.
+        self.doorbell_pause.store(until, Ordering::Relaxed);
     }
 
     /// The doorbell value: packets up to it are published (kfd-aql.md §2).

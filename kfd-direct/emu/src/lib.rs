@@ -76,6 +76,6 @@ pub use errno::{Errno, SysResult};
 pub use events::SLOT_UNSIGNALED;
 pub use hw::GPU_CLOCK_HZ;
 pub use memory::{DeviceSlice, KernelError, MemView, Scalar, DRM_MMAP_BASE, GPUVM_BASE, GPUVM_LIMIT};
-pub use scheduler::MAX_NAP_US;
+pub use scheduler::{DEEP_NAP_US, MAX_NAP_US};
 pub use topology::{GpuNode, GpuProfile};
 pub use twin::{KernelArg, KernelCtx, Twin, TwinFn};

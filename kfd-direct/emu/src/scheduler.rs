@@ -29,11 +29,13 @@
 //! # Polling without slowing the producer
 //!
 //! The role holder polls like the hardware: only the doorbell of each queue (and, while a queue
-//! waits on one, the memory a stalled packet waits for; [`PacketProcessor::has_work`]), and a
-//! doorbell only once the packets it announced before are launched. After work it spins for a
-//! while, then sleeps in short naps of at most [`MAX_NAP_US`] microseconds with the thread's timer
-//! slack set to 1 µs, so a doorbell is noticed within a nap. A completed packet wakes a napping
-//! holder at once.
+//! waits on one, the memory a stalled packet waits for; [`PacketProcessor::has_work`]), a
+//! doorbell only once the packets it announced before are launched, and a streaming producer's
+//! doorbell only every half microsecond or so. After work it spins for 50 µs, then naps with the
+//! thread's timer slack set to 1 µs: 2 µs naps for the next 2 ms (the doorbell latency between a
+//! program's operations), then naps doubling up to [`MAX_NAP_US`] µs, and after 100 ms of quiet
+//! [`DEEP_NAP_US`] µs naps (an idle device costs about a per cent of a core). A completed packet,
+//! and a process blocking in `WAIT_EVENTS`, wake a napping holder at once.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -48,10 +50,18 @@ use crate::twin::KernelCtx;
 
 /// How long the role holder spins after its last work before it naps.
 const SPIN: Duration = Duration::from_micros(50);
-/// The first nap of an idle role holder, in µs; naps double up to [`MAX_NAP_US`].
-const FIRST_NAP_US: u64 = 4;
-/// The longest nap of an idle role holder: the most a doorbell waits to be noticed.
-pub const MAX_NAP_US: u64 = 50;
+/// The nap of a role holder idle for less than [`SHORT_NAPS`], in µs: the doorbell latency a
+/// program sees between operations.
+const FIRST_NAP_US: u64 = 2;
+/// How long an idle role holder keeps its naps short.
+const SHORT_NAPS: Duration = Duration::from_millis(2);
+/// The longest nap of an idle role holder (after [`SHORT_NAPS`] of quiet naps double up to it):
+/// the most a doorbell waits to be noticed by a device that has been idle for a while.
+pub const MAX_NAP_US: u64 = 100;
+/// After this long without work the holder naps [`DEEP_NAP_US`] at a time.
+const DEEP_IDLE: Duration = Duration::from_millis(100);
+/// The nap of a holder idle for longer than [`DEEP_IDLE`], in µs.
+pub const DEEP_NAP_US: u64 = 1000;
 /// A standby's nap: the longest a vacant role (a long kernel run by the holder) stays vacant.
 const STANDBY_NAP: Duration = Duration::from_micros(200);
 /// Naps without a new vacancy after which the standby sleeps for good.
@@ -328,6 +338,11 @@ impl Engine {
         self.stop_and_join();
     }
 
+    /// Wakes the role holder if it naps (a process started to wait for the device).
+    pub(crate) fn kick(&self) {
+        self.sh.wake_holder();
+    }
+
     /// Work-groups launched and not yet handed to a worker (tests: "everything is queued").
     pub(crate) fn pending_work_groups(&self) -> u64 {
         self.sh.counters.pending()
@@ -534,7 +549,12 @@ impl Shared {
                 self.holder_napping.store(true, Ordering::SeqCst);
                 if !cp.has_work(true) && self.counters.epoch() == epoch {
                     std::thread::park_timeout(Duration::from_micros(nap));
-                    nap = (nap * 2).min(MAX_NAP_US);
+                    let idle = idle_since.elapsed();
+                    if idle > DEEP_IDLE {
+                        nap = DEEP_NAP_US;
+                    } else if idle > SHORT_NAPS {
+                        nap = (nap * 2).min(MAX_NAP_US);
+                    }
                 }
                 // Ordering: Relaxed; only this thread sets it.
                 self.holder_napping.store(false, Ordering::Relaxed);
@@ -575,6 +595,11 @@ impl Shared {
             None => return,
         }
         // A completion may unblock a barrier bit: wake a napping role holder.
+        self.wake_holder();
+    }
+
+    /// Unparks the role holder if it naps.
+    fn wake_holder(&self) {
         // Ordering: SeqCst; see run_cp.
         if self.holder_napping.load(Ordering::SeqCst) {
             // Ordering: Relaxed; a hint for whom to wake.

@@ -55,6 +55,13 @@ impl Emu {
         }
         let n = a.num_events as usize;
         let raw = copy_in(a.events_ptr, n * size_of::<EventData>())?;
+        // A process that blocks for the device has likely just rung a doorbell: wake napping
+        // packet processors rather than letting the doorbell wait for the end of a nap.
+        if a.timeout != 0 {
+            for e in &self.m.engines {
+                e.kick();
+            }
+        }
         let mut data: Vec<EventData> = raw.chunks_exact(size_of::<EventData>()).map(args::<EventData>).collect();
         let out = proc.events.wait(&mut data, a.wait_for_all != 0, a.timeout)?;
         a.wait_result = out.result;
