@@ -55,12 +55,12 @@ const SPIN: Duration = Duration::from_micros(50);
 const FIRST_NAP_US: u64 = 2;
 /// How long an idle role holder keeps its naps short.
 const SHORT_NAPS: Duration = Duration::from_millis(2);
-/// The longest nap of an idle role holder (after [`SHORT_NAPS`] of quiet naps double up to it):
+/// The longest nap of an idle role holder (after 2 ms of quiet its naps double up to it):
 /// the most a doorbell waits to be noticed by a device that has been idle for a while.
 pub const MAX_NAP_US: u64 = 100;
 /// After this long without work the holder naps [`DEEP_NAP_US`] at a time.
 const DEEP_IDLE: Duration = Duration::from_millis(100);
-/// The nap of a holder idle for longer than [`DEEP_IDLE`], in µs.
+/// The nap of a holder idle for longer than 100 ms, in µs.
 pub const DEEP_NAP_US: u64 = 1000;
 /// A standby's nap: the longest a vacant role (a long kernel run by the holder) stays vacant.
 const STANDBY_NAP: Duration = Duration::from_micros(200);
