@@ -385,7 +385,7 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Re
         target: "<= 2x ping-pong floor",
     });
     bar.inc(1);
-    figures.extend(device_engine_figures(&dev, &s, &kernel, packet, bench)?);
+    figures.extend(device_engine_figures(&dev, &s, &kernel, bench)?);
     bar.finish_and_clear();
     drop(ev);
     drop(s);
@@ -472,16 +472,15 @@ pub fn print_table<W: Write>(report: &Report, out: &mut W) {
 // ----- the device's engines (the emulated GPU's targets) ----------------------------------------
 
 /// Throughput figures of the device's engines, each beside its floor from this run:
-/// `enqueue_device_live` (launches while the device consumes them, against the packet floor;
-/// the emulated device's target is ≤ 3×), `empty_kernel_dispatch` (batches of 256 empty kernels
-/// to completion, per dispatch; ≥ 5 M/s is ≤ 200 ns), and `copy_1mib` / `fill_1mib` (the
-/// built-in copy and fill of 1 MiB on the device, against `memcpy` / `memset` of 1 MiB on the
-/// host; ≥ 2 GB/s is ≤ 524 288 ns).
+/// `empty_kernel_dispatch` (batches of 1024 empty kernels run to completion through core, per
+/// dispatch: every packet decrements the stream's progress signal, on which the synchronize
+/// spins; ≥ 5 M/s is ≤ 200 ns), and `copy_1mib` / `fill_1mib`
+/// (the built-in copy and fill of 1 MiB on the device, against `memcpy` / `memset` of 1 MiB on
+/// the host; ≥ 2 GB/s is ≤ 524 288 ns). (Enqueue with the device live is `enqueue_dispatch`.)
 fn device_engine_figures(
     dev: &Device,
     s: &crate::api::Stream<'_>,
     kernel: &Kernel<AddArgs>,
-    packet_floor: f64,
     bench: BenchOptions,
 ) -> Result<Vec<Figure>, String> {
     let e = |what: &'static str| move |err: aqueduct::Error| format!("{what}: {err}");
@@ -491,27 +490,8 @@ fn device_engine_figures(
     let one = Dim3::x(1);
     let mut out = Vec::new();
 
-    // Enqueue while the device runs what was enqueued before (no synchronize in between).
-    let chunk = 256u64;
-    let mut live = Vec::new();
-    for _ in 0..samples * 4 {
-        let t = Instant::now();
-        for _ in 0..chunk {
-            s.launch(kernel, one, one, black_box(&args)).map_err(e("launch"))?;
-        }
-        live.push(per(t.elapsed(), chunk));
-    }
-    s.synchronize().map_err(e("sync"))?;
-    out.push(Figure {
-        name: "enqueue_device_live",
-        ns: median(live),
-        floor: Some("packet"),
-        floor_ns: Some(packet_floor),
-        target: "emulated device: <= 3x packet floor",
-    });
-
-    let batch = k(256, 64);
-    let rounds = k(20, 4);
+    let batch = k(1024, 128);
+    let rounds = k(5, 2);
     let mut empty = Vec::new();
     for _ in 0..samples {
         let t = Instant::now();
