@@ -7,6 +7,7 @@
 //! ones) and sets the event, as the interrupt handler does.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -16,6 +17,27 @@ use crate::Errno;
 
 /// Value of an unsignalled event-page slot.
 pub const SLOT_UNSIGNALED: u64 = u64::MAX;
+
+/// Event ids are small integers chosen by the driver: a multiplicative mix is hash enough (the
+/// interrupt path looks an event up at every completion with a mailbox).
+type IdHash = BuildHasherDefault<IdHasher>;
+
+#[derive(Debug, Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = ((self.0 << 8) | u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
 
 #[derive(Debug)]
 struct Event {
@@ -44,10 +66,10 @@ unsafe impl Send for EventPage {}
 #[derive(Debug, Default)]
 struct State {
     page: Option<EventPage>,
-    events: HashMap<u32, Event>,
+    events: HashMap<u32, Event, IdHash>,
     next_nonsignal: u32,
     /// Waiters currently blocked, per event id (for auto-reset consumption).
-    waiters: HashMap<u32, u32>,
+    waiters: HashMap<u32, u32, IdHash>,
     /// Incremented on every set; waiters re-check on change.
     generation: u64,
     /// Threads blocked in `WAIT_EVENTS` right now (a set wakes them only if there are any: the
