@@ -45,6 +45,8 @@ pub(crate) struct RingState {
     pub(crate) launch: u64,
     /// Doorbell value last acted on; `u64::MAX` = never rung.
     pub(crate) last_doorbell: u64,
+    /// Doorbell reads in a row that found new packets (the producer streams).
+    pub(crate) streak: u8,
     /// Packets with index < limit are announced.
     pub(crate) limit: u64,
     /// Adversarial mode: launched dispatches not yet released to the scheduler, and the
@@ -201,6 +203,7 @@ impl AqlQueue {
                 bytes: u64::from(ptrs.ring_packets) * 64,
                 launch: start,
                 last_doorbell: u64::MAX,
+                streak: 0,
                 limit: start,
                 held: Vec::new(),
                 launched: 0,

@@ -222,16 +222,20 @@ impl PacketProcessor {
         }
         // The doorbell's line is the producer's: each read makes its next doorbell store wait
         // for the line. Read it only when the packets it announced before are all launched, and
-        // while the producer streams (a read found several new packets) not again for a short
-        // pause, so that it pays one transfer per pause instead of one per packet. A producer
-        // that publishes one packet and waits (a round trip) is never paused.
+        // while the producer streams (a read found several new packets, or two reads in a row
+        // found new ones) not again for a short pause, so that it pays one transfer per pause
+        // instead of one per packet. A producer that publishes one packet and waits for it (a
+        // round trip) is never paused: the read after each completion finds nothing new.
         if ring.launch == ring.limit && !q.doorbell_paused() {
             let db = q.read_doorbell();
             if db != ring.last_doorbell {
                 let new = if ring.last_doorbell == u64::MAX { 1 } else { db.wrapping_sub(ring.last_doorbell) };
-                q.pause_doorbell(if new >= 2 { STREAMING_PAUSE } else { 0 });
+                ring.streak = ring.streak.saturating_add(1);
+                q.pause_doorbell(if new >= 2 || ring.streak >= 2 { STREAMING_PAUSE } else { 0 });
                 ring.last_doorbell = db;
                 ring.limit = db.wrapping_add(1);
+            } else {
+                ring.streak = 0;
             }
         }
         if let Some(va) = q.noexec_ring {
