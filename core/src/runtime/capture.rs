@@ -7,9 +7,19 @@
 //! Every status change goes through [`Runtime::set_capture_status`].
 
 use super::graphs::{check_launch, dispatch_node, wait_value_node, GraphHandle};
-use super::*;
+use portable_atomic::AtomicU64;
+use portable_atomic::Ordering;
+
+use super::{lookup_stream, Command, Recorded, Runtime, State};
+use crate::backend::Backend;
 use crate::capture::{CaptureInfo, DependencyUpdate};
+use crate::capture::{CaptureMode, CaptureStatus, DepSet};
+use crate::error::{Error, Result};
+use crate::event::EventHandle;
 use crate::graph::{NodeId, NodeKind};
+use crate::stream::StreamHandle;
+use crate::table::Lookup;
+use crate::thread::{ThreadKey, ThreadKeys};
 
 static NEXT_CAPTURE_ID: AtomicU64 = AtomicU64::new(1);
 

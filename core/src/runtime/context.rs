@@ -6,7 +6,13 @@
 //! on them return `StreamDetached`, getters keep answering with the values from before, and
 //! `stream_destroy` still succeeds. Null, legacy and per-thread streams never detach.
 
-use super::*;
+use super::{Runtime, SlotState, State, StreamKind};
+use crate::backend::Backend;
+use crate::capture::CaptureStatus;
+use crate::error::{Error, Result};
+use crate::stream::{CuMask, Priority, StreamFlags, StreamHandle};
+use crate::table::{self, Generation};
+use crate::thread::ThreadKeys;
 
 /// Most execution contexts alive at once.
 pub(super) const MAX_CONTEXTS: usize = 8;

@@ -12,9 +12,21 @@
 //! barrier completes. Launches of one executable are ordered, as CUDA orders them: on another
 //! stream, behind a marker on the stream of the previous launch.
 
-use super::*;
+use core::sync::atomic::Ordering as CoreOrdering;
+use portable_atomic::Ordering;
+
+use super::{
+    dep_chunks, lookup_event, push_dep, Batch, Deps, KernelLaunch, Recorded, Runtime, SlotState, Spec, State, MAX_BATCH,
+};
+use crate::aql::{BarrierPacket, BarrierValuePacket, Condition, FenceScope, Header, PacketType, DEFAULT_ROOM_SPINS};
 use crate::aql::{Packet, RawPacket, BARRIER_AND_HEADER};
+use crate::backend::{Backend, BuiltinKernel, HostFn, MemoryKind};
+use crate::error::{Error, Result};
 use crate::graph::{DispatchNode, Graph, NodeId, NodeKind, Planned, WaitValueNode};
+use crate::signal::SignalHandle;
+use crate::stream::StreamHandle;
+use crate::table::{self, Generation, Lookup};
+use crate::thread::ThreadKeys;
 
 /// Handle tag of graphs.
 const GRAPH_TAG: u16 = 0x6a4f;
