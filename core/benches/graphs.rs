@@ -25,7 +25,7 @@ const SIG: usize = 64;
 
 type Mem = LoopbackMemory<2, RING, 64, SIG, 65536>;
 type Lb = Loopback<'static, 2, RING, 64, SIG, 65536>;
-type Rt = Runtime<Lb, SingleThread, 4, 4, 2, 8, 2, NODES, 1>;
+type Rt = Runtime<Lb, SingleThread, aqueduct::Capacities<4, 4, 2, 8, 2, NODES, 1>>;
 
 static MEM: Mem = LoopbackMemory::new();
 

@@ -224,10 +224,10 @@ struct Fixtures {
     ring: Ring,
     dispatch: KernelDispatchPacket,
     floor_packet: [u32; 16],
-    deferred: Box<Runtime<Deferred, SingleThread, 4, 4, 1, 4>>,
+    deferred: Box<Runtime<Deferred, SingleThread, aqueduct::Capacities<4, 4, 1, 4>>>,
     deferred_stream: StreamHandle,
     deferred_kernel: u64,
-    exec: Box<Runtime<LaunchLoopback, SingleThread, 4, 4, 1, 4>>,
+    exec: Box<Runtime<LaunchLoopback, SingleThread, aqueduct::Capacities<4, 4, 1, 4>>>,
     exec_stream: StreamHandle,
     exec_kernel: u64,
     create: Box<Runtime<CreateLoopback, SingleThread>>,
@@ -239,7 +239,7 @@ struct Fixtures {
     validate_many_streams: Vec<StreamHandle>,
 }
 
-type ValidateRuntime = Runtime<ValidateLoopback, SingleThread, VALIDATE_S, 4, 1, 4>;
+type ValidateRuntime = Runtime<ValidateLoopback, SingleThread, aqueduct::Capacities<VALIDATE_S, 4, 1, 4>>;
 
 impl Fixtures {
     fn new() -> Self {

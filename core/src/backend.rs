@@ -217,3 +217,51 @@ pub unsafe trait Backend {
     /// The current device timestamp (same clock as signal timestamps).
     fn timestamp(&self) -> u64;
 }
+
+/// Kernel arguments of a built-in kernel, laid out as the kernel reads them (little-endian
+/// `repr(C)` fields, no padding).
+pub trait BuiltinArgs: Copy {
+    /// The bytes and how many of them there are.
+    fn to_bytes(&self) -> ([u8; 32], usize);
+}
+
+/// Writes little-endian words into a 32-byte buffer; returns the length.
+fn le_words(words: &[&[u8]]) -> ([u8; 32], usize) {
+    let mut out = [0u8; 32];
+    let mut n = 0;
+    for w in words {
+        if let Some(dst) = out.get_mut(n..n + w.len()) {
+            dst.copy_from_slice(w);
+        }
+        n += w.len();
+    }
+    (out, n)
+}
+
+impl BuiltinArgs for CopyArgs {
+    fn to_bytes(&self) -> ([u8; 32], usize) {
+        le_words(&[&self.dst.to_le_bytes(), &self.src.to_le_bytes(), &self.bytes.to_le_bytes()])
+    }
+}
+
+impl BuiltinArgs for FillArgs {
+    fn to_bytes(&self) -> ([u8; 32], usize) {
+        le_words(&[
+            &self.dst.to_le_bytes(),
+            &self.count.to_le_bytes(),
+            &self.value.to_le_bytes(),
+            &self.element_bytes.to_le_bytes(),
+        ])
+    }
+}
+
+impl BuiltinArgs for WriteValueArgs {
+    fn to_bytes(&self) -> ([u8; 32], usize) {
+        le_words(&[
+            &self.dst.to_le_bytes(),
+            &self.value.to_le_bytes(),
+            &self.width.to_le_bytes(),
+            &self.reserved.to_le_bytes(),
+        ])
+    }
+}

@@ -1,10 +1,12 @@
 //! Graphs: a fixed-capacity DAG of stream operations, and its flattening into AQL packets.
 //!
-//! A [`Graph`] holds up to `N` nodes, `2 N` dependency edges and `64 N` bytes of kernel
-//! arguments (capacities follow from the one const generic so tables of graphs stay simple).
-//! Nodes are added with their dependencies (which must already be in the graph), so a graph built
-//! through this API cannot hold a cycle; [`Graph::plan`] still checks, because edges can also be
-//! added between existing nodes.
+//! A [`Graph`] keeps its nodes, edges and kernel arguments in backend host memory
+//! (a growable array), growing as nodes are added up to a per-graph limit, so a table of graphs costs
+//! a few words per slot whatever the limit. Nodes are added with their dependencies (which must
+//! already be in the graph), so a graph built through this API cannot hold a cycle;
+//! [`Graph::plan`] still checks, because edges can also be added between existing nodes. Planning
+//! keeps its working state in the nodes themselves, so it costs the same per node whatever the
+//! limit is.
 //!
 //! # Flattening
 //!
@@ -23,8 +25,9 @@
 //!   every node.
 
 use crate::aql::Condition;
-use crate::backend::HostFn;
+use crate::backend::{Backend, HostFn};
 use crate::error::{Error, Result};
+use crate::host_array::HostArray;
 
 /// Index of a node inside its graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -103,32 +106,60 @@ pub struct Node {
     /// graph is built with [`Graph::add_node`] only).
     in_start: u32,
     in_len: u16,
+    /// Planning state (see [`Graph::plan`]); meaningless between plans.
+    s: Scratch,
 }
 
-/// A fixed-capacity DAG.
-pub struct Graph<const N: usize> {
-    nodes: [Option<Node>; N],
-    len: usize,
-    edges: [[(NodeId, NodeId); 2]; N],
-    edge_len: usize,
-    arena: [[u8; ARG_BYTES_PER_NODE]; N],
-    arena_len: usize,
+/// Per-node planning state, kept in the node so that planning touches only the graph's nodes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Scratch {
+    /// Known complete at the current point of the walk.
+    done: bool,
+    /// Some barrier-AND of the plan waits on it.
+    waited: bool,
+    /// Its signal slot + 1 (0: none).
+    slot: u16,
+    /// Its position in the in-flight list.
+    pos: u16,
+    /// Entry `k` of the in-flight list lives in node `k` (the list never holds more nodes
+    /// than have been walked).
+    flight: NodeId,
+    /// Entry `k` of the topological order lives in node `k`.
+    order: NodeId,
+    /// Unfinished predecessors (Kahn's order).
+    indeg: u16,
+    /// Adjacency rows (non-ordered graphs): start in `Graph::adj` and length, successors then
+    /// predecessors.
+    succ: (u32, u16),
+    pred: (u32, u16),
+    /// Items written into each row so far while building it.
+    fill: (u16, u16),
+}
+
+/// A DAG of stream operations in backend host memory.
+#[derive(Debug)]
+pub struct Graph {
+    nodes: HostArray<Node>,
+    edges: HostArray<(NodeId, NodeId)>,
+    arena: HostArray<[u8; 16]>,
+    /// Adjacency items of a non-ordered graph (built per plan).
+    adj: HostArray<NodeId>,
     /// True while every edge came from `add_node`: node ids are then a topological order and
     /// each node's incoming edges are one contiguous run, so planning needs no adjacency build.
     ordered: bool,
 }
 
-/// Kernel-argument bytes a graph holds per node of capacity.
-pub const ARG_BYTES_PER_NODE: usize = 64;
-
-impl<const N: usize> Default for Graph<N> {
+impl Default for Graph {
     fn default() -> Self {
         Self::new()
     }
 }
 
+/// Kernel-argument bytes a graph holds, on average, per node of its limit.
+pub const ARG_BYTES_PER_NODE: usize = 64;
+
 /// One step of a flattened graph.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum Planned {
     /// A barrier-AND on the signal slots listed (unused entries `None`); `barrier` says whether
     /// the packet carries the barrier bit.
@@ -142,6 +173,8 @@ pub enum Planned {
     Node {
         /// The node.
         node: NodeId,
+        /// What it does.
+        kind: NodeKind,
         /// Barrier bit.
         barrier: bool,
         /// Its own completion signal slot.
@@ -149,41 +182,51 @@ pub enum Planned {
     },
 }
 
-impl<const N: usize> Graph<N> {
-    /// An empty graph.
+impl Planned {
+    /// The step without the node's kind, for comparisons.
+    pub fn shape(&self) -> (Option<NodeId>, bool, Option<u16>) {
+        match *self {
+            Planned::Wait { barrier, slots } => (None, barrier, slots.first().copied().flatten()),
+            Planned::Node { node, barrier, signal, .. } => (Some(node), barrier, signal),
+        }
+    }
+}
+
+/// The limit of a graph of at most `max_nodes` nodes: edges.
+fn max_edges(max_nodes: usize) -> usize {
+    max_nodes.saturating_mul(2)
+}
+
+impl Graph {
+    /// An empty graph without memory.
     pub const fn new() -> Self {
         Graph {
-            nodes: [None; N],
-            len: 0,
-            edges: [[(NodeId(0), NodeId(0)); 2]; N],
-            edge_len: 0,
-            arena: [[0; ARG_BYTES_PER_NODE]; N],
-            arena_len: 0,
+            nodes: HostArray::new(),
+            edges: HostArray::new(),
+            arena: HostArray::new(),
+            adj: HostArray::new(),
             ordered: true,
         }
     }
 
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
-        self.len
+        self.nodes.len()
     }
 
     /// Number of edges.
     pub fn edge_count(&self) -> usize {
-        self.edge_len
+        self.edges.len()
     }
 
     /// The node `id`.
     pub fn node(&self, id: NodeId) -> Option<&Node> {
-        if usize::from(id.0) >= self.len {
-            return None;
-        }
-        self.nodes.get(usize::from(id.0)).and_then(Option::as_ref)
+        self.nodes.as_slice().get(usize::from(id.0))
     }
 
     /// The edges `(from, to)`: `to` runs after `from`.
     pub fn edges(&self) -> &[(NodeId, NodeId)] {
-        self.edges.as_flattened().get(..self.edge_len).unwrap_or(&[])
+        self.edges.as_slice()
     }
 
     /// The dependencies of `id`.
@@ -196,94 +239,114 @@ impl<const N: usize> Graph<N> {
         !self.edges().iter().any(|e| e.0 == id)
     }
 
-    /// Marks in `out` every node that has a dependent (one pass over the edges).
-    pub fn has_dependents(&self, out: &mut [bool; N]) {
-        *out = [false; N];
-        for e in self.edges() {
-            if let Some(f) = out.get_mut(usize::from(e.0 .0)) {
-                *f = true;
+    /// Calls `f` with every node that has no dependent (one pass over the edges).
+    pub fn leaves(&mut self, mut f: impl FnMut(NodeId)) {
+        let nodes = self.nodes.as_mut_slice();
+        for n in nodes.iter_mut() {
+            n.s.done = false;
+        }
+        for e in self.edges.as_slice() {
+            if let Some(n) = nodes.get_mut(usize::from(e.0 .0)) {
+                n.s.done = true;
+            }
+        }
+        for (i, n) in nodes.iter().enumerate() {
+            if !n.s.done {
+                f(NodeId(i as u16));
             }
         }
     }
 
-    /// Removes every node and edge.
+    /// Removes every node and edge (keeping the memory).
     pub fn clear(&mut self) {
-        self.len = 0;
-        self.edge_len = 0;
-        self.arena_len = 0;
+        self.nodes.clear();
+        self.edges.clear();
+        self.arena.clear();
+        self.ordered = true;
+    }
+
+    /// Returns the graph's memory to the backend.
+    pub fn free<B: Backend>(&mut self, b: &B) {
+        self.nodes.free(b);
+        self.edges.free(b);
+        self.arena.free(b);
+        self.adj.free(b);
         self.ordered = true;
     }
 
     /// Copies kernel arguments into the arena (16-byte aligned); returns their offset.
-    pub fn store_args(&mut self, args: &[u8]) -> Result<u32> {
-        let start = self.arena_len.div_ceil(16) * 16;
-        let end = start.checked_add(args.len()).ok_or(Error::OutOfMemory)?;
-        let dst = self.arena.as_flattened_mut().get_mut(start..end).ok_or(Error::OutOfMemory)?;
-        dst.copy_from_slice(args);
-        self.arena_len = end;
-        u32::try_from(start).map_err(|_| Error::OutOfMemory)
+    pub fn store_args<B: Backend>(&mut self, b: &B, args: &[u8], max_nodes: usize) -> Result<u32> {
+        let start = self.arena.len();
+        let chunks = args.len().div_ceil(16);
+        let max = max_nodes.saturating_mul(ARG_BYTES_PER_NODE) / 16;
+        self.arena.extend(b, 0, [0; 16], chunks, max)?;
+        let dst = self.arena.as_mut_slice().get_mut(start..start + chunks).ok_or(Error::OutOfMemory)?;
+        for (d, s) in dst.iter_mut().zip(args.chunks(16)) {
+            if let Some(d) = d.get_mut(..s.len()) {
+                d.copy_from_slice(s);
+            }
+        }
+        u32::try_from(start * 16).map_err(|_| Error::OutOfMemory)
     }
 
     /// The argument bytes of a dispatch node.
     pub fn args(&self, offset: u32, len: u32) -> &[u8] {
         let start = offset as usize;
-        self.arena.as_flattened().get(start..start + len as usize).unwrap_or(&[])
+        self.arena.as_slice().as_flattened().get(start..start + len as usize).unwrap_or(&[])
+    }
+
+    /// The whole argument arena (every node's arguments at their offsets).
+    pub fn arena(&self) -> &[u8] {
+        self.arena.as_slice().as_flattened()
     }
 
     /// Adds a node after `deps` (each must exist; duplicates are dropped).
-    pub fn add_node(&mut self, kind: NodeKind, deps: &[NodeId]) -> Result<NodeId> {
+    pub fn add_node<B: Backend>(&mut self, b: &B, kind: NodeKind, deps: &[NodeId], max_nodes: usize) -> Result<NodeId> {
         for d in deps {
             if self.node(*d).is_none() {
                 return Err(Error::InvalidValue);
             }
         }
         let distinct = deps.iter().enumerate().filter(|(i, d)| !deps.iter().take(*i).any(|e| e == *d)).count();
-        if self.edge_len + distinct > 2 * N {
+        let max_nodes = max_nodes.min(usize::from(u16::MAX));
+        if self.nodes.len() >= max_nodes || self.edges.len() + distinct > max_edges(max_nodes) {
             return Err(Error::OutOfMemory);
         }
-        let index = self.len;
+        self.edges.reserve(b, 0, distinct, max_edges(max_nodes))?;
+        let index = self.nodes.len();
         let id = NodeId(u16::try_from(index).map_err(|_| Error::OutOfMemory)?);
-        let in_start = u32::try_from(self.edge_len).map_err(|_| Error::OutOfMemory)?;
-        let slot = self.nodes.get_mut(index).ok_or(Error::OutOfMemory)?;
-        *slot = Some(Node { kind, in_start, in_len: distinct as u16 });
-        self.len += 1;
+        let in_start = u32::try_from(self.edges.len()).map_err(|_| Error::OutOfMemory)?;
+        let node = Node { kind, in_start, in_len: distinct as u16, s: Scratch::default() };
+        self.nodes.push(b, 0, node, max_nodes)?;
         for (i, d) in deps.iter().enumerate() {
             // The node is new, so only duplicates within `deps` could repeat an edge.
             if !deps.iter().take(i).any(|e| e == d) {
-                self.push_edge(*d, id)?;
+                self.edges.push(b, 0, (*d, id), max_edges(max_nodes))?;
             }
         }
         Ok(id)
     }
 
-    fn push_edge(&mut self, from: NodeId, to: NodeId) -> Result<()> {
-        let slot = self.edges.as_flattened_mut().get_mut(self.edge_len).ok_or(Error::OutOfMemory)?;
-        *slot = (from, to);
-        self.edge_len += 1;
-        Ok(())
-    }
-
     /// Adds the edge `from → to` (both must exist; an existing edge is not duplicated).
-    pub fn add_edge(&mut self, from: NodeId, to: NodeId) -> Result<()> {
+    pub fn add_edge<B: Backend>(&mut self, b: &B, from: NodeId, to: NodeId, max_nodes: usize) -> Result<()> {
         if self.node(from).is_none() || self.node(to).is_none() || from == to {
             return Err(Error::InvalidValue);
         }
         if self.edges().contains(&(from, to)) {
             return Ok(());
         }
+        self.edges.push(b, 0, (from, to), max_edges(max_nodes))?;
         self.ordered = false;
-        self.push_edge(from, to)
+        Ok(())
     }
 
     /// Removes the last node (and its edges); used to drop a temporary node.
     pub fn pop_node(&mut self) {
-        if self.len == 0 {
-            return;
-        }
-        let id = NodeId((self.len - 1) as u16);
+        let Some(last) = self.nodes.len().checked_sub(1) else { return };
+        let id = NodeId(last as u16);
+        let edges = self.edges.as_mut_slice();
         let mut w = 0;
-        let edges = self.edges.as_flattened_mut();
-        for r in 0..self.edge_len {
+        for r in 0..edges.len() {
             if let Some(&e) = edges.get(r) {
                 if e.0 != id && e.1 != id {
                     if let Some(slot) = edges.get_mut(w) {
@@ -293,244 +356,279 @@ impl<const N: usize> Graph<N> {
                 }
             }
         }
-        self.edge_len = w;
-        if let Some(n) = self.nodes.get_mut(self.len - 1) {
-            *n = None;
+        while self.edges.len() > w {
+            self.edges.pop();
         }
-        self.len -= 1;
+        self.nodes.pop();
     }
 
-    /// Topological order of the nodes into `order`; `InvalidValue` for a cycle.
-    pub fn topological_order(&self, order: &mut [NodeId; N]) -> Result<()> {
-        let succ = Adjacency::<N>::build(self.edges(), false);
-        let mut indegree = [0u16; N];
-        for e in self.edges() {
-            if let Some(d) = indegree.get_mut(usize::from(e.1 .0)) {
-                *d += 1;
+    /// Builds the adjacency rows of a non-ordered graph (successors and predecessors of each
+    /// node, in `adj`) and Kahn's topological order (in the nodes' `order` entries);
+    /// `InvalidValue` for a cycle.
+    fn build_order<B: Backend>(&mut self, b: &B) -> Result<()> {
+        let e = self.edges.len();
+        self.adj.clear();
+        self.adj.extend(b, 0, NodeId(0), 2 * e, 4 * e.max(1))?;
+        let nodes = self.nodes.as_mut_slice();
+        for n in nodes.iter_mut() {
+            n.s.succ = (0, 0);
+            n.s.pred = (0, 0);
+            n.s.fill = (0, 0);
+            n.s.indeg = 0;
+        }
+        for &(f, t) in self.edges.as_slice() {
+            if let Some(n) = nodes.get_mut(usize::from(f.0)) {
+                n.s.succ.1 += 1;
+            }
+            if let Some(n) = nodes.get_mut(usize::from(t.0)) {
+                n.s.pred.1 += 1;
+                n.s.indeg += 1;
             }
         }
-        let mut head = 0;
-        let mut tail = 0;
-        for i in 0..self.len {
-            if indegree.get(i) == Some(&0) {
-                if let Some(o) = order.get_mut(tail) {
-                    *o = NodeId(i as u16);
+        let mut sum = 0u32;
+        for n in nodes.iter_mut() {
+            n.s.succ.0 = sum;
+            sum += u32::from(n.s.succ.1);
+        }
+        for n in nodes.iter_mut() {
+            n.s.pred.0 = sum;
+            sum += u32::from(n.s.pred.1);
+        }
+        let adj = self.adj.as_mut_slice();
+        for &(f, t) in self.edges.as_slice() {
+            if let Some(n) = nodes.get_mut(usize::from(f.0)) {
+                if let Some(a) = adj.get_mut(n.s.succ.0 as usize + usize::from(n.s.fill.0)) {
+                    *a = t;
+                }
+                n.s.fill.0 += 1;
+            }
+            if let Some(n) = nodes.get_mut(usize::from(t.0)) {
+                if let Some(a) = adj.get_mut(n.s.pred.0 as usize + usize::from(n.s.fill.1)) {
+                    *a = f;
+                }
+                n.s.fill.1 += 1;
+            }
+        }
+        // Kahn: the order list grows in the nodes' `order` entries.
+        let len = nodes.len();
+        let mut tail = 0usize;
+        for i in 0..len {
+            if nodes.get(i).is_some_and(|n| n.s.indeg == 0) {
+                if let Some(o) = nodes.get_mut(tail) {
+                    o.s.order = NodeId(i as u16);
+                }
+                tail += 1;
+            }
+        }
+        let mut head = 0usize;
+        while head < tail {
+            let n = nodes.get(head).map(|o| o.s.order).ok_or(Error::InvalidValue)?;
+            head += 1;
+            let (start, count) = nodes.get(usize::from(n.0)).map_or((0, 0), |x| x.s.succ);
+            for k in 0..usize::from(count) {
+                let t = adj.get(start as usize + k).copied().ok_or(Error::InvalidValue)?;
+                let Some(tn) = nodes.get_mut(usize::from(t.0)) else { continue };
+                tn.s.indeg -= 1;
+                if tn.s.indeg == 0 {
+                    if let Some(o) = nodes.get_mut(tail) {
+                        o.s.order = t;
+                    }
                     tail += 1;
                 }
             }
         }
-        while head < tail {
-            let n = order.get(head).copied().ok_or(Error::InvalidValue)?;
-            head += 1;
-            for &t in succ.row(n) {
-                if let Some(d) = indegree.get_mut(usize::from(t.0)) {
-                    *d -= 1;
-                    if *d == 0 {
-                        if let Some(o) = order.get_mut(tail) {
-                            *o = t;
-                            tail += 1;
-                        }
-                    }
-                }
-            }
-        }
-        if tail == self.len {
+        if tail == len {
             Ok(())
         } else {
             Err(Error::InvalidValue)
         }
     }
 
+    /// Calls `f` with each predecessor of node `id`.
+    fn for_each_pred(&self, id: NodeId, mut f: impl FnMut(NodeId)) {
+        let Some(n) = self.node(id) else { return };
+        if self.ordered {
+            let start = n.in_start as usize;
+            for e in self.edges.as_slice().get(start..start + usize::from(n.in_len)).unwrap_or(&[]) {
+                f(e.0);
+            }
+        } else {
+            let (start, count) = n.s.pred;
+            for &d in self.adj.as_slice().get(start as usize..start as usize + usize::from(count)).unwrap_or(&[]) {
+                f(d);
+            }
+        }
+    }
+
+    fn node_at(&self, k: usize) -> NodeId {
+        if self.ordered {
+            NodeId(k as u16)
+        } else {
+            self.nodes.as_slice().get(k).map_or(NodeId(0), |n| n.s.order)
+        }
+    }
+
+    fn is_done(&self, d: NodeId) -> bool {
+        self.node(d).is_none_or(|n| n.s.done)
+    }
+
+    fn scratch(&mut self, id: NodeId) -> Option<&mut Scratch> {
+        self.nodes.as_mut_slice().get_mut(usize::from(id.0)).map(|n| &mut n.s)
+    }
+
     /// Walks the nodes in topological order deciding how each is ordered in one in-order queue,
     /// and hands every step to `step` with the node that a wait names in place of a slot.
-    fn walk(&self, mut step: impl FnMut(Walked) -> Result<()>) -> Result<()> {
-        // Built with `add_node` only: ids are a topological order and incoming edges contiguous.
-        // Otherwise: Kahn's order and an adjacency of incoming edges.
-        let (order, adjacency) = if self.ordered {
-            (None, None)
-        } else {
-            let mut order = [NodeId(0); N];
-            self.topological_order(&mut order)?;
-            (Some(order), Some(Adjacency::<N>::build(self.edges(), true)))
-        };
-        let edges = self.edges();
-        let preds = |id: NodeId| -> &[(NodeId, NodeId)] {
-            match self.node(id) {
-                Some(n) => edges.get(n.in_start as usize..n.in_start as usize + usize::from(n.in_len)).unwrap_or(&[]),
-                None => &[],
-            }
-        };
-        let pred_ids = |id: NodeId, f: &mut dyn FnMut(NodeId)| match &adjacency {
-            Some(a) => a.row(id).iter().for_each(|&d| f(d)),
-            None => preds(id).iter().for_each(|e| f(e.0)),
-        };
-        let node_at = |k: usize| match &order {
-            Some(o) => o.get(k).copied().unwrap_or(NodeId(0)),
-            None => NodeId(k as u16),
-        };
+    fn walk(&mut self, mut step: impl FnMut(&mut Self, Walked) -> Result<()>) -> Result<()> {
+        for n in self.nodes.as_mut_slice() {
+            n.s.done = false;
+        }
         // Nodes known complete at the current point of the sequence; published nodes not known
         // complete are "in flight" (kept in a list with each node's position in it).
-        let mut done = [false; N];
-        let mut in_flight = [NodeId(0); N];
-        let mut position = [0u16; N];
         let mut flying = 0usize;
         let mut first = true;
-        let is_done = |d: NodeId, done: &[bool; N]| done.get(usize::from(d.0)).copied().unwrap_or(true);
-        for k in 0..self.len {
-            let id = node_at(k);
+        for k in 0..self.nodes.len() {
+            let id = self.node_at(k);
             let mut count = 0usize;
-            pred_ids(id, &mut |d| count += usize::from(!is_done(d, &done)));
+            self.for_each_pred(id, |d| count += usize::from(!self.is_done(d)));
             if count > 0 && count == flying {
                 // It waits for everything in flight: the barrier bit says exactly that.
-                step(Walked::Node { node: id, barrier: true })?;
-                for n in in_flight.iter().take(flying) {
-                    if let Some(d) = done.get_mut(usize::from(n.0)) {
-                        *d = true;
+                step(self, Walked::Node { node: id, barrier: true })?;
+                for j in 0..flying {
+                    let n = self.nodes.as_slice().get(j).map_or(NodeId(0), |x| x.s.flight);
+                    if let Some(s) = self.scratch(n) {
+                        s.done = true;
                     }
                 }
                 flying = 0;
             } else {
                 let mut wait = [None; 5];
-                let mut k = 0;
-                let mut result = Ok(());
-                pred_ids(id, &mut |d| {
-                    if is_done(d, &done) || result.is_err() {
+                let mut w = 0;
+                let mut waits: heapless::Vec<[Option<NodeId>; 5], 4> = heapless::Vec::new();
+                let mut pending = [NodeId(0); 16];
+                let mut np = 0usize;
+                let mut overflow = false;
+                self.for_each_pred(id, |d| {
+                    if self.is_done(d) {
                         return;
                     }
-                    if k == 5 {
-                        result = step(Walked::Wait { nodes: wait, barrier: first });
-                        first = false;
+                    if w == 5 {
+                        overflow |= waits.push(wait).is_err();
                         wait = [None; 5];
-                        k = 0;
+                        w = 0;
                     }
-                    if let Some(w) = wait.get_mut(k) {
-                        *w = Some(d);
+                    if let Some(x) = wait.get_mut(w) {
+                        *x = Some(d);
                     }
-                    k += 1;
+                    w += 1;
+                    match pending.get_mut(np) {
+                        Some(p) => {
+                            *p = d;
+                            np += 1;
+                        }
+                        None => overflow = true,
+                    }
                 });
-                result?;
-                if k > 0 {
-                    step(Walked::Wait { nodes: wait, barrier: first })?;
-                    first = false;
+                if overflow {
+                    // More unfinished dependencies than one node's waits hold: wait for
+                    // everything in flight instead (correct, less parallel).
+                    step(self, Walked::Node { node: id, barrier: true })?;
+                    for j in 0..flying {
+                        let n = self.nodes.as_slice().get(j).map_or(NodeId(0), |x| x.s.flight);
+                        if let Some(s) = self.scratch(n) {
+                            s.done = true;
+                        }
+                    }
+                    flying = 0;
+                } else {
+                    if w > 0 {
+                        let _ = waits.push(wait);
+                    }
+                    for nodes in waits {
+                        step(self, Walked::Wait { nodes, barrier: first })?;
+                        first = false;
+                    }
+                    for d in pending.iter().take(np).copied() {
+                        let Some(s) = self.scratch(d) else { continue };
+                        if s.done {
+                            continue;
+                        }
+                        s.done = true;
+                        // Swap-remove `d` from the in-flight list.
+                        let at = usize::from(s.pos);
+                        flying -= 1;
+                        let last = self.nodes.as_slice().get(flying).map_or(d, |x| x.s.flight);
+                        if let Some(n) = self.nodes.as_mut_slice().get_mut(at) {
+                            n.s.flight = last;
+                        }
+                        if let Some(s) = self.scratch(last) {
+                            s.pos = at as u16;
+                        }
+                    }
+                    step(self, Walked::Node { node: id, barrier: first })?;
                 }
-                let mut newly_done = |d: NodeId| {
-                    let Some(flag) = done.get_mut(usize::from(d.0)) else { return };
-                    if *flag {
-                        return;
-                    }
-                    *flag = true;
-                    // Swap-remove `d` from the in-flight list.
-                    let at = position.get(usize::from(d.0)).copied().map_or(0, usize::from);
-                    flying -= 1;
-                    let last = in_flight.get(flying).copied().unwrap_or(d);
-                    if let Some(slot) = in_flight.get_mut(at) {
-                        *slot = last;
-                    }
-                    if let Some(p) = position.get_mut(usize::from(last.0)) {
-                        *p = at as u16;
-                    }
-                };
-                pred_ids(id, &mut newly_done);
-                step(Walked::Node { node: id, barrier: first })?;
             }
             first = false;
-            if let Some(slot) = in_flight.get_mut(flying) {
-                *slot = id;
+            if let Some(n) = self.nodes.as_mut_slice().get_mut(flying) {
+                n.s.flight = id;
             }
-            if let Some(p) = position.get_mut(usize::from(id.0)) {
-                *p = flying as u16;
+            if let Some(s) = self.scratch(id) {
+                s.pos = flying as u16;
             }
             flying += 1;
         }
         Ok(())
     }
 
-    /// Which nodes get a completion signal of their own (those a barrier-AND of the plan waits
-    /// on): writes the signal slot of each node into `slots` and returns how many there are.
-    pub fn signal_slots(&self, slots: &mut [Option<u16>; N]) -> Result<u16> {
-        let mut waited = [false; N];
-        self.walk(|w| {
+    /// Prepares planning and decides which nodes get a completion signal of their own (those a
+    /// barrier-AND of the plan waits on); returns how many there are. Call before
+    /// [`plan`](Self::plan); the backend supplies scratch memory for graphs with added edges.
+    pub fn signal_slots<B: Backend>(&mut self, b: &B) -> Result<u16> {
+        if !self.ordered {
+            self.build_order(b)?;
+        }
+        for n in self.nodes.as_mut_slice() {
+            n.s.waited = false;
+        }
+        self.walk(|g, w| {
             if let Walked::Wait { nodes, .. } = w {
                 for n in nodes.iter().flatten() {
-                    if let Some(f) = waited.get_mut(usize::from(n.0)) {
-                        *f = true;
+                    if let Some(s) = g.scratch(*n) {
+                        s.waited = true;
                     }
                 }
             }
             Ok(())
         })?;
-        let mut n = 0u16;
-        for (s, w) in slots.iter_mut().zip(waited.iter()) {
-            *s = None;
-            if *w {
-                *s = Some(n);
-                n += 1;
+        let mut count = 0u16;
+        for n in self.nodes.as_mut_slice() {
+            n.s.slot = 0;
+            if n.s.waited {
+                count += 1;
+                n.s.slot = count;
             }
         }
-        Ok(n)
+        Ok(count)
     }
 
     /// Flattens the graph into an in-order packet sequence (see the module docs), handing each
-    /// step to `emit` in publish order.
-    pub fn plan(&self, mut emit: impl FnMut(Planned) -> Result<()>) -> Result<()> {
-        let mut slot_of = [None::<u16>; N];
-        self.signal_slots(&mut slot_of)?;
-        let slot = |n: NodeId| slot_of.get(usize::from(n.0)).copied().flatten();
-        self.walk(|w| match w {
+    /// step to `emit` in publish order. [`signal_slots`](Self::signal_slots) must have run since
+    /// the graph last changed.
+    pub fn plan(&mut self, mut emit: impl FnMut(Planned) -> Result<()>) -> Result<()> {
+        let slot = |g: &Self, n: NodeId| g.node(n).and_then(|x| x.s.slot.checked_sub(1));
+        self.walk(|g, w| match w {
             Walked::Wait { nodes, barrier } => {
                 let mut slots = [None; 5];
                 for (s, n) in slots.iter_mut().zip(nodes) {
-                    *s = n.and_then(slot);
+                    *s = n.and_then(|n| slot(g, n));
                 }
                 emit(Planned::Wait { slots, barrier })
             }
-            Walked::Node { node, barrier } => emit(Planned::Node { node, barrier, signal: slot(node) }),
+            Walked::Node { node, barrier } => {
+                let kind = g.node(node).map(|n| n.kind).ok_or(Error::InvalidValue)?;
+                emit(Planned::Node { node, kind, barrier, signal: slot(g, node) })
+            }
         })?;
         emit(Planned::Wait { slots: [None; 5], barrier: true })
-    }
-}
-
-/// Edges grouped by one endpoint (compressed rows), built once per walk so that every lookup of
-/// a node's neighbours is a slice, not a scan of all edges.
-struct Adjacency<const N: usize> {
-    start: [u32; N],
-    count: [u16; N],
-    items: [[NodeId; 2]; N],
-}
-
-impl<const N: usize> Adjacency<N> {
-    /// Rows by target (items: the sources) when `by_target`, else rows by source.
-    fn build(edges: &[(NodeId, NodeId)], by_target: bool) -> Self {
-        let mut a = Adjacency { start: [0; N], count: [0; N], items: [[NodeId(0); 2]; N] };
-        let key = |e: &(NodeId, NodeId)| if by_target { (e.1, e.0) } else { (e.0, e.1) };
-        for e in edges {
-            if let Some(c) = a.count.get_mut(usize::from(key(e).0 .0)) {
-                *c += 1;
-            }
-        }
-        let mut sum = 0u32;
-        for (s, c) in a.start.iter_mut().zip(a.count.iter()) {
-            *s = sum;
-            sum += u32::from(*c);
-        }
-        let mut fill = [0u16; N];
-        let items = a.items.as_flattened_mut();
-        for e in edges {
-            let (row, item) = key(e);
-            let r = usize::from(row.0);
-            let (Some(start), Some(f)) = (a.start.get(r), fill.get_mut(r)) else { continue };
-            if let Some(slot) = items.get_mut(*start as usize + usize::from(*f)) {
-                *slot = item;
-            }
-            *f += 1;
-        }
-        a
-    }
-
-    fn row(&self, n: NodeId) -> &[NodeId] {
-        let r = usize::from(n.0);
-        let (Some(&start), Some(&count)) = (self.start.get(r), self.count.get(r)) else { return &[] };
-        self.items.as_flattened().get(start as usize..start as usize + usize::from(count)).unwrap_or(&[])
     }
 }
 
@@ -542,78 +640,88 @@ enum Walked {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
+    use crate::loopback::{Loopback, LoopbackMemory};
+    use std::boxed::Box;
+    use std::vec::Vec;
 
-    type G = Graph<16>;
+    type G = Graph;
+    type Shape = (Option<NodeId>, bool, Option<u16>);
 
-    fn plan_of(g: &G) -> Result<([Option<Planned>; 16], usize)> {
-        let mut steps = [None; 16];
-        let mut n = 0;
-        g.plan(|p| {
-            let slot = steps.get_mut(n).ok_or(Error::OutOfMemory)?;
-            *slot = Some(p);
-            n += 1;
-            Ok(())
-        })?;
-        Ok((steps, n))
+    fn lb() -> Loopback<'static, 1, 8, 64, 8, 65536> {
+        Loopback::new(Box::leak(Box::new(LoopbackMemory::new())))
     }
 
-    fn empty(g: &mut G, deps: &[NodeId]) -> NodeId {
-        g.add_node(NodeKind::Empty, deps).unwrap()
+    fn plan_of<B: Backend>(g: &mut G, b: &B) -> Result<(Vec<Shape>, u16)> {
+        let slots = g.signal_slots(b)?;
+        let mut steps = Vec::new();
+        g.plan(|p| {
+            steps.push(p.shape());
+            Ok(())
+        })?;
+        Ok((steps, slots))
+    }
+
+    fn empty<B: Backend>(g: &mut G, b: &B, deps: &[NodeId]) -> NodeId {
+        g.add_node(b, NodeKind::Empty, deps, 64).unwrap()
     }
 
     #[test]
     fn fork_join_plan() {
         // A → B, A → C, {B, C} → D: barrier bits do all the work.
+        let b = lb();
         let mut g = G::new();
-        let a = empty(&mut g, &[]);
-        let b = empty(&mut g, &[a]);
-        let c = empty(&mut g, &[a]);
-        let d = empty(&mut g, &[b, c, b]);
+        let a = empty(&mut g, &b, &[]);
+        let bb = empty(&mut g, &b, &[a]);
+        let c = empty(&mut g, &b, &[a]);
+        let d = empty(&mut g, &b, &[bb, c, bb]);
         assert_eq!(g.node_count(), 4);
         assert_eq!(g.edge_count(), 4);
-        let (steps, len) = plan_of(&g).unwrap();
-        assert_eq!(g.signal_slots(&mut [None; 16]).unwrap(), 0);
-        assert_eq!(steps[0], Some(Planned::Node { node: a, barrier: true, signal: None }));
-        assert_eq!(steps[1], Some(Planned::Node { node: b, barrier: true, signal: None }));
+        let (steps, slots) = plan_of(&mut g, &b).unwrap();
+        assert_eq!(slots, 0);
+        assert_eq!(steps[0], (Some(a), true, None));
+        assert_eq!(steps[1], (Some(bb), true, None));
         // C's dependency A is already known complete: C may overlap B.
-        assert_eq!(steps[2], Some(Planned::Node { node: c, barrier: false, signal: None }));
+        assert_eq!(steps[2], (Some(c), false, None));
         // D joins everything in flight.
-        assert_eq!(steps[3], Some(Planned::Node { node: d, barrier: true, signal: None }));
-        assert_eq!(steps[4], Some(Planned::Wait { slots: [None; 5], barrier: true }));
-        assert_eq!(len, 5);
+        assert_eq!(steps[3], (Some(d), true, None));
+        assert_eq!(steps[4], (None, true, None));
+        assert_eq!(steps.len(), 5);
     }
 
     #[test]
     fn partial_dependency_waits_on_a_signal() {
         // A and B independent; C after A only, published after B: C must wait for A alone.
+        let b = lb();
         let mut g = G::new();
-        let a = empty(&mut g, &[]);
-        let b = empty(&mut g, &[]);
-        let c = empty(&mut g, &[a]);
-        let (steps, len) = plan_of(&g).unwrap();
-        assert_eq!(g.signal_slots(&mut [None; 16]).unwrap(), 1);
-        assert_eq!(steps[0], Some(Planned::Node { node: a, barrier: true, signal: Some(0) }));
-        assert_eq!(steps[1], Some(Planned::Node { node: b, barrier: false, signal: None }));
-        assert_eq!(steps[2], Some(Planned::Wait { slots: [Some(0), None, None, None, None], barrier: false }));
-        assert_eq!(steps[3], Some(Planned::Node { node: c, barrier: false, signal: None }));
-        assert_eq!(len, 5);
+        let a = empty(&mut g, &b, &[]);
+        let bb = empty(&mut g, &b, &[]);
+        let c = empty(&mut g, &b, &[a]);
+        let (steps, slots) = plan_of(&mut g, &b).unwrap();
+        assert_eq!(slots, 1);
+        assert_eq!(steps[0], (Some(a), true, Some(0)));
+        assert_eq!(steps[1], (Some(bb), false, None));
+        assert_eq!(steps[2], (None, false, Some(0)));
+        assert_eq!(steps[3], (Some(c), false, None));
+        assert_eq!(steps.len(), 5);
     }
 
     #[test]
     fn cycles_and_bad_edges() {
+        let b = lb();
         let mut g = G::new();
-        let a = empty(&mut g, &[]);
-        let b = empty(&mut g, &[a]);
-        assert_eq!(g.add_edge(a, a), Err(Error::InvalidValue));
-        assert_eq!(g.add_node(NodeKind::Empty, &[NodeId(9)]).err(), Some(Error::InvalidValue));
-        g.add_edge(b, a).unwrap();
-        assert_eq!(plan_of(&g).err(), Some(Error::InvalidValue));
+        let a = empty(&mut g, &b, &[]);
+        let n2 = empty(&mut g, &b, &[a]);
+        assert_eq!(g.add_edge(&b, a, a, 64), Err(Error::InvalidValue));
+        assert_eq!(g.add_node(&b, NodeKind::Empty, &[NodeId(9)], 64).err(), Some(Error::InvalidValue));
+        g.add_edge(&b, n2, a, 64).unwrap();
+        assert_eq!(plan_of(&mut g, &b).err(), Some(Error::InvalidValue));
         g.pop_node();
         assert_eq!(g.node_count(), 1);
         assert_eq!(g.edge_count(), 0);
-        let off = g.store_args(&[1, 2, 3]).unwrap();
-        let off2 = g.store_args(&[4]).unwrap();
+        let off = g.store_args(&b, &[1, 2, 3], 64).unwrap();
+        let off2 = g.store_args(&b, &[4], 64).unwrap();
         assert_eq!((off, off2), (0, 16));
         assert_eq!(g.args(off2, 1), &[4]);
     }
@@ -621,27 +729,48 @@ mod tests {
     #[test]
     fn wide_partial_join_splits_waits() {
         // Seven roots, then one more root, then a join of the first seven only.
+        let b = lb();
         let mut g = G::new();
-        let roots: [NodeId; 7] = core::array::from_fn(|_| g.add_node(NodeKind::Empty, &[]).unwrap());
-        let _other = empty(&mut g, &[]);
-        let j = empty(&mut g, &roots);
-        let (steps, len) = plan_of(&g).unwrap();
-        let steps = &steps[..len];
-        let waits = steps.iter().flatten().filter(|p| matches!(p, Planned::Wait { barrier: false, .. })).count();
+        let roots: Vec<NodeId> = (0..7).map(|_| g.add_node(&b, NodeKind::Empty, &[], 64).unwrap()).collect();
+        let _other = empty(&mut g, &b, &[]);
+        let j = empty(&mut g, &b, &roots);
+        let (steps, slots) = plan_of(&mut g, &b).unwrap();
+        let waits = steps.iter().filter(|p| p.0.is_none() && !p.1).count();
         assert_eq!(waits, 2);
-        assert_eq!(g.signal_slots(&mut [None; 16]).unwrap(), 7);
-        assert!(steps.contains(&Some(Planned::Node { node: j, barrier: false, signal: None })));
+        assert_eq!(slots, 7);
+        assert!(steps.contains(&(Some(j), false, None)));
     }
 
     #[test]
     fn chain_uses_barrier_bits_only() {
+        let b = lb();
         let mut g = G::new();
-        let mut prev = empty(&mut g, &[]);
+        let mut prev = empty(&mut g, &b, &[]);
         for _ in 0..9 {
-            prev = empty(&mut g, &[prev]);
+            prev = empty(&mut g, &b, &[prev]);
         }
-        let (steps, len) = plan_of(&g).unwrap();
-        assert_eq!(len, 11);
-        assert!(steps[..10].iter().flatten().all(|p| matches!(p, Planned::Node { barrier: true, signal: None, .. })));
+        let (steps, _) = plan_of(&mut g, &b).unwrap();
+        assert_eq!(steps.len(), 11);
+        assert!(steps[..10].iter().all(|p| p.0.is_some() && p.1 && p.2.is_none()));
+    }
+
+    #[test]
+    fn limit_and_added_edges() {
+        let b = lb();
+        let mut g = G::new();
+        let a = empty(&mut g, &b, &[]);
+        let c = empty(&mut g, &b, &[]);
+        let d = empty(&mut g, &b, &[]);
+        // Edges between existing nodes: planning builds its own order.
+        g.add_edge(&b, d, a, 64).unwrap();
+        g.add_edge(&b, a, c, 64).unwrap();
+        let (steps, _) = plan_of(&mut g, &b).unwrap();
+        let order: Vec<NodeId> = steps.iter().filter_map(|s| s.0).collect();
+        assert_eq!(order, [d, a, c]);
+        let mut small = G::new();
+        empty(&mut small, &b, &[]);
+        assert_eq!(small.add_node(&b, NodeKind::Empty, &[], 1).err(), Some(Error::OutOfMemory));
+        g.free(&b);
+        small.free(&b);
     }
 }

@@ -54,7 +54,7 @@ pub const DEFAULT_KERNARG_BYTES: usize = 256;
 const KERNEL_OBJECT_BASE: u64 = 0x7f00_0000_0000;
 const MAX_KERNELS: usize = 32;
 const MAX_HOST_CALLS: usize = 32;
-const MAX_ALLOCATIONS: usize = 64;
+const MAX_ALLOCATIONS: usize = 256;
 /// Entries kept in the trace.
 pub const TRACE_CAPACITY: usize = 256;
 /// Number of CUs the loopback device reports.

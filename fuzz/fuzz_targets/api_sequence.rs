@@ -14,7 +14,7 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 
 type Mem = LoopbackMemory<12, 8, 64, 64, 4096>;
-type Rt<'m> = Runtime<Loopback<'m, 12, 8, 64, 64, 4096>, SingleThread, 12, 16, 2, 16, 3, 16, 2>;
+type Rt<'m> = Runtime<Loopback<'m, 12, 8, 64, 64, 4096>, SingleThread, aqueduct::Capacities<12, 16, 2, 16, 3, 16, 2, 12>>;
 
 #[derive(Debug, Arbitrary)]
 enum Op {

@@ -571,17 +571,8 @@ impl<S: Sys> Kfd<S> {
 
     /// Launches kernel `name` of a loaded code object on a stream: the descriptor gives the
     /// segment sizes; `kernarg` must hold at least the explicit arguments.
-    pub fn launch_by_name<
-        K,
-        const S2: usize,
-        const E: usize,
-        const T: usize,
-        const M: usize,
-        const G: usize,
-        const N: usize,
-        const X: usize,
-    >(
-        rt: &aqueduct::Runtime<Kfd<S>, K, S2, E, T, M, G, N, X>,
+    pub fn launch_by_name<K, C: aqueduct::Config>(
+        rt: &aqueduct::Runtime<Kfd<S>, K, C>,
         stream: aqueduct::StreamHandle,
         co: CodeObjectHandle,
         name: &str,
@@ -921,10 +912,16 @@ impl<S: Sys> Kfd<S> {
             for k in 0..n {
                 let Some(words) = q.ring.read(rd.wrapping_add(k)) else { break };
                 let Some(d) = Decoded::decode(&words) else { continue };
-                if let Decoded::BarrierAnd(b) = d {
-                    for &dep in b.dep_signal.iter().filter(|&&x| x != 0) {
-                        blocked = blocked.or_else(|| self.faulted_completer(&st, dep));
+                match d {
+                    Decoded::BarrierAnd(b) => {
+                        for &dep in b.dep_signal.iter().filter(|&&x| x != 0) {
+                            blocked = blocked.or_else(|| self.faulted_completer(&st, dep));
+                        }
                     }
+                    // A wait on another stream's progress point (core's implicit
+                    // synchronisation) whose packets sit in a faulted queue.
+                    Decoded::BarrierValue(v) => blocked = blocked.or_else(|| self.faulted_completer(&st, v.signal)),
+                    _ => {}
                 }
                 if blocked.is_some() && d.completion_signal() == signal.0 {
                     return blocked;

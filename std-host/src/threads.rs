@@ -13,7 +13,7 @@ use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use aqueduct::{ThreadKey, ThreadKeys};
+use aqueduct::{SpinRawMutex, ThreadKey, ThreadKeys};
 
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
@@ -60,6 +60,8 @@ pub fn current_key() -> ThreadKey {
 }
 
 impl ThreadKeys for StdThreadKeys {
+    type RawMutex = SpinRawMutex;
+
     fn current(&self) -> ThreadKey {
         current_key()
     }

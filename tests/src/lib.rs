@@ -10,7 +10,10 @@ use aqueduct::aql::{
     BarrierPacket, BarrierValuePacket, KernelDispatchPacket, Packet, PacketType, PacketWords, QueueFault,
 };
 use aqueduct::loopback::{Dispatch, Loopback, LoopbackMemory, LoopbackQueue, TraceEntry};
-use aqueduct::{Backend, HostFn, KernelLaunch, Result, Runtime, SingleThread, StreamHandle, ThreadKey, ThreadKeys};
+use aqueduct::{
+    Backend, Config, HostFn, KernelLaunch, Result, Runtime, SingleThread, SpinRawMutex, StreamHandle, ThreadKey,
+    ThreadKeys,
+};
 
 /// The default loopback memory (40 queues of 64 packets).
 pub type Mem = LoopbackMemory<40, 64, 256, 160, 65536>;
@@ -52,6 +55,8 @@ std::thread_local! {
 }
 
 impl ThreadKeys for StdThreads {
+    type RawMutex = SpinRawMutex;
+
     fn current(&self) -> ThreadKey {
         let k = THREAD_KEY.with(|k| *k);
         ThreadKey(core::num::NonZeroU64::new(k).expect("keys start at 1"))
@@ -204,8 +209,8 @@ pub fn register<const Q: usize, const R: usize, const KA: usize, const SIG: usiz
 }
 
 /// Launches `kernel` with one u64 argument (an address) on `s`.
-pub fn launch<B: Backend, K: ThreadKeys, const S: usize, const E: usize, const T: usize, const M: usize>(
-    rt: &Runtime<B, K, S, E, T, M>,
+pub fn launch<B: Backend, K: ThreadKeys, C: Config>(
+    rt: &Runtime<B, K, C>,
     s: StreamHandle,
     kernel: u64,
     arg: u64,
@@ -257,10 +262,7 @@ pub fn write32(addr: u64, v: u32) {
 }
 
 /// The queue index behind a stream of a loopback runtime.
-pub fn queue_of<B, K, const S: usize, const E: usize, const T: usize, const M: usize>(
-    rt: &Runtime<B, K, S, E, T, M>,
-    s: StreamHandle,
-) -> u32
+pub fn queue_of<B, K, C: Config>(rt: &Runtime<B, K, C>, s: StreamHandle) -> u32
 where
     B: Backend<Queue = LoopbackQueue>,
     K: ThreadKeys,

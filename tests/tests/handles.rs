@@ -2,7 +2,7 @@
 //! reuse, garbage handles, kinds mixed up, full tables, unique stream ids.
 
 use aqueduct::loopback::Loopback;
-use aqueduct::{Error, EventHandle, Runtime, SingleThread, StreamHandle};
+use aqueduct::{Capacities, Error, EventHandle, Runtime, SingleThread, StreamHandle};
 use aqueduct_tests::*;
 
 const CID: Error = Error::ContextIsDestroyed;
@@ -35,7 +35,7 @@ trait StreamApi {
     fn mark(&self, s: StreamHandle) -> aqueduct::Result<()>;
 }
 
-impl<const S: usize> StreamApi for Runtime<Lb, SingleThread, S> {
+impl<const S: usize> StreamApi for Runtime<Lb, SingleThread, Capacities<S>> {
     fn query(&self, s: StreamHandle) -> aqueduct::Result<()> {
         self.stream_query(s)
     }
@@ -84,7 +84,7 @@ fn stale_after_destroy() {
 #[test]
 fn stale_after_slot_reuse() {
     // Four slots: fill them, destroy one, and the next stream must take that very slot.
-    let rt: Runtime<Lb, SingleThread, 4> = Runtime::new(Loopback::new(mem()), SingleThread);
+    let rt: Runtime<Lb, SingleThread, Capacities<4>> = Runtime::new(Loopback::new(mem()), SingleThread);
     let streams: Vec<StreamHandle> = (0..4).map(|_| rt.stream_create(0).unwrap()).collect();
     assert_eq!(rt.stream_create(0), Err(Error::OutOfMemory));
     let old = streams[2];
@@ -110,7 +110,7 @@ fn stale_after_slot_reuse() {
 
 #[test]
 fn table_full_and_recovery() {
-    let rt: Runtime<Lb, SingleThread, 3> = Runtime::new(Loopback::new(mem()), SingleThread);
+    let rt: Runtime<Lb, SingleThread, Capacities<3>> = Runtime::new(Loopback::new(mem()), SingleThread);
     let a = rt.stream_create(0).unwrap();
     let b = rt.stream_create(1).unwrap();
     let c = rt.stream_create(0).unwrap();
@@ -193,7 +193,7 @@ fn event_handles() {
 
 #[test]
 fn event_table_full_and_recovery() {
-    let rt: Runtime<Lb, SingleThread, 8, 3> = Runtime::new(Loopback::new(mem()), SingleThread);
+    let rt: Runtime<Lb, SingleThread, Capacities<8, 3>> = Runtime::new(Loopback::new(mem()), SingleThread);
     let evs: Vec<EventHandle> = (0..3).map(|_| rt.event_create(0).unwrap()).collect();
     assert_eq!(rt.event_create(0), Err(Error::OutOfMemory));
     rt.event_destroy(evs[1]).unwrap();

@@ -1,5 +1,5 @@
 //! The null stream's implicit synchronisation (hip-semantics.md §3): the three hip-tests cases,
-//! the barrier packets that implement rules 1 and 2, non-blocking and per-thread streams, and the
+//! the barrier-value packets on progress points that implement rules 1 and 2, non-blocking and per-thread streams, and the
 //! host-side query/synchronize differences between `0`, `hipStreamLegacy` and device sync.
 //!
 //! Work is held back with `wait_value32` on a host u32 ("gate") so the loopback, which runs
@@ -33,26 +33,31 @@ fn device_u32(rt: &Rt, v: u32) -> u64 {
     a
 }
 
-/// Asserts that `consumer`'s queue has a barrier-AND depending on a marker that a barrier-AND
-/// on `producer`'s queue completed, with the producer's barrier retiring first. Returns the
-/// trace positions (producer mark, consumer barrier).
-fn sync_edge(pkts: &[Pkt], producer: u32, consumer: u32) -> (usize, usize) {
-    for c in pkts.iter().filter(|p| p.queue == consumer) {
-        for dep in c.deps() {
-            if let Some(p) = pkts.iter().find(|p| p.queue == producer && p.barrier_completion() == dep) {
-                assert!(p.pos < c.pos, "the marker retires before the barrier that waits on it");
-                return (p.pos, c.pos);
-            }
-        }
-    }
-    panic!("no barrier on queue {consumer} waits for a marker of queue {producer}: {pkts:#?}");
+/// The completion signal of any packet (the last 8 bytes).
+fn completion(p: &Pkt) -> u64 {
+    u64::from(p.words[14]) | u64::from(p.words[15]) << 32
 }
 
-/// Whether any barrier of `consumer` depends on a marker completed on `producer`.
+/// Asserts that `consumer`'s queue has a barrier-value packet waiting on the progress signal
+/// that `producer`'s packets complete (the producer's progress point), retiring after a packet
+/// of the producer that completes it. Returns the trace positions (producer packet, consumer
+/// wait).
+fn sync_edge(pkts: &[Pkt], producer: u32, consumer: u32) -> (usize, usize) {
+    for c in pkts.iter().filter(|p| p.queue == consumer) {
+        let Some(w) = c.barrier_value() else { continue };
+        let before = pkts.iter().rev().find(|p| p.queue == producer && completion(p) == w.signal && p.pos < c.pos);
+        if let Some(p) = before {
+            return (p.pos, c.pos);
+        }
+    }
+    panic!("no barrier-value on queue {consumer} waits for the progress of queue {producer}: {pkts:#?}");
+}
+
+/// Whether any barrier-value of `consumer` waits on a progress signal completed on `producer`.
 fn has_edge(pkts: &[Pkt], producer: u32, consumer: u32) -> bool {
-    pkts.iter()
-        .filter(|p| p.queue == consumer)
-        .any(|c| c.deps().iter().any(|&d| pkts.iter().any(|p| p.queue == producer && p.barrier_completion() == d)))
+    pkts.iter().filter(|p| p.queue == consumer).any(|c| {
+        c.barrier_value().is_some_and(|w| pkts.iter().any(|p| p.queue == producer && completion(p) == w.signal))
+    })
 }
 
 fn pos_of_launch(pkts: &[Pkt], queue: u32, kernel: u64, arg: u64) -> Vec<usize> {
@@ -150,15 +155,16 @@ fn null_stream_work_waits_for_pending_blocking_work_through_markers() {
     assert_eq!(read32(addr32(a)), 1, "synchronize(L) observes blocking work the null stream waited for");
     let pkts = packets(rt.backend());
     let (qn, qs) = (queue_of(&rt, NULL), queue_of(&rt, s));
-    let (mark, barrier) = sync_edge(&pkts, qs, qn);
+    let (done, wait) = sync_edge(&pkts, qs, qn);
     let s_inc = pos_of_launch(&pkts, qs, k.inc, addr32(a));
     let n_inc = pos_of_launch(&pkts, qn, k.inc, addr32(b));
     assert_eq!((s_inc.len(), n_inc.len()), (1, 1));
-    assert!(s_inc[0] < mark, "the marker on S follows S's pending work");
-    assert!(barrier < n_inc[0], "the null stream's barrier precedes its kernel");
-    // The marker's barrier on S is a barrier-AND with the barrier bit set.
-    let m = pkts.iter().find(|p| p.pos == mark).unwrap();
-    assert!(aqueduct::aql::Header(m.words[0] as u16).barrier());
+    assert!(s_inc[0] <= done, "the wait covers S's pending work");
+    assert!(wait < n_inc[0], "the null stream's wait precedes its kernel");
+    // The wait is a barrier-value packet on S's progress point (`progress < 1 - count`).
+    let w = pkts.iter().find(|p| p.pos == wait).unwrap().barrier_value().unwrap();
+    assert_eq!(w.cond, aqueduct::aql::Condition::Lt as u32);
+    assert!(w.value <= 0);
 }
 
 #[test]

@@ -31,9 +31,9 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
 
-type Mem = LoopbackMemory<16, 16, 64, 96, 1024>;
-type Lb = Loopback<'static, 16, 16, 64, 96, 1024>;
-type Rt = Runtime<Lb, StdThreads, 16, 24, 4, 32, 4, 32, 2>;
+type Mem = LoopbackMemory<16, 16, 64, 96, 65536>;
+type Lb = Loopback<'static, 16, 16, 64, 96, 65536>;
+type Rt = Runtime<Lb, StdThreads, aqueduct::Capacities<16, 24, 4, 32, 4, 32, 2>>;
 
 /// Most live streams, events and contexts the generator asks for (below the tables' sizes).
 const MAX_LIVE_STREAMS: usize = 8;

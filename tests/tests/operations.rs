@@ -308,8 +308,8 @@ fn destroy_with_pending_work_returns_at_once_and_work_completes() {
     rt.stream_destroy(s).unwrap();
     assert_eq!(read32(addr32(c)), 0, "destroy did not wait");
     assert_eq!(rt.stream_query(s), Err(Error::ContextIsDestroyed));
-    // A destroyed stream is not waited for by the null stream (it left the device's set).
-    assert_eq!(rt.stream_query(NULL), Ok(()));
+    // A destroyed stream's pending work is still the device's: the null stream waits for it.
+    assert_eq!(rt.stream_query(NULL), Err(Error::NotReady));
     assert_eq!(rt.device_synchronize_timeout(aqueduct::Timeout::ZERO), Err(Error::NotReady));
     open(g);
     rt.device_synchronize().unwrap();
@@ -350,7 +350,7 @@ fn destroy_with_pending_work_seen_through_an_event() {
 fn refused_host_function_does_not_wedge_the_stream() {
     // The loopback's host-call service holds 32 pending calls; the 33rd is refused. Two
     // streams, so neither ring fills first; 128 marker signals, so the pool does not either.
-    let rt: aqueduct::Runtime<Lb, aqueduct::SingleThread, 32, 64, 8, 128> =
+    let rt: aqueduct::Runtime<Lb, aqueduct::SingleThread, aqueduct::Capacities<32, 64, 8, 128>> =
         aqueduct::Runtime::new(aqueduct::loopback::Loopback::new(mem()), aqueduct::SingleThread);
     let k = register(rt.backend());
     let c = cell32(0);

@@ -1,29 +1,35 @@
-//! Stream capture (hip-semantics.md §2.3, §4): the capture table, begin/end, fork and join
-//! through events, invalidation, and the thread-mode rule for potentially unsafe calls.
+//! Stream capture (`docs/hip-semantics.md`, "Stream capture"): the capture table, begin/end,
+//! fork and join through events, invalidation, and the thread-mode rule for potentially unsafe
+//! calls.
 //!
 //! Model: the newest HIP one. The stream that begins a capture is its *origin* and owns its
 //! graph; streams that wait on an event recorded inside the capture join it (*forks*) and share
 //! that graph, each with its own dependency set. Invalidation always covers the whole capture.
-//! Every status change goes through [`Runtime::set_capture_status`].
+//! Every status change goes through [`Runtime::set_capture_status`]. A stream remembers the
+//! capture it joined as (slot, capture id); once the capture ends the id no longer matches, so
+//! ending a capture touches no stream. Everything here runs under the structural lock, and
+//! enqueues come here only while `captures_live` is non-zero.
 
-use super::graphs::{check_launch, dispatch_node, wait_value_node, GraphHandle};
-use portable_atomic::AtomicU64;
-use portable_atomic::Ordering;
+use portable_atomic::{AtomicU64, Ordering};
 
-use super::{lookup_stream, Command, Recorded, Runtime, State};
+use super::graphs::{dispatch_node, GraphHandle};
+use super::submit::{check_geometry, Command};
+use super::{Recorded, Runtime, St, StreamInner};
 use crate::backend::Backend;
-use crate::capture::{CaptureInfo, DependencyUpdate};
-use crate::capture::{CaptureMode, CaptureStatus, DepSet};
+use crate::capture::{CaptureInfo, CaptureMode, CaptureStatus, DepSet, DependencyUpdate};
+use crate::config::{Config, Slot, Table};
 use crate::error::{Error, Result};
 use crate::event::EventHandle;
-use crate::graph::{NodeId, NodeKind};
+use crate::graph::{NodeId, NodeKind, WaitValueNode};
 use crate::stream::StreamHandle;
 use crate::table::Lookup;
 use crate::thread::{ThreadKey, ThreadKeys};
 
 static NEXT_CAPTURE_ID: AtomicU64 = AtomicU64::new(1);
 
-pub(super) struct CaptureSlot {
+/// One capture in progress.
+#[derive(Debug)]
+pub struct CaptureSlot {
     pub(super) live: bool,
     pub(super) id: u64,
     pub(super) status: CaptureStatus,
@@ -37,126 +43,110 @@ pub(super) struct CaptureSlot {
     pub(super) removed: DepSet,
     /// Nodes below this id were in the graph before the capture began ("manual" nodes).
     pub(super) manual: u16,
+    /// A blocking stream takes part (the legacy stream's implicit dependency would reach in).
+    pub(super) blocking: bool,
 }
 
-impl CaptureSlot {
-    pub(super) const fn new() -> Self {
-        CaptureSlot {
-            live: false,
-            id: 0,
-            status: CaptureStatus::None,
-            mode: CaptureMode::Global,
-            thread: None,
-            origin: 0,
-            graph: 0,
-            owns_graph: true,
-            removed: DepSet::EMPTY,
-            manual: 0,
-        }
-    }
+impl Slot for CaptureSlot {
+    const EMPTY: Self = CaptureSlot {
+        live: false,
+        id: 0,
+        status: CaptureStatus::None,
+        mode: CaptureMode::Global,
+        thread: None,
+        origin: 0,
+        graph: 0,
+        owns_graph: true,
+        removed: DepSet::EMPTY,
+        manual: 0,
+        blocking: false,
+    };
 }
 
-impl<
-        B: Backend,
-        K: ThreadKeys,
-        const S: usize,
-        const E: usize,
-        const T: usize,
-        const M: usize,
-        const G: usize,
-        const N: usize,
-        const X: usize,
-    > Runtime<B, K, S, E, T, M, G, N, X>
-{
+impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     // ----- state ---------------------------------------------------------------------------
 
-    /// The live capture stream slot `i` takes part in.
-    pub(super) fn capture_of(st: &State<B::Queue, S, E, T, M, G, N, X>, i: usize) -> Option<usize> {
-        let c = usize::from(st.streams.get(i)?.capture?);
-        st.captures.get(c).filter(|c| c.live).map(|_| c)
+    /// The live capture a stream (its lock held as `inner`) takes part in.
+    pub(super) fn capture_in(st: &St<C>, inner: &StreamInner) -> Option<usize> {
+        let (c, id) = inner.capture?;
+        let c = usize::from(c);
+        st.captures.slots().get(c).filter(|cap| cap.live && cap.id == id).map(|_| c)
     }
 
-    /// The status `hipStreamIsCapturing` reports for slot `i`.
-    pub(super) fn capture_status_of(st: &State<B::Queue, S, E, T, M, G, N, X>, i: usize) -> CaptureStatus {
-        st.streams.get(i).map_or(CaptureStatus::None, |s| s.capture_status)
+    /// The live capture stream slot `i` takes part in.
+    pub(super) fn capture_of(&self, st: &St<C>, i: usize) -> Option<usize> {
+        let slot = self.stream(i).ok()?;
+        let inner = slot.inner.lock();
+        Self::capture_in(st, &inner)
+    }
+
+    /// The status `hipStreamIsCapturing` reports for slot `i`: its capture's, or Invalidated for
+    /// a detached stream whose capture was torn down.
+    pub(super) fn capture_status_of(&self, st: &St<C>, i: usize) -> CaptureStatus {
+        let Ok(slot) = self.stream(i) else { return CaptureStatus::None };
+        let inner = slot.inner.lock();
+        match Self::capture_in(st, &inner) {
+            Some(c) => st.captures.slots().get(c).map_or(CaptureStatus::None, |cap| cap.status),
+            None if inner.capture.is_some() && slot.attrs().detached => CaptureStatus::Invalidated,
+            None => CaptureStatus::None,
+        }
     }
 
     /// Whether a capture is Active anywhere.
-    pub(super) fn any_active_capture(st: &State<B::Queue, S, E, T, M, G, N, X>) -> bool {
-        st.captures.iter().any(|c| c.live && c.status == CaptureStatus::Active)
-    }
-
-    /// Whether a capture exists anywhere (Active or Invalidated, not yet ended).
-    pub(super) fn any_capture(st: &State<B::Queue, S, E, T, M, G, N, X>) -> bool {
-        st.captures.iter().any(|c| c.live)
+    pub(super) fn any_active_capture(st: &St<C>) -> bool {
+        st.captures.slots().iter().any(|c| c.live && c.status == CaptureStatus::Active)
     }
 
     /// Whether a blocking stream (any device) is capturing: the legacy stream's implicit
     /// dependency would then reach into a capture.
-    fn blocking_stream_capturing(st: &State<B::Queue, S, E, T, M, G, N, X>) -> bool {
-        st.streams.iter().any(|s| s.is_blocking_user() && s.capture_status == CaptureStatus::Active)
+    fn blocking_stream_capturing(st: &St<C>) -> bool {
+        st.captures.slots().iter().any(|c| c.live && c.blocking && c.status == CaptureStatus::Active)
     }
 
-    /// The one transition function of capture statuses: capture `c` and all its members.
-    pub(super) fn set_capture_status(st: &mut State<B::Queue, S, E, T, M, G, N, X>, c: usize, status: CaptureStatus) {
-        let Some(cap) = st.captures.get_mut(c) else { return };
+    /// The one transition function of capture statuses: capture `c` (and so all its members).
+    pub(super) fn set_capture_status(st: &mut St<C>, c: usize, status: CaptureStatus) {
+        let Some(cap) = st.captures.slots_mut().get_mut(c) else { return };
         if !cap.live {
             return;
         }
         trace!("capture {} -> {}", cap.id, status as u32);
         cap.status = status;
-        for s in st.streams.iter_mut().filter(|s| s.capture == Some(c as u8)) {
-            s.capture_status = status;
-        }
     }
 
     /// Invalidates every live capture.
-    pub(super) fn invalidate_all_captures(st: &mut State<B::Queue, S, E, T, M, G, N, X>) {
-        for c in 0..G {
+    pub(super) fn invalidate_all_captures(st: &mut St<C>) {
+        for c in 0..st.captures.slots().len() {
             Self::set_capture_status(st, c, CaptureStatus::Invalidated);
         }
     }
 
-    /// Ends capture `c`: members back to None (detached members stay visibly Invalidated),
-    /// captured events forget it, its graph is freed unless `keep_graph`.
-    pub(super) fn teardown_capture(st: &mut State<B::Queue, S, E, T, M, G, N, X>, c: usize, keep_graph: bool) {
-        let Some(cap) = st.captures.get_mut(c) else { return };
+    /// Ends capture `c`: its members go back to None (detached members stay visibly
+    /// Invalidated), captured events forget it (their record names a capture id that no longer
+    /// lives), its graph is freed unless `keep_graph`.
+    pub(super) fn teardown_capture(&self, st: &mut St<C>, c: usize, keep_graph: bool) {
+        let Some(cap) = st.captures.slots_mut().get_mut(c) else { return };
         if !cap.live {
             return;
         }
         cap.live = false;
-        let (id, graph, owns) = (cap.id, cap.graph, cap.owns_graph);
-        for s in st.streams.iter_mut().filter(|s| s.capture == Some(c as u8)) {
-            s.capture = None;
-            s.capture_deps = DepSet::EMPTY;
-            s.capture_status = if s.detached { CaptureStatus::Invalidated } else { CaptureStatus::None };
-        }
-        for e in st.events.iter_mut().filter(|e| e.captured == Some((c as u8, id))) {
-            e.captured = None;
-            e.snapshot = DepSet::EMPTY;
-        }
-        if let Some(g) = st.graphs.get_mut(graph) {
+        let (graph, owns) = (cap.graph, cap.owns_graph);
+        // Ordering: Release pairs with the Acquire in `any_capture`.
+        self.captures_live.fetch_sub(1, Ordering::Release);
+        if let Some(g) = st.graphs.slots_mut().get_mut(graph) {
             g.capture = None;
         }
         if owns && !keep_graph {
-            Self::graph_free(st, graph);
+            self.graph_free(st, graph);
         }
-    }
-
-    /// The calling thread's capture mode.
-    fn thread_mode(&self, st: &State<B::Queue, S, E, T, M, G, N, X>) -> (ThreadKey, CaptureMode) {
-        let key = self.keys.current();
-        let mode = st.threads.iter().find(|t| t.key == Some(key)).map_or(CaptureMode::Global, |t| t.mode);
-        (key, mode)
     }
 
     /// The thread-mode rule for a potentially unsafe call (§4.7): if prohibited, the captures
     /// that prohibit it are invalidated and `err` is returned.
-    pub(super) fn check_unsafe_call(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, err: Error) -> Result<()> {
-        let (key, mode) = self.thread_mode(st);
+    pub(super) fn check_unsafe_call(&self, st: &mut St<C>, err: Error) -> Result<()> {
+        let (key, mode) = self.thread_mode();
         let mut prohibited = false;
-        for c in 0..G {
-            let Some(cap) = st.captures.get(c) else { continue };
+        for c in 0..st.captures.slots().len() {
+            let Some(cap) = st.captures.slots().get(c) else { continue };
             if !cap.live || cap.status != CaptureStatus::Active {
                 continue;
             }
@@ -181,8 +171,8 @@ impl<
     /// `hipStreamSynchronize`/`hipStreamQuery` on a created or per-thread stream while
     /// captures exist: a capturing target fails with `StreamCaptureUnsupported` and invalidates
     /// its capture in every mode; an idle one follows the thread-mode rule.
-    pub(super) fn check_sync_target(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize) -> Result<()> {
-        if let Some(c) = Self::capture_of(st, i) {
+    pub(super) fn check_sync_target(&self, st: &mut St<C>, i: usize) -> Result<()> {
+        if let Some(c) = self.capture_of(st, i) {
             Self::set_capture_status(st, c, CaptureStatus::Invalidated);
             return Err(Error::StreamCaptureUnsupported);
         }
@@ -192,12 +182,7 @@ impl<
     /// `hipStreamAddCallback`'s capture checks: a capturing target → `StreamCaptureUnsupported`
     /// and invalidation; the legacy stream while a blocking stream captures →
     /// `StreamCaptureImplicit` and every capture invalidated.
-    pub(super) fn check_callback_target(
-        &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
-        s: StreamHandle,
-        i: usize,
-    ) -> Result<()> {
+    pub(super) fn check_callback_target(&self, st: &mut St<C>, s: StreamHandle, i: usize) -> Result<()> {
         if s.is_null_or_legacy() {
             if Self::blocking_stream_capturing(st) {
                 Self::invalidate_all_captures(st);
@@ -205,7 +190,7 @@ impl<
             }
             return Ok(());
         }
-        if let Some(c) = Self::capture_of(st, i) {
+        if let Some(c) = self.capture_of(st, i) {
             Self::set_capture_status(st, c, CaptureStatus::Invalidated);
             return Err(Error::StreamCaptureUnsupported);
         }
@@ -213,91 +198,98 @@ impl<
     }
 
     /// Adds a node after stream `i`'s dependency set; the node becomes the new set.
-    pub(super) fn add_captured_node(
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
-        i: usize,
-        kind: NodeKind,
-    ) -> Result<NodeId> {
-        let c = Self::capture_of(st, i).ok_or(Error::IllegalState)?;
-        let g = st.captures.get(c).map(|c| c.graph).ok_or(Error::IllegalState)?;
-        let deps = st.streams.get(i).map(|s| s.capture_deps).unwrap_or_default();
-        let graph = &mut st.graphs.get_mut(g).ok_or(Error::IllegalState)?.graph;
-        let node = graph.add_node(kind, deps.as_slice())?;
-        if let Some(s) = st.streams.get_mut(i) {
-            s.capture_deps = DepSet::one(node);
-        }
+    pub(super) fn add_captured_node(&self, st: &mut St<C>, i: usize, kind: NodeKind) -> Result<NodeId> {
+        let slot = self.stream(i)?;
+        let mut inner = slot.inner.lock();
+        let c = Self::capture_in(st, &inner).ok_or(Error::IllegalState)?;
+        let g = st.captures.slots().get(c).map(|c| c.graph).ok_or(Error::IllegalState)?;
+        let graph = &mut st.graphs.slots_mut().get_mut(g).ok_or(Error::IllegalState)?.graph;
+        let node = graph.add_node(&self.backend, kind, inner.capture_deps.as_slice(), C::GRAPH_NODES)?;
+        inner.capture_deps = DepSet::one(node);
         Ok(node)
     }
 
     /// Records one stream operation into stream `i`'s capture instead of running it.
-    pub(super) fn capture_command(
-        &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
-        i: usize,
-        cmd: &Command<'_>,
-    ) -> Result<()> {
+    pub(super) fn capture_command(&self, st: &mut St<C>, i: usize, cmd: &Command<'_>) -> Result<()> {
         let kind = match *cmd {
             Command::Kernel(k) => {
-                check_launch(&k)?;
-                let g = Self::capture_graph(st, i)?;
+                check_geometry(k.grid, k.workgroup, k.kernel_object)?;
+                let g = self.capture_graph(st, i)?;
                 NodeKind::Dispatch(dispatch_node(
-                    g,
+                    &self.backend,
+                    &mut st.graphs.slots_mut().get_mut(g).ok_or(Error::IllegalState)?.graph,
                     k.kernel_object,
                     k.grid,
                     k.workgroup,
                     k.group_segment_size,
                     k.private_segment_size,
                     k.kernarg,
+                    C::GRAPH_NODES,
                 )?)
             }
             Command::Builtin { kernel, ref args, len } => {
-                let device = st.streams.get(i).map_or(0, |s| s.device);
+                let device = self.stream(i)?.attrs().device;
                 let object = self.backend.builtin_kernel(device, kernel)?;
                 let args = args.get(..len).ok_or(Error::InvalidValue)?;
-                let g = Self::capture_graph(st, i)?;
-                NodeKind::Dispatch(dispatch_node(g, object, [1, 1, 1], [1, 1, 1], 0, 0, args)?)
+                let g = self.capture_graph(st, i)?;
+                NodeKind::Dispatch(dispatch_node(
+                    &self.backend,
+                    &mut st.graphs.slots_mut().get_mut(g).ok_or(Error::IllegalState)?.graph,
+                    object,
+                    [1, 1, 1],
+                    [1, 1, 1],
+                    0,
+                    0,
+                    args,
+                    C::GRAPH_NODES,
+                )?)
             }
             Command::WaitValue { address, value, mask, cond } => {
-                NodeKind::WaitValue(wait_value_node(address, value, mask, cond))
+                NodeKind::WaitValue(WaitValueNode { address, value, mask, cond })
             }
             Command::HostFn(f) => NodeKind::Host(f),
             Command::Marker | Command::EventRecord(_) | Command::WaitEvent(_) => NodeKind::Empty,
         };
-        Self::add_captured_node(st, i, kind).map(|_| ())
+        self.add_captured_node(st, i, kind).map(|_| ())
     }
 
-    fn capture_graph(st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize) -> Result<&mut crate::graph::Graph<N>> {
-        let c = Self::capture_of(st, i).ok_or(Error::IllegalState)?;
-        let g = st.captures.get(c).map(|c| c.graph).ok_or(Error::IllegalState)?;
-        Ok(&mut st.graphs.get_mut(g).ok_or(Error::IllegalState)?.graph)
+    /// The graph slot of stream `i`'s capture.
+    fn capture_graph(&self, st: &St<C>, i: usize) -> Result<usize> {
+        let c = self.capture_of(st, i).ok_or(Error::IllegalState)?;
+        st.captures.slots().get(c).map(|c| c.graph).ok_or(Error::IllegalState)
     }
 
     /// Stream `i` joins capture `c` (a fork) with `deps` as its dependency set.
-    fn join_capture(st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize, c: usize, deps: DepSet) {
-        if let Some(s) = st.streams.get_mut(i) {
-            s.capture = Some(c as u8);
-            s.capture_status = CaptureStatus::Active;
-            s.capture_deps = deps;
-        }
+    fn join_capture(&self, st: &mut St<C>, i: usize, c: usize, deps: DepSet) {
+        let Ok(slot) = self.stream(i) else { return };
+        let blocking = slot.attrs().is_blocking_user();
+        let Some(cap) = st.captures.slots_mut().get_mut(c) else { return };
+        cap.blocking |= blocking;
+        let mut inner = slot.inner.lock();
+        inner.capture = Some((c as u8, cap.id));
+        inner.capture_deps = deps;
     }
 
     /// A stream leaves its capture (a destroyed fork): the capture goes on.
-    pub(super) fn leave_capture(st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize) {
-        if let Some(s) = st.streams.get_mut(i) {
-            s.capture = None;
-            s.capture_status = CaptureStatus::None;
-            s.capture_deps = DepSet::EMPTY;
+    fn leave_capture(&self, i: usize) {
+        if let Ok(slot) = self.stream(i) {
+            let mut inner = slot.inner.lock();
+            inner.capture = None;
+            inner.capture_deps = DepSet::EMPTY;
         }
     }
 
     /// What a destroyed stream does to its capture: the origin's capture is torn down with its
     /// graph, a fork leaves.
-    pub(super) fn capture_on_destroy(st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize) {
-        if let Some(c) = Self::capture_of(st, i) {
-            if st.captures.get(c).is_some_and(|cap| cap.origin == i) {
-                Self::teardown_capture(st, c, false);
+    pub(super) fn capture_on_destroy(&self, st: &mut St<C>, i: usize) {
+        if !self.any_capture() {
+            return;
+        }
+        if let Some(c) = self.capture_of(st, i) {
+            if st.captures.slots().get(c).is_some_and(|cap| cap.origin == i) {
+                self.teardown_capture(st, c, false);
             } else {
-                Self::leave_capture(st, i);
+                self.leave_capture(i);
             }
         }
     }
@@ -306,24 +298,51 @@ impl<
     /// with `external`, an event-record node is added first and becomes the dependency.
     pub(super) fn capture_event_record(
         &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
+        st: &mut St<C>,
         i: usize,
         ev: usize,
         e: EventHandle,
         external: bool,
     ) -> Result<()> {
-        let c = Self::capture_of(st, i).ok_or(Error::IllegalState)?;
+        let c = self.capture_of(st, i).ok_or(Error::IllegalState)?;
         if external {
-            Self::add_captured_node(st, i, NodeKind::EventRecord(e.0))?;
+            self.add_captured_node(st, i, NodeKind::EventRecord(e.0))?;
         }
-        let id = st.captures.get(c).map_or(0, |c| c.id);
-        let deps = st.streams.get(i).map(|s| s.capture_deps).unwrap_or_default();
-        let stream_raw = Self::handle_of(st, i).0;
-        let slot = st.events.get_mut(ev).ok_or(Error::InvalidHandle)?;
-        slot.captured = Some((c as u8, id));
-        slot.snapshot = deps;
-        slot.recorded = Recorded::On(stream_raw);
+        let id = st.captures.slots().get(c).map_or(0, |c| c.id);
+        let deps = self.stream(i)?.inner.lock().capture_deps;
+        let stream_raw = self.handle_of(i).0;
+        let slot = self.events.slots().get(ev).ok_or(Error::InvalidHandle)?;
+        let mut inner = slot.inner.lock();
+        inner.captured = Some((c as u8, id));
+        inner.snapshot = deps;
+        inner.recorded = Recorded::On(stream_raw);
         Ok(())
+    }
+
+    /// Capture checks of `hipEventQuery`/`hipEventSynchronize`: an event recorded in an active
+    /// capture → `CapturedEvent` and that capture invalidated; an event recorded on a created
+    /// stream → the thread-mode rule.
+    pub(super) fn check_event_capture(&self, st: &mut St<C>, i: usize) -> Result<()> {
+        let (captured, recorded) = {
+            let inner = self.events.slots().get(i).ok_or(Error::InvalidHandle)?.inner.lock();
+            (inner.captured, inner.recorded)
+        };
+        if let Some((c, id)) = captured {
+            let c = usize::from(c);
+            if st
+                .captures
+                .slots()
+                .get(c)
+                .is_some_and(|cap| cap.live && cap.id == id && cap.status == CaptureStatus::Active)
+            {
+                Self::set_capture_status(st, c, CaptureStatus::Invalidated);
+                return Err(Error::CapturedEvent);
+            }
+        }
+        match recorded {
+            Recorded::Never | Recorded::OnNull => Ok(()),
+            Recorded::On(_) => self.check_unsafe_call(st, Error::StreamCaptureUnsupported),
+        }
     }
 
     /// `hipStreamWaitEvent` with captures in play. Returns `Ok(true)` when the wait was handled
@@ -331,31 +350,31 @@ impl<
     /// ordinary wait applies.
     pub(super) fn capture_wait_event(
         &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
+        st: &mut St<C>,
         s: StreamHandle,
         i: usize,
         ev: usize,
         e: EventHandle,
         external: bool,
     ) -> Result<bool> {
-        let status = Self::capture_status_of(st, i);
-        let mine = Self::capture_of(st, i);
+        let status = self.capture_status_of(st, i);
+        let mine = self.capture_of(st, i);
         if status == CaptureStatus::Invalidated && mine.is_some() {
             return Err(Error::StreamCaptureInvalidated);
         }
-        let (captured, snapshot, recorded) =
-            st.events.get(ev).map(|e| (e.captured, e.snapshot, e.recorded)).ok_or(Error::InvalidHandle)?;
+        let (captured, snapshot, recorded) = {
+            let inner = self.events.slots().get(ev).ok_or(Error::InvalidHandle)?.inner.lock();
+            (inner.captured, inner.snapshot, inner.recorded)
+        };
         let theirs = captured.and_then(|(c, id)| {
             let c = usize::from(c);
-            st.captures.get(c).filter(|cap| cap.live && cap.id == id).map(|_| c)
+            st.captures.slots().get(c).filter(|cap| cap.live && cap.id == id).map(|_| c)
         });
         match (mine, theirs) {
             (Some(a), Some(b)) if a == b => {
-                if let Some(sl) = st.streams.get_mut(i) {
-                    sl.capture_deps.extend(&snapshot)?;
-                }
+                self.stream(i)?.inner.lock().capture_deps.extend(&snapshot)?;
                 if external {
-                    Self::add_captured_node(st, i, NodeKind::EventWait(e.0))?;
+                    self.add_captured_node(st, i, NodeKind::EventWait(e.0))?;
                 }
                 Ok(true)
             }
@@ -368,12 +387,12 @@ impl<
                 if s.is_null_or_legacy() {
                     return Err(Error::StreamCaptureImplicit);
                 }
-                if st.captures.get(b).is_some_and(|cap| cap.status == CaptureStatus::Invalidated) {
+                if st.captures.slots().get(b).is_some_and(|cap| cap.status == CaptureStatus::Invalidated) {
                     return Err(Error::InvalidValue);
                 }
-                Self::join_capture(st, i, b, snapshot);
+                self.join_capture(st, i, b, snapshot);
                 if external {
-                    Self::add_captured_node(st, i, NodeKind::EventWait(e.0))?;
+                    self.add_captured_node(st, i, NodeKind::EventWait(e.0))?;
                 }
                 Ok(true)
             }
@@ -381,14 +400,14 @@ impl<
                 // A capturing stream waiting on an event recorded (before the capture) on a
                 // stream that is capturing now: isolation.
                 if let Recorded::On(raw) = recorded {
-                    if let Lookup::Live(p) = lookup_stream(&st.streams, raw) {
-                        if Self::capture_of(st, p).is_some() {
+                    if let Lookup::Live(p) = self.lookup_stream(raw) {
+                        if self.capture_of(st, p).is_some() {
                             return Err(Error::StreamCaptureIsolation);
                         }
                     }
                 }
                 if external {
-                    Self::add_captured_node(st, i, NodeKind::EventWait(e.0))?;
+                    self.add_captured_node(st, i, NodeKind::EventWait(e.0))?;
                 }
                 // Other non-captured events add nothing to the capture.
                 Ok(true)
@@ -399,41 +418,35 @@ impl<
 
     // ----- the API -------------------------------------------------------------------------
 
-    fn begin_checks(
-        &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
-        s: StreamHandle,
-        mode: u32,
-    ) -> Result<(usize, CaptureMode)> {
-        let i = match s {
-            StreamHandle::NULL | StreamHandle::LEGACY => {
-                self.device_count()?;
-                return Err(Error::StreamCaptureUnsupported);
-            }
-            _ => self.resolve(st, s, Error::ContextIsDestroyed)?,
-        };
-        if st.streams.get(i).is_some_and(|sl| sl.detached) {
+    fn begin_checks(&self, st: &St<C>, s: StreamHandle, i: usize, mode: u32) -> Result<CaptureMode> {
+        if s.is_null_or_legacy() {
+            return Err(Error::StreamCaptureUnsupported);
+        }
+        if self.stream(i)?.attrs().detached {
             return Err(Error::StreamDetached);
         }
         let mode = CaptureMode::from_raw(mode)?;
-        if Self::capture_of(st, i).is_some() {
+        if self.capture_of(st, i).is_some() {
             return Err(Error::IllegalState);
         }
-        Ok((i, mode))
+        Ok(mode)
     }
 
-    fn start_capture(
-        &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
-        i: usize,
-        mode: CaptureMode,
-        graph: usize,
-        owns: bool,
-    ) -> Result<()> {
-        let c = st.captures.iter().position(|c| !c.live).ok_or(Error::OutOfMemory)?;
+    /// Resolves the stream of a capture API before the structural lock is taken (`0`/legacy
+    /// resolve to nothing: the callers answer for them).
+    fn capture_stream(&self, s: StreamHandle) -> Result<usize> {
+        if s.is_null_or_legacy() {
+            self.device_count()?;
+            return Ok(usize::MAX);
+        }
+        self.resolve(s, Error::ContextIsDestroyed)
+    }
+
+    fn start_capture(&self, st: &mut St<C>, i: usize, mode: CaptureMode, graph: usize, owns: bool) -> Result<()> {
+        let c = st.captures.slots().iter().position(|c| !c.live).ok_or(Error::OutOfMemory)?;
         let key = self.keys.current();
-        let manual = st.graphs.get(graph).map_or(0, |g| g.graph.node_count() as u16);
-        let cap = st.captures.get_mut(c).ok_or(Error::OutOfMemory)?;
+        let manual = st.graphs.slots().get(graph).map_or(0, |g| g.graph.node_count() as u16);
+        let cap = st.captures.slots_mut().get_mut(c).ok_or(Error::OutOfMemory)?;
         // Ordering: Relaxed; ids need only be unique.
         *cap = CaptureSlot {
             live: true,
@@ -446,11 +459,15 @@ impl<
             owns_graph: owns,
             removed: DepSet::EMPTY,
             manual,
+            blocking: false,
         };
-        if let Some(g) = st.graphs.get_mut(graph) {
+        if let Some(g) = st.graphs.slots_mut().get_mut(graph) {
             g.capture = Some(c as u8);
         }
-        Self::join_capture(st, i, c, DepSet::EMPTY);
+        // Ordering: Release; enqueues that see it take the capture path. The origin's lock in
+        // `join_capture` orders an enqueue in flight on it before the capture.
+        self.captures_live.fetch_add(1, Ordering::Release);
+        self.join_capture(st, i, c, DepSet::EMPTY);
         Ok(())
     }
 
@@ -458,11 +475,12 @@ impl<
     /// `InvalidValue`, a stream already in a capture → `IllegalState`, a detached stream →
     /// `StreamDetached`.
     pub fn stream_begin_capture(&self, s: StreamHandle, mode: u32) -> Result<()> {
-        let mut st = self.state.lock();
-        let (i, mode) = self.begin_checks(&mut st, s, mode)?;
-        let g = Self::graph_alloc(&mut st)?;
+        let i = self.capture_stream(s)?;
+        let mut st = self.lock();
+        let mode = self.begin_checks(&st, s, i, mode)?;
+        let g = self.graph_alloc(&mut st)?;
         if let Err(e) = self.start_capture(&mut st, i, mode, g, true) {
-            Self::graph_free(&mut st, g);
+            self.graph_free(&mut st, g);
             return Err(e);
         }
         Ok(())
@@ -477,9 +495,10 @@ impl<
         deps: &[NodeId],
         mode: u32,
     ) -> Result<()> {
-        let mut st = self.state.lock();
-        if let Ok(i) = self.resolve(&mut st, s, Error::ContextIsDestroyed) {
-            if st.streams.get(i).is_some_and(|sl| sl.detached) {
+        let resolved = self.capture_stream(s);
+        let mut st = self.lock();
+        if let Ok(i) = resolved {
+            if i != usize::MAX && self.stream(i)?.attrs().detached {
                 return Err(Error::StreamDetached);
             }
         }
@@ -487,21 +506,20 @@ impl<
             return Err(Error::InvalidValue);
         }
         let gi = Self::graph_slot(&st, g)?;
-        if st.graphs.get(gi).is_some_and(|slot| slot.capture.is_some()) {
+        if st.graphs.slots().get(gi).is_some_and(|slot| slot.capture.is_some()) {
             return Err(Error::IllegalState);
         }
-        let (i, mode) = self.begin_checks(&mut st, s, mode)?;
+        let i = resolved?;
+        let mode = self.begin_checks(&st, s, i, mode)?;
         let mut set = DepSet::EMPTY;
         for d in deps {
-            if st.graphs.get(gi).and_then(|slot| slot.graph.node(*d)).is_none() {
+            if st.graphs.slots().get(gi).and_then(|slot| slot.graph.node(*d)).is_none() {
                 return Err(Error::InvalidValue);
             }
             set.insert(*d)?;
         }
         self.start_capture(&mut st, i, mode, gi, false)?;
-        if let Some(sl) = st.streams.get_mut(i) {
-            sl.capture_deps = set;
-        }
+        self.stream(i)?.inner.lock().capture_deps = set;
         Ok(())
     }
 
@@ -512,16 +530,16 @@ impl<
     /// invalidated → `StreamCaptureInvalidated` and unjoined work → `StreamCaptureUnjoined`,
     /// both tearing the capture down.
     pub fn stream_end_capture(&self, s: StreamHandle) -> Result<GraphHandle> {
-        let mut st = self.state.lock();
         if s.is_null_or_legacy() {
             return Err(Error::IllegalState);
         }
-        let i = self.resolve(&mut st, s, Error::ContextIsDestroyed)?;
-        if st.streams.get(i).is_some_and(|sl| sl.detached) {
+        let i = self.resolve(s, Error::ContextIsDestroyed)?;
+        let mut st = self.lock();
+        if self.stream(i)?.attrs().detached {
             return Err(Error::StreamDetached);
         }
-        let c = Self::capture_of(&st, i).ok_or(Error::IllegalState)?;
-        let cap = st.captures.get(c).ok_or(Error::IllegalState)?;
+        let c = self.capture_of(&st, i).ok_or(Error::IllegalState)?;
+        let cap = st.captures.slots().get(c).ok_or(Error::IllegalState)?;
         if cap.origin != i {
             return Err(Error::StreamCaptureUnmatched);
         }
@@ -529,67 +547,59 @@ impl<
             return Err(Error::StreamCaptureWrongThread);
         }
         if cap.status == CaptureStatus::Invalidated {
-            Self::teardown_capture(&mut st, c, false);
+            self.teardown_capture(&mut st, c, false);
             return Err(Error::StreamCaptureInvalidated);
         }
-        if Self::unjoined(&st, c, i)? {
-            Self::teardown_capture(&mut st, c, false);
+        let g = cap.graph;
+        if self.unjoined(&mut st, c, i)? {
+            self.teardown_capture(&mut st, c, false);
             return Err(Error::StreamCaptureUnjoined);
         }
-        let g = cap.graph;
-        Self::teardown_capture(&mut st, c, true);
+        self.teardown_capture(&mut st, c, true);
         Ok(Self::graph_handle(&st, g))
     }
 
     /// Whether capture `c` has work not joined back into origin `i` (§4.3).
-    fn unjoined(st: &State<B::Queue, S, E, T, M, G, N, X>, c: usize, i: usize) -> Result<bool> {
-        let cap = st.captures.get(c).ok_or(Error::IllegalState)?;
-        let graph = &st.graphs.get(cap.graph).ok_or(Error::IllegalState)?.graph;
-        let origin_deps = st.streams.get(i).map(|s| s.capture_deps).unwrap_or_default();
+    fn unjoined(&self, st: &mut St<C>, c: usize, i: usize) -> Result<bool> {
+        let (graph, manual, removed) =
+            st.captures.slots().get(c).map(|c| (c.graph, c.manual, c.removed)).ok_or(Error::IllegalState)?;
+        let origin_deps = self.stream(i)?.inner.lock().capture_deps;
+        let graph = &mut st.graphs.slots_mut().get_mut(graph).ok_or(Error::IllegalState)?.graph;
         // A temporary node after the origin's tail: every other leaf is unjoined work.
-        let is_tail = |n: NodeId| origin_deps.contains(n);
-        let mut has_dependents = [false; N];
-        graph.has_dependents(&mut has_dependents);
-        let leaf = |n: NodeId| !has_dependents.get(usize::from(n.0)).copied().unwrap_or(false);
-        let mut leaves = 1usize; // the temporary node
+        let mut leaves = 1usize;
         let mut any_removed = false;
-        for id in 0..graph.node_count() {
-            let n = NodeId(id as u16);
-            if is_tail(n) || !leaf(n) {
-                continue;
-            }
-            if id < usize::from(cap.manual) {
-                continue;
+        graph.leaves(|n| {
+            // Manual nodes never count (clr drops them from the leaf list when there is more
+            // than one leaf, and one leaf is always fine).
+            if origin_deps.contains(n) || n.0 < manual {
+                return;
             }
             leaves += 1;
-            any_removed |= cap.removed.contains(n);
-        }
-        // Manual nodes never count (clr drops them from the leaf list when there is more than
-        // one leaf, and one leaf is always fine).
+            any_removed |= removed.contains(n);
+        });
         Ok(leaves > 1 && !any_removed)
     }
 
-    fn capture_status_query(
-        &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
-        s: StreamHandle,
-    ) -> Result<Option<usize>> {
+    fn capture_status_query(&self, st: &St<C>, s: StreamHandle, i: usize) -> Result<Option<usize>> {
         if s.is_null_or_legacy() {
-            self.device_count()?;
             if Self::blocking_stream_capturing(st) {
                 return Err(Error::StreamCaptureImplicit);
             }
             return Ok(None);
         }
-        self.resolve(st, s, Error::ContextIsDestroyed).map(Some)
+        Ok(Some(i))
     }
 
     /// `hipStreamIsCapturing`. For `0`/legacy: `StreamCaptureImplicit` while a blocking stream
     /// is capturing (nothing is invalidated), else None.
     pub fn stream_is_capturing(&self, s: StreamHandle) -> Result<CaptureStatus> {
-        let mut st = self.state.lock();
-        Ok(match self.capture_status_query(&mut st, s)? {
-            Some(i) => Self::capture_status_of(&st, i),
+        let i = self.capture_stream(s)?;
+        if !self.any_capture() && !self.stream(i).is_ok_and(|sl| sl.inner.lock().capture.is_some()) {
+            return Ok(CaptureStatus::None);
+        }
+        let st = self.lock();
+        Ok(match self.capture_status_query(&st, s, i)? {
+            Some(i) => self.capture_status_of(&st, i),
             None => CaptureStatus::None,
         })
     }
@@ -597,16 +607,17 @@ impl<
     /// `hipStreamGetCaptureInfo_v2`: status, and while Active the capture id, graph and the
     /// stream's dependency set.
     pub fn stream_capture_info(&self, s: StreamHandle) -> Result<CaptureInfo> {
-        let mut st = self.state.lock();
+        let i = self.capture_stream(s)?;
+        let st = self.lock();
         let mut info = CaptureInfo { status: CaptureStatus::None, id: 0, graph: 0, dependencies: DepSet::EMPTY };
-        if let Some(i) = self.capture_status_query(&mut st, s)? {
-            info.status = Self::capture_status_of(&st, i);
+        if let Some(i) = self.capture_status_query(&st, s, i)? {
+            info.status = self.capture_status_of(&st, i);
             if info.status == CaptureStatus::Active {
-                if let Some(c) = Self::capture_of(&st, i) {
-                    let (id, g) = st.captures.get(c).map_or((0, 0), |c| (c.id, c.graph));
+                if let Some(c) = self.capture_of(&st, i) {
+                    let (id, g) = st.captures.slots().get(c).map_or((0, 0), |c| (c.id, c.graph));
                     info.id = id;
                     info.graph = Self::graph_handle(&st, g).0;
-                    info.dependencies = st.streams.get(i).map(|s| s.capture_deps).unwrap_or_default();
+                    info.dependencies = self.stream(i)?.inner.lock().capture_deps;
                 }
             }
         }
@@ -617,14 +628,14 @@ impl<
     /// moves to the capture's removed set). Not capturing → `IllegalState`; more nodes than the
     /// graph has, a bad flag or a node outside the capture graph → `InvalidValue`.
     pub fn stream_update_capture_dependencies(&self, s: StreamHandle, deps: &[NodeId], flags: u32) -> Result<()> {
-        let mut st = self.state.lock();
         if s.is_null_or_legacy() {
             return Err(Error::IllegalState);
         }
-        let i = self.resolve(&mut st, s, Error::ContextIsDestroyed)?;
-        let c = Self::capture_of(&st, i).ok_or(Error::IllegalState)?;
-        let g = st.captures.get(c).map(|c| c.graph).ok_or(Error::IllegalState)?;
-        let graph = &st.graphs.get(g).ok_or(Error::IllegalState)?.graph;
+        let i = self.resolve(s, Error::ContextIsDestroyed)?;
+        let mut st = self.lock();
+        let c = self.capture_of(&st, i).ok_or(Error::IllegalState)?;
+        let g = st.captures.slots().get(c).map(|c| c.graph).ok_or(Error::IllegalState)?;
+        let graph = &st.graphs.slots().get(g).ok_or(Error::IllegalState)?.graph;
         if deps.len() > graph.node_count() {
             return Err(Error::InvalidValue);
         }
@@ -636,20 +647,16 @@ impl<
             }
             set.insert(*d)?;
         }
-        let old = st.streams.get(i).map(|s| s.capture_deps).unwrap_or_default();
+        let slot = self.stream(i)?;
+        let mut inner = slot.inner.lock();
         match update {
-            DependencyUpdate::Add => {
-                if let Some(sl) = st.streams.get_mut(i) {
-                    sl.capture_deps.extend(&set)?;
-                }
-            }
+            DependencyUpdate::Add => inner.capture_deps.extend(&set)?,
             DependencyUpdate::Set => {
-                if let Some(cap) = st.captures.get_mut(c) {
+                let old = inner.capture_deps;
+                if let Some(cap) = st.captures.slots_mut().get_mut(c) {
                     cap.removed.extend(&old)?;
                 }
-                if let Some(sl) = st.streams.get_mut(i) {
-                    sl.capture_deps = set;
-                }
+                inner.capture_deps = set;
             }
         }
         Ok(())
@@ -659,9 +666,10 @@ impl<
     /// previous one (initially Global). A bad mode is `InvalidValue`.
     pub fn thread_exchange_capture_mode(&self, mode: u32) -> Result<CaptureMode> {
         let mode = CaptureMode::from_raw(mode)?;
-        let mut st = self.state.lock();
-        let t = self.thread_slot(&mut st)?;
-        let slot = st.threads.get_mut(t).ok_or(Error::OutOfMemory)?;
-        Ok(core::mem::replace(&mut slot.mode, mode))
+        let t = self.thread_slot()?;
+        // Ordering: Relaxed; the calling thread's own slot (read under the structural lock by
+        // the same thread only).
+        let old = t.mode.swap(mode as u8, Ordering::Relaxed);
+        Ok(super::mode_of(old))
     }
 }

@@ -6,16 +6,16 @@
 //! on them return `StreamDetached`, getters keep answering with the values from before, and
 //! `stream_destroy` still succeeds. Null, legacy and per-thread streams never detach.
 
-use super::{Runtime, SlotState, State, StreamKind};
+use super::stream::NewStream;
+use super::{Runtime, SlotState, St, StreamKind};
 use crate::backend::Backend;
 use crate::capture::CaptureStatus;
+use crate::config::{Config, Slot, Table};
 use crate::error::{Error, Result};
 use crate::stream::{CuMask, Priority, StreamFlags, StreamHandle};
 use crate::table::{self, Generation};
 use crate::thread::ThreadKeys;
 
-/// Most execution contexts alive at once.
-pub(super) const MAX_CONTEXTS: usize = 8;
 /// Handle tag of contexts.
 const CONTEXT_TAG: u16 = 0xc7c7;
 
@@ -24,32 +24,21 @@ const CONTEXT_TAG: u16 = 0xc7c7;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ContextHandle(pub u64);
 
-pub(super) struct ContextSlot {
+/// One execution context.
+#[derive(Debug)]
+pub struct ContextSlot {
     generation: Generation,
     device: u32,
     cu_mask: Option<CuMask>,
 }
 
-impl ContextSlot {
-    pub(super) const fn new() -> Self {
-        ContextSlot { generation: Generation::new(), device: 0, cu_mask: None }
-    }
+impl Slot for ContextSlot {
+    const EMPTY: Self = ContextSlot { generation: Generation::new(), device: 0, cu_mask: None };
 }
 
-impl<
-        B: Backend,
-        K: ThreadKeys,
-        const S: usize,
-        const E: usize,
-        const T: usize,
-        const M: usize,
-        const G: usize,
-        const N: usize,
-        const X: usize,
-    > Runtime<B, K, S, E, T, M, G, N, X>
-{
-    fn context_slot(st: &State<B::Queue, S, E, T, M, G, N, X>, ctx: ContextHandle) -> Result<usize> {
-        let l = table::lookup(CONTEXT_TAG, ctx.0, &st.contexts, |c| c.generation);
+impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
+    fn context_slot(st: &St<C>, ctx: ContextHandle) -> Result<usize> {
+        let l = table::lookup(CONTEXT_TAG, ctx.0, st.contexts.slots(), |c| c.generation);
         table::require(l, Error::InvalidContext, Error::InvalidContext)
     }
 
@@ -68,9 +57,9 @@ impl<
         }
         let cus = self.backend.device_info(device)?.cu_count;
         let mask = if cu_mask.is_empty() { None } else { Some(CuMask::from_words(cu_mask, cus)?) };
-        let mut st = self.state.lock();
-        let i = st.contexts.iter().position(|c| !c.generation.live).ok_or(Error::OutOfMemory)?;
-        let slot = st.contexts.get_mut(i).ok_or(Error::OutOfMemory)?;
+        let mut st = self.lock();
+        let i = st.contexts.slots().iter().position(|c| !c.generation.live).ok_or(Error::OutOfMemory)?;
+        let slot = st.contexts.slots_mut().get_mut(i).ok_or(Error::OutOfMemory)?;
         let generation = slot.generation.occupy();
         slot.device = device;
         slot.cu_mask = mask;
@@ -82,34 +71,47 @@ impl<
     pub fn context_stream_create(&self, ctx: ContextHandle, flags: u32, priority: i32) -> Result<StreamHandle> {
         let priority = Priority::clamp(priority);
         let flags = StreamFlags::from_raw(flags)? | StreamFlags::NON_BLOCKING;
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let c = Self::context_slot(&st, ctx)?;
-        let (device, mask) = st.contexts.get(c).map(|c| (c.device, c.cu_mask)).ok_or(Error::InvalidContext)?;
-        let i = self.create_slot(&mut st, StreamKind::Created, device, flags, priority, mask)?;
-        if let Some(s) = st.streams.get_mut(i) {
-            s.context = Some(c as u8);
-        }
-        Ok(Self::handle_of(&st, i))
+        let (device, mask) = st.contexts.slots().get(c).map(|c| (c.device, c.cu_mask)).ok_or(Error::InvalidContext)?;
+        let i = self.create_slot(
+            &mut st,
+            NewStream { kind: StreamKind::Created, device, flags, priority, cu_mask: mask, context: Some(c as u8) },
+        )?;
+        Ok(self.handle_of(i))
     }
 
     /// Destroys an execution context and detaches every stream it owns.
     pub fn context_destroy(&self, ctx: ContextHandle) -> Result<()> {
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let c = Self::context_slot(&st, ctx)?;
         // Mark every owned stream first, so a capture spanning several of them keeps all of
         // them visibly Invalidated when it is torn down.
-        for s in st.streams.iter_mut().filter(|s| s.state != SlotState::Free && s.context == Some(c as u8)) {
-            s.detached = true;
-            s.context = None;
-        }
-        for i in 0..S {
-            let detached = st.streams.get(i).is_some_and(|s| s.detached && s.state != SlotState::Free);
-            if let Some(cap) = Self::capture_of(&st, i).filter(|_| detached) {
-                Self::set_capture_status(&mut st, cap, CaptureStatus::Invalidated);
-                Self::teardown_capture(&mut st, cap, false);
+        for s in self.stream_slots() {
+            let mut a = s.attrs();
+            if s.word.state() != SlotState::Free && a.context == Some(c as u8) {
+                // The stream's lock orders the flag against an enqueue in flight on it. A capture
+                // it took part in that has ended already is forgotten: only one torn down by
+                // this detach leaves the stream reporting Invalidated.
+                let mut inner = s.inner.lock();
+                if Self::capture_in(&st, &inner).is_none() {
+                    inner.capture = None;
+                }
+                a.detached = true;
+                a.context = None;
+                s.set_attrs(a);
             }
         }
-        if let Some(slot) = st.contexts.get_mut(c) {
+        if self.any_capture() {
+            for i in 0..self.stream_slots().len() {
+                let detached = self.stream(i).is_ok_and(|s| s.attrs().detached && s.word.state() != SlotState::Free);
+                if let Some(cap) = self.capture_of(&st, i).filter(|_| detached) {
+                    Self::set_capture_status(&mut st, cap, CaptureStatus::Invalidated);
+                    self.teardown_capture(&mut st, cap, false);
+                }
+            }
+        }
+        if let Some(slot) = st.contexts.slots_mut().get_mut(c) {
             slot.generation.vacate();
         }
         Ok(())
@@ -117,6 +119,6 @@ impl<
 
     /// Whether `s` is detached (its execution context was destroyed).
     pub fn stream_is_detached(&self, s: StreamHandle) -> Result<bool> {
-        self.stream_attr(s, Error::ContextIsDestroyed, |sl| sl.detached)
+        self.stream_attr(s, Error::ContextIsDestroyed, |a| a.detached)
     }
 }

@@ -1,156 +1,164 @@
-//! The null stream's implicit synchronisation and point-in-time markers
-//! (hip-semantics.md §3).
+//! The null stream's implicit synchronisation (`docs/hip-semantics.md`, "Null stream") and the
+//! signals of host functions.
+//!
+//! Rule 1: work on the null stream waits for everything enqueued before it on the device's
+//! blocking streams, destroyed ones whose work is still pending included. Rule 2: work on a
+//! blocking stream waits for everything enqueued before it on the null stream. Each wait is one
+//! counted barrier-value packet on the other stream's progress point (`progress <
+//! 1 - submitted`), read from atomics: no lock of the other stream, nothing published into its
+//! queue. A stream that is idle adds nothing.
 
-use super::{lookup_stream, push_dep, Deps, Runtime, SlotState, Spec, State, StreamKind, MARKER_WAIT, PENDING};
+use super::submit::{Batch, Spec};
+use super::{Runtime, SlotState, StreamInner, StreamKind, StreamSlot};
 use crate::aql::Condition;
 use crate::backend::{Backend, Timeout};
+use crate::config::{Config, Table};
 use crate::error::{Error, Result};
-use crate::signal::SignalHandle;
-use crate::table::Lookup;
+use crate::live::LiveSignal;
 use crate::thread::ThreadKeys;
 
-impl<
-        B: Backend,
-        K: ThreadKeys,
-        const S: usize,
-        const E: usize,
-        const T: usize,
-        const M: usize,
-        const G: usize,
-        const N: usize,
-        const X: usize,
-    > Runtime<B, K, S, E, T, M, G, N, X>
-{
-    pub(super) fn take_marker(
+/// Bound on waiting for a host-function signal pair to come free.
+const HOST_SIGNAL_WAIT: Timeout = Timeout::SECOND;
+/// `release_at` of a pair whose consuming batch is not published yet.
+const PENDING: u64 = u64::MAX;
+
+impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
+    /// Adds a wait for `p`'s work so far to `batch`, if it has pending work.
+    fn wait_for(
         &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
-        consumer: usize,
-    ) -> Result<SignalHandle> {
-        let consumer_generation = st.streams.get(consumer).map_or(0, |s| s.generation.current);
-        let idx = match self.free_marker(st) {
-            Some(m) => m,
-            None => {
-                // Wait (bounded) for the oldest marker's consumer to move on.
-                let oldest = st.markers.iter().filter(|m| m.busy).min_by_key(|m| m.release_at).copied();
-                if let Some(m) = oldest {
-                    if let Some(s) = st.streams.get(m.consumer) {
-                        if let Some(hw) = &s.hw {
-                            let _ = self.backend.signal_wait(
-                                hw.signal,
-                                Condition::Lt,
-                                1 - m.release_at as i64,
-                                MARKER_WAIT,
-                            );
-                        }
-                    }
-                }
-                self.free_marker(st).ok_or(Error::OutOfMemory)?
-            }
-        };
-        let m = st.markers.get_mut(idx).ok_or(Error::OutOfMemory)?;
-        if m.signal.is_null() {
-            m.signal = self.backend.signal_create(1)?;
-        } else {
-            // SAFETY: pool markers stay allocated for the runtime's life.
-            unsafe { m.signal.get() }.reset(1);
-        }
-        m.busy = true;
-        m.consumer = consumer;
-        m.consumer_generation = consumer_generation;
-        m.release_at = PENDING;
-        st.markers_taken += 1;
-        Ok(m.signal)
-    }
-
-    /// A free marker slot, reclaiming those whose consumer has passed them.
-    pub(super) fn free_marker(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>) -> Option<usize> {
-        for idx in 0..M {
-            let m = *st.markers.get(idx)?;
-            if !m.busy {
-                return Some(idx);
-            }
-            // The producer's packet must have completed the marker, and (below) the consumer's
-            // barrier must have read it.
-            // SAFETY: pool markers stay allocated for the runtime's life.
-            if m.release_at == PENDING || unsafe { m.signal.get() }.load() > 0 {
-                continue;
-            }
-            let passed = match st.streams.get(m.consumer) {
-                // The consumer slot moved on to another life or was freed: its queue drained.
-                Some(s) if s.state == SlotState::Free => true,
-                Some(s) if s.generation.current != m.consumer_generation && s.state == SlotState::Live => true,
-                Some(s) => match &s.hw {
-                    Some(hw) => self
-                        .backend
-                        .signal_wait(hw.signal, Condition::Lt, 1 - m.release_at as i64, Timeout::ZERO)
-                        .is_ok(),
-                    None => true,
-                },
-                None => true,
-            };
-            if passed {
-                if let Some(m) = st.markers.get_mut(idx) {
-                    m.busy = false;
-                }
-                return Some(idx);
+        p: &StreamSlot<K::RawMutex>,
+        slot: &StreamSlot<K::RawMutex>,
+        inner: &mut StreamInner,
+        batch: &mut Batch<'_>,
+    ) -> Result<()> {
+        if let Some((signal, n)) = p.point() {
+            if signal.load() > -(n as i64) {
+                self.flush_if_full(slot, inner, batch)?;
+                batch.push(Spec::Wait(signal.handle(), 1 - n as i64))?;
             }
         }
-        None
+        Ok(())
     }
 
-    /// Makes `consumer` wait for everything stream `producer` has published so far: a marker
-    /// on the producer, returned as the dependency to put in the consumer's next barrier.
-    pub(super) fn point_in_time(
-        &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
-        producer: usize,
-        consumer: usize,
-    ) -> Result<SignalHandle> {
-        let marker = self.take_marker(st, consumer)?;
-        if let Err(e) = self.publish(st, producer, &[Spec::Mark(marker), Spec::Deps([0; 5])]) {
-            // Never published, so nothing would ever complete it and the pool would lose it:
-            // complete it here; it comes free once the consumer's release point passes.
-            // SAFETY: pool markers stay allocated for the runtime's life.
-            unsafe { marker.get() }.reset(0);
-            return Err(e);
-        }
-        Ok(marker)
-    }
-
-    /// The implicit dependencies of work on slot `i` (hip-semantics.md §3 rules 1, 2, 4, 5).
+    /// The implicit dependencies of work on slot `i` (rules 1 and 2), pushed into `batch`
+    /// (earlier batches are published when there are many).
     pub(super) fn implicit_deps(
         &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
         i: usize,
-        deps: &mut Deps,
+        slot: &StreamSlot<K::RawMutex>,
+        inner: &mut StreamInner,
+        batch: &mut Batch<'_>,
     ) -> Result<()> {
-        let Some(s) = st.streams.get(i) else { return Err(Error::InvalidHandle) };
-        let device = s.device;
-        match s.kind {
+        let a = slot.attrs();
+        match a.kind {
             StreamKind::Null => {
-                for p in 0..S {
-                    let busy = st
-                        .streams
-                        .get(p)
-                        .is_some_and(|ps| ps.is_blocking_user() && ps.device == device && !self.is_idle(ps));
-                    if busy {
-                        let m = self.point_in_time(st, p, i)?;
-                        push_dep(deps, m.0)?;
+                for (p, ps) in self.stream_slots().iter().enumerate() {
+                    if p == i || ps.word.state() == SlotState::Free {
+                        continue;
+                    }
+                    let pa = ps.attrs();
+                    if pa.is_blocking_user() && pa.device == a.device {
+                        self.wait_for(ps, slot, inner, batch)?;
                     }
                 }
             }
-            _ if s.flags.is_blocking() => {
-                let raw = st.devices.get(device as usize).map_or(0, |d| d.null_stream);
-                if let Lookup::Live(n) = lookup_stream(&st.streams, raw) {
-                    let busy = st.streams.get(n).is_some_and(|ns| !self.is_idle(ns));
-                    if busy {
-                        let m = self.point_in_time(st, n, i)?;
-                        push_dep(deps, m.0)?;
+            _ if a.flags.is_blocking() => {
+                if let Some(n) = self.existing_null_stream(a.device) {
+                    if let Ok(ns) = self.stream(n) {
+                        self.wait_for(ns, slot, inner, batch)?;
                     }
                 }
             }
             _ => {}
         }
         Ok(())
+    }
+
+    // ----- host-function signals -------------------------------------------------------------
+
+    /// A pair of signals (start, done), both at 1, for a host function stream `consumer` is about
+    /// to publish; it comes free once the stream's barrier after the call has completed.
+    pub(super) fn take_host_signals(&self, consumer: usize) -> Result<(usize, LiveSignal, LiveSignal)> {
+        let mut pool = self.host_signals.lock();
+        let n = pool.slots.slots().len();
+        let mut found = None;
+        for round in 0..2 {
+            let start = pool.cursor;
+            for k in 0..n {
+                let idx = (start + k) % n;
+                if self.host_pair_free(pool.slots.slots().get(idx).copied()) {
+                    found = Some(idx);
+                    break;
+                }
+            }
+            if found.is_some() || round == 1 {
+                break;
+            }
+            // Wait (bounded) for the oldest pair's consumer to move on.
+            let oldest = pool
+                .slots
+                .slots()
+                .iter()
+                .filter(|m| m.busy && m.release_at != PENDING)
+                .min_by_key(|m| m.release_at)
+                .copied();
+            if let Some(m) = oldest {
+                if let Some(p) = self.stream(m.consumer as usize).ok().and_then(|s| s.progress.get()) {
+                    let _ =
+                        self.backend.signal_wait(p.handle(), Condition::Lt, 1 - m.release_at as i64, HOST_SIGNAL_WAIT);
+                }
+            }
+        }
+        let idx = found.ok_or(Error::OutOfMemory)?;
+        let slot = pool.slots.slots_mut().get_mut(idx).ok_or(Error::OutOfMemory)?;
+        let pair = match slot.pair {
+            Some((s, d)) => {
+                s.get().reset(1);
+                d.get().reset(1);
+                (s, d)
+            }
+            None => {
+                let s = LiveSignal::create(&self.backend, 1)?;
+                let d = LiveSignal::create(&self.backend, 1)?;
+                slot.pair = Some((s, d));
+                (s, d)
+            }
+        };
+        slot.busy = true;
+        slot.consumer = consumer as u32;
+        slot.release_at = PENDING;
+        pool.cursor = (idx + 1) % n.max(1);
+        Ok((idx, pair.0, pair.1))
+    }
+
+    /// Sets when pair `idx` comes free: once stream `consumer` has completed `at` counted
+    /// packets (`u64::MAX`: now, it was never published).
+    pub(super) fn release_host_signals(&self, idx: usize, consumer: usize, at: u64) {
+        let mut pool = self.host_signals.lock();
+        if let Some(m) = pool.slots.slots_mut().get_mut(idx) {
+            if at == u64::MAX {
+                m.busy = false;
+            } else {
+                m.consumer = consumer as u32;
+                m.release_at = at;
+            }
+        }
+    }
+
+    /// Whether a pair can be taken: never used, or its consumer's barrier has passed.
+    fn host_pair_free(&self, m: Option<super::HostSignalSlot>) -> bool {
+        let Some(m) = m else { return false };
+        if !m.busy {
+            return true;
+        }
+        if m.release_at == PENDING {
+            return false;
+        }
+        // Progress counts are cumulative per slot, so a consumer slot that has been reused
+        // since still answers for this point.
+        self.stream(m.consumer as usize)
+            .ok()
+            .and_then(|s| s.progress.get())
+            .is_some_and(|p| p.load() <= -(m.release_at as i64))
     }
 }

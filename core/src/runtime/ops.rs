@@ -1,24 +1,15 @@
 //! Stream operations: kernels, copies, fills, host functions, memory values.
 
-use super::{Command, KernelLaunch, Runtime, WaitValueOp};
+use super::submit::Command;
+use super::{KernelLaunch, Runtime, WaitValueOp};
 use crate::aql::Condition;
-use crate::backend::{Backend, BuiltinKernel, CopyArgs, FillArgs, HostFn, MemoryKind, WriteValueArgs};
+use crate::backend::{Backend, BuiltinArgs, BuiltinKernel, CopyArgs, FillArgs, HostFn, MemoryKind, WriteValueArgs};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::stream::StreamHandle;
 use crate::thread::ThreadKeys;
 
-impl<
-        B: Backend,
-        K: ThreadKeys,
-        const S: usize,
-        const E: usize,
-        const T: usize,
-        const M: usize,
-        const G: usize,
-        const N: usize,
-        const X: usize,
-    > Runtime<B, K, S, E, T, M, G, N, X>
-{
+impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     // ----- stream operations ---------------------------------------------------------------
 
     /// Launches a kernel on `s` (`hipModuleLaunchKernel`); its arguments are copied now.
@@ -27,15 +18,9 @@ impl<
         self.submit(s, Command::Kernel(*launch))
     }
 
-    pub(super) fn builtin<A: Copy>(&self, s: StreamHandle, kernel: BuiltinKernel, args: A) -> Result<()> {
-        let len = core::mem::size_of::<A>();
-        let mut buf = [0u8; 32];
-        let dst = buf.get_mut(..len).ok_or(Error::InvalidValue)?;
-        // SAFETY: A is a repr(C) argument struct of plain integers (CopyArgs, FillArgs,
-        // WriteValueArgs) without padding; viewing it as bytes is sound.
-        let bytes = unsafe { core::slice::from_raw_parts(&args as *const A as *const u8, len) };
-        dst.copy_from_slice(bytes);
-        self.submit(s, Command::Builtin { kernel, args: buf, len })
+    pub(super) fn builtin<A: BuiltinArgs>(&self, s: StreamHandle, kernel: BuiltinKernel, args: A) -> Result<()> {
+        let (args, len) = args.to_bytes();
+        self.submit(s, Command::Builtin { kernel, args, len })
     }
 
     /// `hipMemcpyAsync`: copies `bytes` from `src` to `dst` in stream order. Zero bytes is a
@@ -81,7 +66,10 @@ impl<
     /// Synchronous copies and fills while any capture is active: `StreamCaptureImplicit`, and
     /// every capture is invalidated (HIP differs from CUDA here).
     pub(super) fn check_sync_copy(&self) -> Result<()> {
-        let mut st = self.state.lock();
+        if !self.any_capture() {
+            return Ok(());
+        }
+        let mut st = self.lock();
         if Self::any_active_capture(&st) {
             Self::invalidate_all_captures(&mut st);
             return Err(Error::StreamCaptureImplicit);
@@ -91,7 +79,10 @@ impl<
 
     /// The thread-mode rule for allocation APIs (`CHECK_STREAM_CAPTURE_SUPPORTED`).
     pub(super) fn check_alloc_call(&self) -> Result<()> {
-        let mut st = self.state.lock();
+        if !self.any_capture() {
+            return Ok(());
+        }
+        let mut st = self.lock();
         self.check_unsafe_call(&mut st, Error::StreamCaptureUnsupported)
     }
 

@@ -1,140 +1,395 @@
-//! Publishing: one operation becomes a batch of AQL packets in its stream's ring.
+//! Publishing: one operation becomes a batch of AQL packets in its stream's pooled queue.
+//!
+//! The fast path takes the stream's lock only: the handle is checked through atomics, the null
+//! stream's progress point is read through atomics, and while no capture is alive
+//! (`captures_live == 0`) nothing else is looked at. With a capture alive the operation goes
+//! through the structural lock, where the capture rules live.
+//!
+//! This is the one file of `runtime/` with `unsafe`: it writes kernel arguments into the
+//! kernel-argument slot of the ring slot it reserved.
 
-use core::sync::atomic::Ordering as CoreOrdering;
+use core::sync::atomic::{fence, Ordering as CoreOrdering};
 use portable_atomic::Ordering;
 
-use super::{dep_chunks, push_dep, Batch, Command, Deps, KernelLaunch, Runtime, Spec, State, PENDING};
+use super::{doorbell_fence, Runtime, StreamInner, StreamSlot};
 use crate::aql::{
-    BarrierPacket, BarrierValuePacket, FenceScope, Header, KernelDispatchPacket, PacketType, DEFAULT_ROOM_SPINS,
-    DISPATCH_HEADER,
+    amd_format, BarrierPacket, BarrierValuePacket, Condition, FenceScope, Header, KernelDispatchPacket, PacketType,
+    DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
 };
-use crate::backend::{Backend, HostFn};
+use crate::backend::{Backend, BuiltinKernel, HostFn};
 use crate::capture::CaptureStatus;
+use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::live::LiveSignal;
+use crate::pool::QueueHw;
 use crate::signal::SignalHandle;
 use crate::stream::StreamHandle;
 use crate::thread::ThreadKeys;
 
-impl<
-        B: Backend,
-        K: ThreadKeys,
-        const S: usize,
-        const E: usize,
-        const T: usize,
-        const M: usize,
-        const G: usize,
-        const N: usize,
-        const X: usize,
-    > Runtime<B, K, S, E, T, M, G, N, X>
-{
+/// Most packets one publish holds (implicit dependencies beyond it go out in earlier batches).
+pub(super) const MAX_BATCH: usize = 8;
+/// Packets an operation itself needs at most (after its dependencies).
+const MAX_OP_PACKETS: usize = 3;
+
+/// One stream operation, before it becomes packets.
+#[derive(Clone, Copy)]
+pub(super) enum Command<'a> {
+    Kernel(crate::runtime::KernelLaunch<'a>),
+    Builtin { kernel: BuiltinKernel, args: [u8; 32], len: usize },
+    WaitValue { address: u64, value: i64, mask: i64, cond: Condition },
+    HostFn(HostFn),
+    EventRecord(LiveSignal),
+    WaitEvent(SignalHandle),
+    Marker,
+}
+
+/// Which packet to publish.
+#[derive(Clone, Copy)]
+pub(super) enum Spec<'a> {
+    /// A counted barrier-value packet: waits until `signal < below` (another stream's progress
+    /// point).
+    Wait(SignalHandle, i64),
+    /// A counted barrier-AND on these dependencies.
+    Deps([u64; 5]),
+    /// A barrier-AND completing `signal` (not counted).
+    Mark(SignalHandle),
+    /// A counted kernel dispatch with its kernel arguments.
+    Dispatch(KernelDispatchPacket, &'a [u8]),
+    /// A counted barrier-value packet of the operation (`hipStreamWaitValue*`).
+    Value(BarrierValuePacket),
+}
+
+/// The packets of one publish, in order.
+pub(super) struct Batch<'a> {
+    specs: [Spec<'a>; MAX_BATCH],
+    len: usize,
+}
+
+impl<'a> Batch<'a> {
+    pub(super) fn new() -> Self {
+        Batch { specs: [Spec::Deps([0; 5]); MAX_BATCH], len: 0 }
+    }
+
+    pub(super) fn push(&mut self, spec: Spec<'a>) -> Result<()> {
+        let slot = self.specs.get_mut(self.len).ok_or(Error::OutOfMemory)?;
+        *slot = spec;
+        self.len += 1;
+        Ok(())
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(super) fn as_slice(&self) -> &[Spec<'a>] {
+        self.specs.get(..self.len).unwrap_or(&[])
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+/// `header` with its barrier bit set to `barrier`.
+fn with_barrier(header: u16, barrier: bool) -> u16 {
+    (header & !(1 << 8)) | (u16::from(barrier) << 8)
+}
+
+/// A counted barrier-value packet waiting until `signal < below`.
+pub(super) fn wait_packet(signal: SignalHandle, below: i64, completion: u64) -> BarrierValuePacket {
+    BarrierValuePacket {
+        header: Header::new(PacketType::VendorSpecific, false, FenceScope::System, FenceScope::System).0,
+        amd_format: amd_format::BARRIER_VALUE,
+        signal: signal.0,
+        value: below,
+        mask: -1,
+        cond: Condition::Lt as u32,
+        completion_signal: completion,
+        ..Default::default()
+    }
+}
+
+/// A kernel dispatch packet (barrier bit set; publishing decides).
+pub(super) fn dispatch_packet(
+    object: u64,
+    grid: [u32; 3],
+    wg: [u16; 3],
+    group: u32,
+    private: u32,
+) -> KernelDispatchPacket {
+    KernelDispatchPacket {
+        header: DISPATCH_HEADER.0,
+        setup: 3,
+        workgroup_size_x: wg[0],
+        workgroup_size_y: wg[1],
+        workgroup_size_z: wg[2],
+        reserved0: 0,
+        grid_size_x: grid[0],
+        grid_size_y: grid[1],
+        grid_size_z: grid[2],
+        private_segment_size: private,
+        group_segment_size: group,
+        kernel_object: object,
+        kernarg_address: 0,
+        reserved2: 0,
+        completion_signal: 0,
+    }
+}
+
+impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     // ----- publishing ----------------------------------------------------------------------
 
-    /// Publishes `specs` on stream slot `i` as one batch and rings its doorbell once.
+    /// Publishes `specs` on stream `slot` (its lock held as `inner`) as one reservation and rings
+    /// the doorbell once.
+    ///
+    /// On a queue only this stream uses, every packet carries the barrier bit and the ring is
+    /// reserved single-producer. On a shared queue, a busy stream's batch starts with a counted
+    /// barrier-value packet on its own progress point and the packets keep their own barrier
+    /// bits, so other streams' packets in between are not waited for (`docs/queue-pool.md`).
     pub(super) fn publish(
         &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
-        i: usize,
+        slot: &StreamSlot<K::RawMutex>,
+        inner: &mut StreamInner,
         specs: &[Spec<'_>],
     ) -> Result<()> {
-        let slot = st.streams.get_mut(i).ok_or(Error::InvalidHandle)?;
-        let hw = slot.hw.as_mut().ok_or(Error::InvalidHandle)?;
-        let desc = hw.desc;
-        let progress = hw.signal.0;
-        let n = u32::try_from(specs.len()).map_err(|_| Error::InvalidValue)?;
-        // SAFETY: a stream's ring has one producer, this runtime, which publishes into it only
-        // while holding the state lock (held here through `st`).
-        let mut res = unsafe { desc.ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, &mut hw.read_hint) }?;
+        if specs.is_empty() {
+            return Ok(());
+        }
+        let b = inner.binding.as_ref().ok_or(Error::InvalidHandle)?;
+        let hw = self.queue_of(b)?;
+        // Refused input publishes nothing: check kernel arguments before reserving.
+        let slot_bytes = hw.desc.kernarg_slot_bytes as usize;
+        if specs.iter().any(|s| matches!(s, Spec::Dispatch(_, args) if args.len() > slot_bytes)) {
+            return Err(Error::InvalidValue);
+        }
+        let progress = slot.progress.get().ok_or(Error::InvalidHandle)?;
+        // Ordering: Acquire pairs with the Release store of the binder, made under this
+        // stream's lock (held here).
+        let shared = hw.shared.load(Ordering::Acquire);
+        // Ordering: Relaxed; this lock holder is the only writer.
+        let before = slot.submitted.load(Ordering::Relaxed);
+        let lead = shared && progress.load() > -(before as i64);
+        let n = u32::try_from(specs.len() + usize::from(lead)).map_err(|_| Error::InvalidValue)?;
+        let ring = &hw.desc.ring;
+        let mut res = if shared {
+            ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint)?
+        } else {
+            // SAFETY: the queue is not shared: `shared` is set, under the lock of every stream
+            // bound to the queue, before a second stream can publish into it, and this stream's
+            // lock is held, so this is the ring's only producer now.
+            unsafe { ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint) }?
+        };
+        let barrier = !shared;
+        let p = progress.handle().0;
         let mut counted = 0u64;
+        if lead {
+            res.write(&wait_packet(progress.handle(), 1 - before as i64, p));
+            counted += 1;
+        }
         for spec in specs {
             let index = res.next_index();
             match *spec {
+                Spec::Wait(signal, below) => {
+                    let mut w = wait_packet(signal, below, p);
+                    w.header = with_barrier(w.header, barrier);
+                    res.write(&w);
+                    counted += 1;
+                }
                 Spec::Deps(deps) => {
-                    res.write(&BarrierPacket::and(deps, progress));
+                    let mut w = BarrierPacket::and(deps, p);
+                    w.header = with_barrier(w.header, barrier);
+                    res.write(&w);
                     counted += 1;
                 }
                 Spec::Mark(signal) => {
-                    res.write(&BarrierPacket::and([0; 5], signal.0));
+                    let mut w = BarrierPacket::and([0; 5], signal.0);
+                    w.header = with_barrier(w.header, barrier);
+                    res.write(&w);
                 }
-                Spec::Dispatch(mut p, args) => {
-                    let off = (index & (desc.ring.size() - 1)) * u64::from(desc.kernarg_slot_bytes);
+                Spec::Dispatch(mut d, args) => {
+                    let desc = &hw.desc;
+                    let off = (index & (ring.size() - 1)) * u64::from(desc.kernarg_slot_bytes);
+                    let len = args.len().min(slot_bytes);
                     // SAFETY: the kernarg slot of a reserved ring slot belongs to this producer
-                    // until the packet retires (QueueDesc contract); `args` fits (checked by
-                    // the caller against kernarg_slot_bytes).
+                    // until the packet retires (QueueDesc contract), and `len` bytes fit in it.
                     unsafe {
                         let dst = desc.kernarg_host.as_ptr().add(off as usize);
-                        core::ptr::copy_nonoverlapping(args.as_ptr(), dst, args.len());
+                        core::ptr::copy_nonoverlapping(args.as_ptr(), dst, len);
                     }
-                    p.kernarg_address = desc.kernarg_device + off;
-                    p.completion_signal = progress;
-                    res.write(&p);
+                    d.kernarg_address = desc.kernarg_device + off;
+                    d.completion_signal = p;
+                    d.header = with_barrier(d.header, barrier);
+                    res.write(&d);
                     counted += 1;
                 }
-                Spec::Value(mut p) => {
-                    p.completion_signal = progress;
-                    res.write(&p);
+                Spec::Value(mut v) => {
+                    v.completion_signal = p;
+                    v.header = with_barrier(v.header, barrier);
+                    res.write(&v);
                     counted += 1;
                 }
             }
         }
         let last = res.finish();
-        slot.submitted += counted;
-        // Ordering: a Release fence orders the headers before the doorbell store (kfd-aql.md §2);
-        // a backend whose doorbell or ring sits in write-combined memory adds its own store fence.
-        core::sync::atomic::fence(CoreOrdering::Release);
-        self.backend.ring_doorbell(&hw.queue, last);
+        // Ordering: Release: whoever reads the new count (another stream's implicit
+        // synchronisation, a synchronize) sees the packets it counts in the ring.
+        slot.submitted.store(before + counted, Ordering::Release);
+        doorbell_fence();
+        self.ring(hw, shared, last);
         Ok(())
     }
 
-    /// Takes a marker signal (value 1) that stream `consumer` will read in the barrier it
-    /// publishes next; it comes free once that barrier has completed.
-    /// Checks the queue behind slot `i` for a fault (sticky: the stream keeps failing).
-    pub(super) fn check_fault(&self, st: &State<B::Queue, S, E, T, M, G, N, X>, i: usize) -> Result<()> {
-        match st.streams.get(i).and_then(|s| s.hw.as_ref()) {
-            Some(hw) => match self.backend.queue_fault(&hw.queue) {
-                Some(e) => Err(e),
-                None => Ok(()),
-            },
-            None => Err(Error::InvalidHandle),
+    /// Publishes prepared packets (a graph launch's body) and then a counted barrier with the
+    /// barrier bit, in reservations of at most a ring each with one doorbell per reservation.
+    /// The body's first packet carries the barrier bit (the plan's rule), which orders it after
+    /// the stream's earlier work on any queue.
+    pub(super) fn publish_raw(
+        &self,
+        slot: &StreamSlot<K::RawMutex>,
+        inner: &mut StreamInner,
+        body: &[crate::aql::RawPacket],
+    ) -> Result<()> {
+        let b = inner.binding.as_ref().ok_or(Error::InvalidHandle)?;
+        let hw = self.queue_of(b)?;
+        let progress = slot.progress.get().ok_or(Error::InvalidHandle)?;
+        // Ordering: Acquire, as in `publish`.
+        let shared = hw.shared.load(Ordering::Acquire);
+        // Ordering: Relaxed; this lock holder is the only writer.
+        let before = slot.submitted.load(Ordering::Relaxed);
+        let ring = &hw.desc.ring;
+        let mut close = BarrierPacket::and([0; 5], progress.handle().0);
+        close.header = with_barrier(close.header, true);
+        let mut left_body = body;
+        let mut close_left = true;
+        while close_left {
+            let n = (left_body.len() as u64 + 1).min(ring.size());
+            let n = u32::try_from(n).map_err(|_| Error::InvalidValue)?;
+            let mut res = if shared {
+                ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint)?
+            } else {
+                // SAFETY: as in `publish`: an unshared queue and this stream's lock held.
+                unsafe { ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint) }?
+            };
+            while res.remaining() > 0 {
+                if !left_body.is_empty() {
+                    let k = res.write_batch(left_body);
+                    left_body = left_body.get(k..).unwrap_or(&[]);
+                } else if close_left {
+                    res.write(&close);
+                    close_left = false;
+                } else {
+                    break;
+                }
+            }
+            let last = res.finish();
+            if !close_left {
+                // Ordering: Release, as in `publish`.
+                slot.submitted.store(before + 1, Ordering::Release);
+            }
+            doorbell_fence();
+            self.ring(hw, shared, last);
+        }
+        Ok(())
+    }
+
+    /// Rings `hw`'s doorbell with `last`. On a shared queue several producers ring; the
+    /// doorbell must not go backwards (a packet processor may stop at the last value it read),
+    /// so each producer raises `rung` and rings until the value it rang is the highest asked
+    /// for.
+    pub(super) fn ring(&self, hw: &QueueHw<B::Queue>, shared: bool, last: u64) {
+        if !shared {
+            self.backend.ring_doorbell(&hw.queue, last);
+            return;
+        }
+        // Ordering: AcqRel; the highest value wins.
+        hw.rung.fetch_max(last.wrapping_add(1), Ordering::AcqRel);
+        loop {
+            // Ordering: Acquire pairs with the other producers' fetch_max.
+            let t = hw.rung.load(Ordering::Acquire);
+            self.backend.ring_doorbell(&hw.queue, t.wrapping_sub(1));
+            // Ordering: SeqCst between the doorbell store and the re-read: a producer that
+            // stored an older value after ours sees the newer `rung` and rings again.
+            fence(CoreOrdering::SeqCst);
+            if hw.rung.load(Ordering::Acquire) == t {
+                break;
+            }
         }
     }
 
+    /// Checks the queue behind a stream for a fault (sticky: the stream keeps failing).
+    pub(super) fn check_fault(&self, inner: &StreamInner) -> Result<()> {
+        let b = inner.binding.as_ref().ok_or(Error::InvalidHandle)?;
+        match self.backend.queue_fault(&self.queue_of(b)?.queue) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    // ----- submission ------------------------------------------------------------------------
+
     /// Enqueues one operation on stream `s` with its implicit and explicit dependencies.
     pub(super) fn submit(&self, s: StreamHandle, cmd: Command<'_>) -> Result<()> {
-        let mut st = self.state.lock();
-        let i = self.resolve_for_work(&mut st, s)?;
+        if self.any_capture() {
+            return self.submit_captured(s, cmd);
+        }
+        let i = self.resolve_for_work(s)?;
+        let generation = self.generation_of(i);
+        let slot = self.stream(i)?;
+        let mut inner = slot.inner.lock();
+        if !Self::still_live(slot, generation) {
+            return Err(Error::ContextIsDestroyed);
+        }
+        if self.any_capture() {
+            // A capture began since the check above: its rules apply.
+            drop(inner);
+            return self.submit_captured(s, cmd);
+        }
+        if slot.attrs().detached {
+            return Err(Error::StreamDetached);
+        }
+        self.check_fault(&inner)?;
+        self.submit_locked(i, slot, &mut inner, &cmd)
+    }
+
+    /// [`submit`](Self::submit) while captures are alive: the capture rules run under the
+    /// structural lock.
+    fn submit_captured(&self, s: StreamHandle, cmd: Command<'_>) -> Result<()> {
+        let i = self.resolve_for_work(s)?;
+        let generation = self.generation_of(i);
+        let mut st = self.lock();
+        let slot = self.stream(i)?;
+        if !Self::still_live(slot, generation) {
+            return Err(Error::ContextIsDestroyed);
+        }
         if matches!(cmd, Command::HostFn(HostFn::StreamCallback { .. })) {
             self.check_callback_target(&mut st, s, i)?;
         }
-        match Self::capture_status_of(&st, i) {
-            CaptureStatus::Active if Self::capture_of(&st, i).is_some() => {
+        match self.capture_status_of(&st, i) {
+            CaptureStatus::Active if self.capture_of(&st, i).is_some() => {
                 return self.capture_command(&mut st, i, &cmd);
             }
-            CaptureStatus::Invalidated if Self::capture_of(&st, i).is_some() => {
+            CaptureStatus::Invalidated if self.capture_of(&st, i).is_some() => {
                 return Err(Error::StreamCaptureInvalidated);
             }
             _ => {}
         }
-        self.check_fault(&st, i)?;
-        let result = self.submit_locked(&mut st, i, &cmd);
-        self.release_taken_markers(&mut st, i);
-        result
+        drop(st);
+        let mut inner = slot.inner.lock();
+        self.check_fault(&inner)?;
+        self.submit_locked(i, slot, &mut inner, &cmd)
     }
 
     /// Resolves the stream of an async work API (`STREAM_CAPTURE` in clr): an invalid handle is
     /// `InvalidValue` while any capture exists, a detached stream `StreamDetached`.
-    pub(super) fn resolve_for_work(
-        &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
-        s: StreamHandle,
-    ) -> Result<usize> {
-        let i = match self.resolve(st, s, Error::ContextIsDestroyed) {
+    pub(super) fn resolve_for_work(&self, s: StreamHandle) -> Result<usize> {
+        let i = match self.resolve(s, Error::ContextIsDestroyed) {
             Ok(i) => i,
             Err(e @ (Error::ContextIsDestroyed | Error::InvalidHandle)) => {
-                return Err(if Self::any_capture(st) { Error::InvalidValue } else { e });
+                return Err(if self.any_capture() { Error::InvalidValue } else { e });
             }
             Err(e) => return Err(e),
         };
-        if st.streams.get(i).is_some_and(|sl| sl.detached) {
+        if self.stream(i)?.attrs().detached {
             return Err(Error::StreamDetached);
         }
         Ok(i)
@@ -143,195 +398,124 @@ impl<
     /// The checks an async work API makes on its stream when there is nothing to enqueue
     /// (a zero-byte copy): the stream must resolve and must not be detached.
     pub(super) fn check_work_stream(&self, s: StreamHandle) -> Result<()> {
-        let mut st = self.state.lock();
-        let i = self.resolve_for_work(&mut st, s)?;
-        match Self::capture_status_of(&st, i) {
-            CaptureStatus::Invalidated if Self::capture_of(&st, i).is_some() => Err(Error::StreamCaptureInvalidated),
+        let i = self.resolve_for_work(s)?;
+        if !self.any_capture() {
+            return Ok(());
+        }
+        let st = self.lock();
+        match self.capture_status_of(&st, i) {
+            CaptureStatus::Invalidated if self.capture_of(&st, i).is_some() => Err(Error::StreamCaptureInvalidated),
             _ => Ok(()),
         }
     }
 
-    /// Markers taken for the operation just submitted on slot `i` are released after its last
-    /// counted packet (or at once if nothing was published); `take_marker` left them pending.
-    pub(super) fn release_taken_markers(&self, st: &mut State<B::Queue, S, E, T, M, G, N, X>, i: usize) {
-        if st.markers_taken > 0 {
-            st.markers_taken = 0;
-            let submitted = st.streams.get(i).map_or(0, |sl| sl.submitted);
-            for m in st.markers.iter_mut().filter(|m| m.busy && m.consumer == i && m.release_at == PENDING) {
-                m.release_at = submitted;
-            }
-        }
-    }
-
+    /// Publishes one operation on slot `i` (lock held as `inner`): its implicit dependencies
+    /// (possibly in earlier batches), its explicit ones, then its packets.
     pub(super) fn submit_locked(
         &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
         i: usize,
+        slot: &StreamSlot<K::RawMutex>,
+        inner: &mut StreamInner,
         cmd: &Command<'_>,
     ) -> Result<()> {
-        let device = st.streams.get(i).map_or(0, |sl| sl.device);
-        let mut deps = Deps::new();
-        self.implicit_deps(st, i, &mut deps)?;
-        // The common case, a dispatch with nothing to wait for, skips the batch.
-        if deps.is_empty() {
-            match cmd {
-                Command::Kernel(k) => {
-                    let spec = self.dispatch_spec(st, i, *k)?;
-                    return self.publish(st, i, core::slice::from_ref(&spec));
-                }
-                Command::Builtin { kernel, args, len } => {
-                    let spec = Spec::Dispatch(
-                        Self::dispatch_packet(
-                            self.backend.builtin_kernel(device, *kernel)?,
-                            [1, 1, 1],
-                            [1, 1, 1],
-                            0,
-                            0,
-                        ),
-                        args.get(..*len).ok_or(Error::InvalidValue)?,
-                    );
-                    return self.publish(st, i, core::slice::from_ref(&spec));
-                }
-                _ => {}
-            }
-        }
-        let mut host: Option<(SignalHandle, SignalHandle, HostFn)> = None;
-        match *cmd {
-            Command::WaitEvent(sig) => push_dep(&mut deps, sig.0)?,
-            Command::HostFn(f) => {
-                let start = self.take_marker(st, i)?;
-                let done = match self.take_marker(st, i) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        // Never published: nothing will complete it, so complete it here.
-                        // SAFETY: pool markers stay allocated for the runtime's life.
-                        unsafe { start.get() }.reset(0);
-                        return Err(e);
-                    }
-                };
-                host = Some((start, done, f));
-            }
-            _ => {}
-        }
+        let device = slot.attrs().device;
         let mut batch = Batch::new();
-        for chunk in dep_chunks(&deps) {
-            batch.push(Spec::Deps(chunk))?;
-        }
-        match cmd {
-            Command::Kernel(k) => batch.push(self.dispatch_spec(st, i, *k)?)?,
-            Command::Builtin { kernel, args, len } => {
-                let object = self.backend.builtin_kernel(device, *kernel)?;
-                let packet = Self::dispatch_packet(object, [1, 1, 1], [1, 1, 1], 0, 0);
-                batch.push(Spec::Dispatch(packet, args.get(..*len).ok_or(Error::InvalidValue)?))?;
+        self.implicit_deps(i, slot, inner, &mut batch)?;
+        let mut host: Option<(usize, LiveSignal, LiveSignal, HostFn)> = None;
+        match *cmd {
+            Command::Kernel(k) => {
+                check_geometry(k.grid, k.workgroup, k.kernel_object)?;
+                let p =
+                    dispatch_packet(k.kernel_object, k.grid, k.workgroup, k.group_segment_size, k.private_segment_size);
+                batch.push(Spec::Dispatch(p, k.kernarg))?;
+            }
+            Command::Builtin { kernel, ref args, len } => {
+                let object = self.backend.builtin_kernel(device, kernel)?;
+                let p = dispatch_packet(object, [1, 1, 1], [1, 1, 1], 0, 0);
+                batch.push(Spec::Dispatch(p, args.get(..len).ok_or(Error::InvalidValue)?))?;
             }
             Command::WaitValue { address, value, mask, cond } => {
                 batch.push(Spec::Value(BarrierValuePacket {
-                    header: Header::new(PacketType::VendorSpecific, true, FenceScope::System, FenceScope::System).0,
-                    amd_format: crate::aql::amd_format::BARRIER_VALUE,
+                    header: Header::new(PacketType::VendorSpecific, false, FenceScope::System, FenceScope::System).0,
+                    amd_format: amd_format::BARRIER_VALUE,
                     // The packet reads the value at signal + 8, where a signal keeps its value.
                     signal: address.wrapping_sub(8),
-                    value: *value,
-                    mask: *mask,
-                    cond: *cond as u32,
+                    value,
+                    mask,
+                    cond: cond as u32,
                     ..Default::default()
                 }))?;
             }
-            Command::HostFn(_) => {
-                if let Some((start, done, _)) = host {
-                    batch.push(Spec::Mark(start))?;
-                    batch.push(Spec::Deps([done.0, 0, 0, 0, 0]))?;
+            Command::HostFn(f) => {
+                let (idx, start, done) = self.take_host_signals(i)?;
+                host = Some((idx, start, done, f));
+                if let Err(e) = batch
+                    .push(Spec::Mark(start.handle()))
+                    .and_then(|_| batch.push(Spec::Deps([done.handle().0, 0, 0, 0, 0])))
+                {
+                    self.release_host_signals(idx, i, u64::MAX);
+                    return Err(e);
                 }
             }
-            Command::EventRecord(e) => {
-                let sig = st.events.get(*e).map(|ev| ev.signal).ok_or(Error::InvalidHandle)?;
-                batch.push(Spec::Mark(sig))?;
+            Command::EventRecord(sig) => {
+                batch.push(Spec::Mark(sig.handle()))?;
                 batch.push(Spec::Deps([0; 5]))?;
-                // SAFETY: a live event's signal is a live backend signal.
-                unsafe { sig.get() }.value.fetch_add(1, Ordering::AcqRel);
+                // Ordering: AcqRel; the record's Mark packet takes this back.
+                sig.get().value.fetch_add(1, Ordering::AcqRel);
+                let r = self.publish(slot, inner, batch.as_slice());
+                if r.is_err() {
+                    // Ordering: AcqRel; the record never happened.
+                    sig.get().value.fetch_sub(1, Ordering::AcqRel);
+                }
+                return r;
             }
-            Command::WaitEvent(_) => {}
+            Command::WaitEvent(sig) => batch.push(Spec::Deps([sig.0, 0, 0, 0, 0]))?,
             Command::Marker => batch.push(Spec::Deps([0; 5]))?,
         }
-        if batch.is_empty() {
-            // Nothing to wait for and nothing to run.
-            return Ok(());
-        }
-        if let Err(e) = self.publish(st, i, batch.as_slice()) {
-            if let Some((start, done, _)) = host {
-                // SAFETY: pool markers stay allocated for the runtime's life.
-                unsafe {
-                    start.get().reset(0);
-                    done.get().reset(0);
-                }
+        let result = self.publish(slot, inner, batch.as_slice());
+        if let Some((idx, start, done, f)) = host {
+            if let Err(e) = result {
+                // Never published: the pool gets the pair back now.
+                self.release_host_signals(idx, i, u64::MAX);
+                return Err(e);
             }
-            if let Command::EventRecord(ev) = cmd {
-                if let Some(sig) = st.events.get(*ev).map(|ev| ev.signal) {
-                    // SAFETY: as above.
-                    unsafe { sig.get() }.value.fetch_sub(1, Ordering::AcqRel);
-                }
-            }
-            return Err(e);
-        }
-        if let Some((start, done, f)) = host {
-            if let Err(e) = self.backend.host_call(start, done, f) {
+            self.release_host_signals(idx, i, slot.submitted());
+            if let Err(e) = self.backend.host_call(start.handle(), done.handle(), f) {
                 // The barrier after the call waits on `done`, which nobody will complete now:
                 // complete it so the stream's later work is not stuck behind a call that never
                 // runs.
-                // SAFETY: pool markers stay allocated for the runtime's life.
-                unsafe { done.get() }.reset(0);
+                done.get().reset(0);
                 return Err(e);
             }
         }
+        result
+    }
+
+    /// Flushes `batch` as its own publish when the operation's packets would not fit after it.
+    pub(super) fn flush_if_full(
+        &self,
+        slot: &StreamSlot<K::RawMutex>,
+        inner: &mut StreamInner,
+        batch: &mut Batch<'_>,
+    ) -> Result<()> {
+        if batch.len() + MAX_OP_PACKETS >= MAX_BATCH {
+            self.publish(slot, inner, batch.as_slice())?;
+            batch.clear();
+        }
         Ok(())
     }
+}
 
-    pub(super) fn dispatch_packet(
-        object: u64,
-        grid: [u32; 3],
-        wg: [u16; 3],
-        group: u32,
-        private: u32,
-    ) -> KernelDispatchPacket {
-        KernelDispatchPacket {
-            header: DISPATCH_HEADER.0,
-            setup: 3,
-            workgroup_size_x: wg[0],
-            workgroup_size_y: wg[1],
-            workgroup_size_z: wg[2],
-            reserved0: 0,
-            grid_size_x: grid[0],
-            grid_size_y: grid[1],
-            grid_size_z: grid[2],
-            private_segment_size: private,
-            group_segment_size: group,
-            kernel_object: object,
-            kernarg_address: 0,
-            reserved2: 0,
-            completion_signal: 0,
-        }
+/// Checks a launch's geometry: zero sizes or a work-group over 1024 work-items are
+/// `InvalidConfiguration`, a null kernel `InvalidValue`.
+pub(super) fn check_geometry(grid: [u32; 3], workgroup: [u16; 3], kernel_object: u64) -> Result<()> {
+    // u64: three u16 sizes overflow u32 (and a wrapped product could pass the 1024 check).
+    let wg_items: u64 = workgroup.iter().map(|&w| u64::from(w)).product();
+    if workgroup.contains(&0) || grid.contains(&0) || wg_items > 1024 {
+        return Err(Error::InvalidConfiguration);
     }
-
-    pub(super) fn dispatch_spec<'a>(
-        &self,
-        st: &State<B::Queue, S, E, T, M, G, N, X>,
-        i: usize,
-        k: KernelLaunch<'a>,
-    ) -> Result<Spec<'a>> {
-        // u64: three u16 sizes overflow u32 (and a wrapped product could pass the 1024 check).
-        let wg_items: u64 = k.workgroup.iter().map(|&w| u64::from(w)).product();
-        if k.workgroup.contains(&0) || k.grid.contains(&0) || wg_items > 1024 {
-            return Err(Error::InvalidConfiguration);
-        }
-        if k.kernel_object == 0 {
-            return Err(Error::InvalidValue);
-        }
-        let slot_bytes = st.streams.get(i).and_then(|s| s.hw.as_ref()).map_or(0, |hw| hw.desc.kernarg_slot_bytes);
-        if k.kernarg.len() > slot_bytes as usize {
-            return Err(Error::InvalidValue);
-        }
-        Ok(Spec::Dispatch(
-            Self::dispatch_packet(k.kernel_object, k.grid, k.workgroup, k.group_segment_size, k.private_segment_size),
-            k.kernarg,
-        ))
+    if kernel_object == 0 {
+        return Err(Error::InvalidValue);
     }
+    Ok(())
 }

@@ -1,76 +1,78 @@
 //! Query and synchronize: streams, the device, device reset.
+//!
+//! Waits read progress points through atomics and wait on the progress signals without any
+//! lock held. The null stream's synchronisation (`0`) and the device's cover destroyed streams
+//! whose work is still pending: that work is still the device's.
 
-use super::{Recorded, Runtime, SlotState, State};
+use portable_atomic::Ordering;
+
+use super::{Runtime, SlotState, StreamSlot};
 use crate::aql::Condition;
 use crate::backend::{Backend, Timeout};
+use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::signal::SignalHandle;
 use crate::stream::StreamHandle;
 use crate::thread::ThreadKeys;
 
-impl<
-        B: Backend,
-        K: ThreadKeys,
-        const S: usize,
-        const E: usize,
-        const T: usize,
-        const M: usize,
-        const G: usize,
-        const N: usize,
-        const X: usize,
-    > Runtime<B, K, S, E, T, M, G, N, X>
-{
-    // ----- query and synchronize -----------------------------------------------------------
-
-    /// The slots `hipStreamQuery`/`hipStreamSynchronize` must look at for `s`, null stream last.
-    pub(super) fn sync_set(
-        &self,
-        st: &mut State<B::Queue, S, E, T, M, G, N, X>,
-        s: StreamHandle,
-        out: &mut [usize; S],
-    ) -> Result<usize> {
-        let i = self.resolve(st, s, Error::ContextIsDestroyed)?;
+impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
+    /// The checks of `hipStreamQuery`/`hipStreamSynchronize` on `s`; returns its slot.
+    fn sync_target(&self, s: StreamHandle) -> Result<usize> {
+        let i = self.resolve(s, Error::ContextIsDestroyed)?;
         if !s.is_null_or_legacy() {
-            if st.streams.get(i).is_some_and(|sl| sl.detached) {
+            if self.stream(i)?.attrs().detached {
                 return Err(Error::StreamDetached);
             }
             // `0` and legacy are not capture-checked (HIP differs from CUDA here).
-            self.check_sync_target(st, i)?;
+            if self.any_capture() {
+                let mut st = self.lock();
+                self.check_sync_target(&mut st, i)?;
+            }
         }
-        let mut n = 0;
+        Ok(i)
+    }
+
+    /// Calls `f` with every slot `hipStreamQuery`/`hipStreamSynchronize` must look at for `s`
+    /// (found as slot `i`), null stream last: for `0`, every blocking stream of the device,
+    /// destroyed ones with pending work included.
+    fn for_sync_set(&self, s: StreamHandle, i: usize, mut f: impl FnMut(usize) -> Result<()>) -> Result<()> {
         if s == StreamHandle::NULL {
-            // Rule 6/7: the null stream and every blocking stream of the device.
-            let device = st.streams.get(i).map_or(0, |sl| sl.device);
-            for (p, ps) in st.streams.iter().enumerate() {
-                if ps.is_blocking_user() && ps.device == device {
-                    if let Some(o) = out.get_mut(n) {
-                        *o = p;
-                        n += 1;
-                    }
+            let device = self.stream(i)?.attrs().device;
+            for (p, ps) in self.stream_slots().iter().enumerate() {
+                let a = ps.attrs();
+                if p != i && ps.word.state() != SlotState::Free && a.is_blocking_user() && a.device == device {
+                    f(p)?;
                 }
             }
         }
-        if let Some(o) = out.get_mut(n) {
-            *o = i;
-            n += 1;
+        f(i)
+    }
+
+    /// The fault of the queue behind slot `p` (none if it is no longer bound).
+    fn fault_of(&self, p: &StreamSlot<K::RawMutex>) -> Result<()> {
+        let inner = p.inner.lock();
+        if inner.binding.is_none() {
+            return Ok(());
         }
-        Ok(n)
+        self.check_fault(&inner)
     }
 
     /// `hipStreamQuery`: `Ok` when all work is done, `NotReady` otherwise. For `0` that includes
     /// every blocking stream of the device; `hipStreamLegacy` looks at the null stream only.
     pub fn stream_query(&self, s: StreamHandle) -> Result<()> {
-        let mut st = self.state.lock();
-        let mut set = [0usize; S];
-        let n = self.sync_set(&mut st, s, &mut set)?;
-        for &i in set.iter().take(n) {
-            self.check_fault(&st, i)?;
-            if st.streams.get(i).is_some_and(|sl| !self.poll_idle(sl)) {
-                self.check_fault(&st, i)?;
-                return Err(Error::NotReady);
+        let i = self.sync_target(s)?;
+        self.for_sync_set(s, i, |p| {
+            let ps = self.stream(p)?;
+            self.fault_of(ps)?;
+            if let Some((signal, n)) = ps.point() {
+                let done = signal.load() <= -(n as i64)
+                    || self.backend.signal_wait(signal.handle(), Condition::Lt, 1 - n as i64, Timeout::ZERO).is_ok();
+                if !done {
+                    self.fault_of(ps)?;
+                    return Err(Error::NotReady);
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// `hipStreamSynchronize` (waits without bound).
@@ -81,49 +83,31 @@ impl<
     /// `hipStreamSynchronize` with a bound: `NotReady` if the work did not finish in time; the
     /// queue's error if it faulted.
     pub fn stream_synchronize_timeout(&self, s: StreamHandle, timeout: Timeout) -> Result<()> {
-        let mut targets = [(SignalHandle::NULL, 0i64, 0usize); S];
-        let n = {
-            let mut st = self.state.lock();
-            let mut set = [0usize; S];
-            let n = self.sync_set(&mut st, s, &mut set)?;
-            for (t, &i) in targets.iter_mut().zip(set.iter().take(n)) {
-                if let Some(sl) = st.streams.get(i) {
-                    if let Some(hw) = &sl.hw {
-                        *t = (hw.signal, 1 - sl.submitted as i64, i);
-                    }
-                }
-            }
-            n
-        };
-        self.wait_targets(targets.get(..n).unwrap_or(&[]), timeout)
+        let i = self.sync_target(s)?;
+        self.for_sync_set(s, i, |p| self.wait_slot(p, timeout))
     }
 
-    pub(super) fn wait_targets(&self, targets: &[(SignalHandle, i64, usize)], timeout: Timeout) -> Result<()> {
-        for &(signal, expected, i) in targets {
-            if signal.is_null() {
-                continue;
-            }
-            if let Err(e) = self.backend.signal_wait(signal, Condition::Lt, expected, timeout) {
-                let st = self.state.lock();
-                self.check_fault(&st, i)?;
-                return Err(e);
-            }
-            let st = self.state.lock();
-            self.check_fault(&st, i)?;
+    /// Waits for everything slot `p` has published so far.
+    fn wait_slot(&self, p: usize, timeout: Timeout) -> Result<()> {
+        let ps = self.stream(p)?;
+        let Some((signal, n)) = ps.point() else { return Ok(()) };
+        if let Err(e) = self.backend.signal_wait(signal.handle(), Condition::Lt, 1 - n as i64, timeout) {
+            self.fault_of(ps)?;
+            return Err(e);
         }
-        Ok(())
+        self.fault_of(ps)
     }
 
-    /// `hipDeviceSynchronize`: waits for every stream of the current device, non-blocking ones
-    /// included.
+    /// `hipDeviceSynchronize`: waits for every stream of the current device, non-blocking and
+    /// destroyed ones included.
     pub fn device_synchronize(&self) -> Result<()> {
         self.device_synchronize_timeout(Timeout::NEVER)
     }
 
     /// `hipDeviceSynchronize` with a bound.
     pub fn device_synchronize_timeout(&self, timeout: Timeout) -> Result<()> {
-        {
-            let mut st = self.state.lock();
+        if self.any_capture() {
+            let mut st = self.lock();
             // Any active capture anywhere: unsupported, and every capture is invalidated.
             if Self::any_active_capture(&st) {
                 Self::invalidate_all_captures(&mut st);
@@ -134,68 +118,63 @@ impl<
     }
 
     pub(super) fn wait_device(&self, timeout: Timeout) -> Result<()> {
-        let mut targets = [(SignalHandle::NULL, 0i64, 0usize); S];
-        let mut n = 0;
-        {
-            self.device_count()?;
-            let st = self.state.lock();
-            let device = self.current_device(&st);
-            for (i, sl) in st.streams.iter().enumerate() {
-                if sl.state != SlotState::Free && sl.device == device {
-                    if let (Some(hw), Some(t)) = (&sl.hw, targets.get_mut(n)) {
-                        *t = (hw.signal, 1 - sl.submitted as i64, i);
-                        n += 1;
-                    }
-                }
+        self.device_count()?;
+        let device = self.current_device();
+        for (p, ps) in self.stream_slots().iter().enumerate() {
+            if ps.word.state() != SlotState::Free && ps.attrs().device == device {
+                self.wait_slot(p, timeout)?;
             }
         }
-        self.wait_targets(targets.get(..n).unwrap_or(&[]), timeout)?;
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         self.reap(&mut st);
         Ok(())
     }
 
     /// `hipDeviceReset` of the current device: waits for its work, then releases every stream
     /// (the null and per-thread streams included) and event of the device. Their handles go
-    /// stale; the null and per-thread streams come back on next use.
+    /// stale; the null and per-thread streams come back on next use. The device's queues are
+    /// destroyed (work still stuck in them is abandoned) and created again on demand.
     pub fn device_reset(&self) -> Result<()> {
         // Work that cannot finish (a faulted queue) does not keep the reset from happening.
         let _ = self.wait_device(Timeout::SECOND);
-        let mut st = self.state.lock();
-        let device = self.current_device(&st);
-        for i in 0..S {
-            if st.streams.get(i).is_some_and(|s| s.state != SlotState::Free && s.device == device) {
-                Self::capture_on_destroy(&mut st, i);
-            }
-            let Some(s) = st.streams.get_mut(i) else { continue };
-            if s.state == SlotState::Free || s.device != device {
+        let device = self.current_device();
+        let mut st = self.lock();
+        // Work that did not finish is abandoned with the device's queues: counted as done, so
+        // nothing waits on it, and its streams are freed.
+        for i in 0..self.stream_slots().len() {
+            let Ok(s) = self.stream(i) else { continue };
+            if s.word.state() == SlotState::Free || s.attrs().device != device {
                 continue;
             }
-            if s.state == SlotState::Live {
-                s.generation.vacate();
-            }
-            s.state = SlotState::Free;
-            let faulted = s.hw.as_ref().is_some_and(|hw| self.backend.queue_fault(&hw.queue).is_some());
-            if faulted || !self.is_idle(s) {
-                if let Some(hw) = s.hw.take() {
-                    self.release_hw(hw);
-                }
+            Self::settle(s);
+            if s.word.state() == SlotState::Live {
+                self.retire_stream(&mut st, i);
             }
         }
-        if let Some(d) = st.devices.get_mut(device as usize) {
-            d.null_stream = 0;
+        if let Some(d) = self.devices.get(device as usize) {
+            // Ordering: Release; a stale handle either way.
+            d.null_stream.store(0, Ordering::Release);
         }
-        for e in st.events.iter_mut() {
-            if e.state != SlotState::Free && e.device == device {
-                if e.state == SlotState::Live {
-                    e.generation.vacate();
-                }
-                e.state = SlotState::Free;
-                e.recorded = Recorded::Never;
-                // SAFETY: event signals stay allocated while cached in the slot.
-                unsafe { e.signal.get() }.reset(0);
+        for i in 0..self.event_slots().len() {
+            let Some(e) = self.event_slots().get(i) else { continue };
+            let mut inner = e.inner.lock();
+            if inner.device != device || e.word.state() == SlotState::Free {
+                continue;
+            }
+            if let Some(sig) = inner.signal {
+                sig.get().reset(0);
+            }
+            inner.recorded = super::Recorded::Never;
+            if e.word.state() == SlotState::Live {
+                e.word.vacate(SlotState::Draining);
+                drop(inner);
+                let mut head = st.events.draining;
+                self.push_event(&mut head, i);
+                st.events.draining = head;
             }
         }
+        self.reap(&mut st);
+        self.drop_device_queues(&mut st, device);
         Ok(())
     }
 }

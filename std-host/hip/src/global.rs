@@ -18,9 +18,9 @@ use aqueduct_std::threads::{on_thread_exit, StdThreadKeys, ThreadExit};
 use crate::error::{Hip, HipResult, NO_DEVICE};
 use crate::launch::{FunctionEntry, HostKernel, ModuleEntry};
 
-/// The runtime type: 64 streams, 256 events, 32 threads, 128 markers, 16 graphs of up to 256
-/// nodes, 16 executables.
-pub(crate) type HipRuntime = Runtime<AnyBackend, StdThreadKeys, 64, 256, 32, 128, 16, 256, 16>;
+/// The runtime type, at HIP scale: 4096 streams, 16384 events, 256 threads, 256 graphs of up to
+/// 16384 nodes, 256 executables ([`aqueduct::config::HipScale`]).
+pub(crate) type HipRuntime = Runtime<AnyBackend, StdThreadKeys, aqueduct::config::HipScale>;
 
 /// Bytes of the pinned buffer that pageable copies go through.
 pub(crate) const STAGING_BYTES: usize = 4 << 20;

@@ -39,8 +39,8 @@ impl<'d> Graph<'d> {
 
     /// Number of edges.
     pub fn edge_count(&self) -> Result<usize> {
-        let mut edges = vec![(aqueduct::NodeId(0), aqueduct::NodeId(0)); super::MAX_GRAPH_NODES * 4];
-        self.dev.shared.rt.graph_edges(self.handle, &mut edges)
+        // The count comes back whatever room `out` has.
+        self.dev.shared.rt.graph_edges(self.handle, &mut [])
     }
 
     /// Flattens the graph into a ready packet sequence.

@@ -32,18 +32,20 @@ use aqueduct::{CaptureMode, DeviceInfo, Error, Runtime, Timeout};
 use crate::select::{AnyBackend, BackendKind, OpenError, OpenOptions, Unavailable};
 use crate::threads::{on_thread_exit, StdThreadKeys, ThreadExit};
 
+/// The capacities of a device's runtime: HIP scale (4096 streams, 16384 events, 256 threads,
+/// 256 graphs of up to 16384 nodes; [`aqueduct::config::HipScale`]).
+pub type DeviceConfig = aqueduct::config::HipScale;
 /// Stream slots of a device's runtime.
-pub const MAX_STREAMS: usize = 64;
+pub const MAX_STREAMS: usize = 4096;
 /// Event slots.
-pub const MAX_EVENTS: usize = 128;
+pub const MAX_EVENTS: usize = 16384;
 /// Host threads that may use per-thread streams or capture modes at once.
-pub const MAX_THREADS: usize = 16;
+pub const MAX_THREADS: usize = 256;
 /// Nodes per graph.
-pub const MAX_GRAPH_NODES: usize = 1024;
+pub const MAX_GRAPH_NODES: usize = <DeviceConfig as aqueduct::Config>::GRAPH_NODES;
 
 /// The runtime type behind a [`Device`].
-pub type DeviceRuntime =
-    Runtime<AnyBackend, StdThreadKeys, MAX_STREAMS, MAX_EVENTS, MAX_THREADS, 64, 4, MAX_GRAPH_NODES, 2>;
+pub type DeviceRuntime = Runtime<AnyBackend, StdThreadKeys, DeviceConfig>;
 
 /// A result with core's error.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -135,7 +135,8 @@ fn copy_floor(packets: usize, iters: u64) -> f64 {
 
 const VALIDATE_S: usize = 1100;
 type ValidateMem = LoopbackMemory<VALIDATE_S, 8, 64, 1200, 4096>;
-type ValidateRt = Runtime<Loopback<'static, VALIDATE_S, 8, 64, 1200, 4096>, SingleThread, VALIDATE_S, 4, 1, 4>;
+type ValidateRt =
+    Runtime<Loopback<'static, VALIDATE_S, 8, 64, 1200, 4096>, SingleThread, aqueduct::Capacities<VALIDATE_S, 4, 1, 4>>;
 
 fn validate_runtime(streams: usize) -> Result<(Box<ValidateRt>, Vec<StreamHandle>), String> {
     std::thread::Builder::new()
