@@ -81,10 +81,11 @@ use crate::topology::{GpuNode, QueueSizes};
 pub const MAX_GPUS: usize = 8;
 /// Live queues at most.
 pub const MAX_QUEUES: usize = 128;
-/// Live user allocations at most.
-pub const MAX_ALLOCATIONS: usize = 256;
-/// Signals in the pool (one 64 KiB GTT buffer).
-pub const SIGNALS: usize = 1024;
+/// Live user allocations at most (graphs and executables keep theirs in backend memory too).
+pub const MAX_ALLOCATIONS: usize = 1024;
+/// Signals in the pool (one 2 MiB GTT buffer): a progress signal per stream slot and a signal per
+/// recorded event, at HIP scale.
+pub const SIGNALS: usize = 32768;
 /// Pending host functions at most (without `std`).
 pub const MAX_HOST_CALLS: usize = 64;
 /// Loaded code objects at most (the blit objects included).

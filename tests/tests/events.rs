@@ -229,9 +229,13 @@ fn wait_event_publishes_a_barrier_on_the_event_signal() {
     // The record: a barrier-AND on a whose completion signal is the event's signal.
     let inc = pkts.iter().find(|p| p.queue == qa && p.is_launch(k.inc, addr32(c))).unwrap();
     let record = pkts.iter().find(|p| p.queue == qa && p.pos > inc.pos && p.barrier_completion() != 0).unwrap();
-    let sig = record.barrier_completion();
-    // The wait: a barrier-AND on b depending on that signal, before b's kernel.
-    let wait = pkts.iter().find(|p| p.queue == qb && p.deps().contains(&sig)).expect("b waits on the event");
+    // The wait: a barrier-value on b for a's progress point at the record (which the record's
+    // packets reach; later records do not move it), before b's kernel.
+    let progress = u64::from(inc.words[14]) | u64::from(inc.words[15]) << 32;
+    let wait = pkts
+        .iter()
+        .find(|p| p.queue == qb && p.barrier_value().is_some_and(|w| w.signal == progress))
+        .expect("b waits on the event");
     assert!(wait.pos > record.pos);
     let dbl = pkts.iter().find(|p| p.queue == qb && p.is_launch(k.double, addr32(c))).unwrap();
     assert!(dbl.pos > wait.pos);

@@ -248,7 +248,9 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 NodeKind::WaitValue(WaitValueNode { address, value, mask, cond })
             }
             Command::HostFn(f) => NodeKind::Host(f),
-            Command::Marker | Command::EventRecord(_) | Command::WaitEvent(_) => NodeKind::Empty,
+            Command::Marker | Command::EventRecord(_) | Command::WaitEvent(_) | Command::WaitPoint(..) => {
+                NodeKind::Empty
+            }
         };
         self.add_captured_node(st, i, kind).map(|_| ())
     }
@@ -316,6 +318,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         inner.captured = Some((c as u8, id));
         inner.snapshot = deps;
         inner.recorded = Recorded::On(stream_raw);
+        inner.point = None;
         Ok(())
     }
 

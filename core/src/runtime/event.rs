@@ -6,11 +6,12 @@
 use portable_atomic::Ordering;
 
 use super::submit::Command;
-use super::{ticks_to_ms, EventInner, EventSlot, Recorded, Runtime, SlotState, StreamKind, EVENT_TAG};
+use super::{ticks_to_ms, EventInner, Recorded, Runtime, SlotState, StreamKind, EVENT_TAG};
 use crate::aql::Condition;
 use crate::backend::{Backend, Timeout};
 use crate::capture::{CaptureStatus, DepSet};
 use crate::config::Config;
+use crate::config::Table;
 use crate::error::{Error, Result};
 use crate::event::{check_record_flags, EventFlags, EventHandle};
 use crate::live::LiveSignal;
@@ -32,28 +33,16 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 self.take_event_slot(&mut st).ok_or(Error::OutOfMemory)?
             }
         };
-        let e = self.events.slots_of().get(i).ok_or(Error::OutOfMemory)?;
+        let e = self.events.slots().get(i).ok_or(Error::OutOfMemory)?;
         let mut inner = e.inner.lock();
-        let signal = match inner.signal {
-            Some(s) => {
-                s.get().reset(0);
-                s
-            }
-            None => match LiveSignal::create(&self.backend, 0) {
-                Ok(s) => s,
-                Err(err) => {
-                    drop(inner);
-                    let mut head = st.events.free;
-                    self.push_event(&mut head, i);
-                    st.events.free = head;
-                    return Err(err);
-                }
-            },
-        };
+        if let Some(s) = inner.signal {
+            s.get().reset(0);
+        }
         *inner = EventInner {
             flags,
             device,
-            signal: Some(signal),
+            point: None,
+            signal: inner.signal,
             spare: inner.spare,
             recorded: Recorded::Never,
             // A reused slot must not inherit its previous event's capture record.
@@ -101,7 +90,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// The event slot of `e`, locked and checked live again under its lock.
     fn locked_event(&self, e: EventHandle) -> Result<(usize, lock_api::MutexGuard<'_, K::RawMutex, EventInner>)> {
         let i = self.event_slot(e)?;
-        let slot = self.events.slots_of().get(i).ok_or(Error::InvalidHandle)?;
+        let slot = self.events.slots().get(i).ok_or(Error::InvalidHandle)?;
         let inner = slot.inner.lock();
         table::require(self.lookup_event(e.0), Error::ContextIsDestroyed, Error::InvalidHandle)?;
         Ok((i, inner))
@@ -112,8 +101,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     pub fn event_destroy(&self, e: EventHandle) -> Result<()> {
         let mut st = self.lock();
         let (i, inner) = self.locked_event(e)?;
-        let pending = inner.signal.is_some_and(|s| s.load() > 0);
-        let slot = self.events.slots_of().get(i).ok_or(Error::InvalidHandle)?;
+        let pending = Self::record_pending(&inner);
+        let slot = self.events.slots().get(i).ok_or(Error::InvalidHandle)?;
         slot.word.vacate(if pending { SlotState::Draining } else { SlotState::Free });
         drop(inner);
         let lists = &mut st.events;
@@ -153,8 +142,18 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             return Err(Error::InvalidHandle);
         }
         let recorded = if a.kind == StreamKind::Null { Recorded::OnNull } else { Recorded::On(self.handle_of(si).0) };
-        let swapped = self.swap_if_pending(&mut ev);
-        let signal = ev.signal.ok_or(Error::InvalidHandle)?;
+        // A timed event completes a signal of its own (its timestamp); an untimed one needs only
+        // the stream's progress point, after a counted no-op that carries the stream's implicit
+        // synchronisation.
+        let timed = !ev.flags.contains(EventFlags::DISABLE_TIMING);
+        if timed && ev.signal.is_none() {
+            ev.signal = Some(LiveSignal::create(&self.backend, 0)?);
+        }
+        let swapped = timed && self.swap_if_pending(&mut ev);
+        let cmd = match (timed, ev.signal) {
+            (true, Some(signal)) => Command::EventRecord(signal),
+            _ => Command::Marker,
+        };
         let result = {
             let generation = self.generation_of(si);
             let mut inner = slot.inner.lock();
@@ -163,13 +162,13 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             } else if a.detached {
                 Err(Error::StreamDetached)
             } else {
-                self.check_fault(&inner)
-                    .and_then(|_| self.submit_locked(si, slot, &mut inner, &Command::EventRecord(signal)))
+                self.check_fault(&inner).and_then(|_| self.submit_locked(si, slot, &mut inner, &cmd))
             }
         };
         match result {
             Ok(()) => {
                 ev.recorded = recorded;
+                ev.point = slot.point();
                 // A record outside any capture makes the event a plain event again: a later wait
                 // is an ordinary wait, not a join of the capture it was last recorded in.
                 ev.captured = None;
@@ -187,24 +186,40 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
     /// `hipEventQuery`: `Ok` if complete or never recorded, `NotReady` otherwise.
     pub fn event_query(&self, e: EventHandle) -> Result<()> {
-        let (signal, recorded) = self.event_for_wait(e)?;
-        if recorded == Recorded::Never {
-            return Ok(());
-        }
-        let signal = signal.ok_or(Error::InvalidHandle)?;
-        self.backend.signal_wait(signal.handle(), Condition::Lt, 1, Timeout::ZERO).map(|_| ())
+        self.event_wait(e, Timeout::ZERO)
     }
 
-    /// The event's signal and record, after the capture checks of `hipEventQuery` and
-    /// `hipEventSynchronize`.
-    fn event_for_wait(&self, e: EventHandle) -> Result<(Option<LiveSignal>, Recorded)> {
+    /// Whether the event's last record has not completed yet.
+    pub(super) fn record_pending(ev: &EventInner) -> bool {
+        Self::record_target(ev).is_some_and(|(s, below)| s.load() >= below)
+    }
+
+    /// What a record is complete on: its progress point, or (a graph's record) its signal at 0.
+    fn record_target(ev: &EventInner) -> Option<(LiveSignal, i64)> {
+        match (ev.recorded, ev.point, ev.signal) {
+            (Recorded::Never, _, _) => None,
+            (_, Some((p, n)), _) => Some((p, 1 - n as i64)),
+            (_, None, Some(s)) => Some((s, 1)),
+            (_, None, None) => None,
+        }
+    }
+
+    /// Waits (up to `timeout`) for the event's last record, after the capture checks of
+    /// `hipEventQuery` and `hipEventSynchronize`.
+    fn event_wait(&self, e: EventHandle, timeout: Timeout) -> Result<()> {
         if self.any_capture() {
             let mut st = self.lock();
             let i = self.event_slot(e)?;
             self.check_event_capture(&mut st, i)?;
         }
-        let (_, ev) = self.locked_event(e)?;
-        Ok((ev.signal, ev.recorded))
+        let target = {
+            let (_, ev) = self.locked_event(e)?;
+            Self::record_target(&ev)
+        };
+        match target {
+            Some((s, below)) => self.backend.signal_wait(s.handle(), Condition::Lt, below, timeout).map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     /// `hipEventSynchronize`.
@@ -214,40 +229,44 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
     /// `hipEventSynchronize` with a bound (`NotReady` when it runs out).
     pub fn event_synchronize_timeout(&self, e: EventHandle, timeout: Timeout) -> Result<()> {
-        let (signal, recorded) = self.event_for_wait(e)?;
-        if recorded == Recorded::Never {
-            return Ok(());
-        }
-        let signal = signal.ok_or(Error::InvalidHandle)?;
-        self.backend.signal_wait(signal.handle(), Condition::Lt, 1, timeout).map(|_| ())
+        self.event_wait(e, timeout)
     }
 
     /// `hipEventElapsedTime` in milliseconds from `start` to `stop`.
     pub fn event_elapsed_time(&self, start: EventHandle, stop: EventHandle) -> Result<f32> {
         let a = self.event_snapshot(start)?;
         let b = self.event_snapshot(stop)?;
-        if a.1 != b.1 {
+        if a.device != b.device {
             return Err(Error::InvalidHandle);
         }
-        let untimed = |e: &(Option<LiveSignal>, u32, Recorded, EventFlags)| {
-            e.2 == Recorded::Never || e.3.contains(EventFlags::DISABLE_TIMING)
-        };
+        let untimed = |e: &EventInner| e.recorded == Recorded::Never || e.flags.contains(EventFlags::DISABLE_TIMING);
         if untimed(&a) || untimed(&b) {
             return Err(Error::InvalidHandle);
         }
-        let (Some(sa), Some(sb)) = (a.0, b.0) else { return Err(Error::InvalidHandle) };
-        for s in [sa, sb] {
-            self.backend.signal_wait(s.handle(), Condition::Lt, 1, Timeout::ZERO)?;
+        for ev in [&a, &b] {
+            if let Some((s, below)) = Self::record_target(ev) {
+                self.backend.signal_wait(s.handle(), Condition::Lt, below, Timeout::ZERO)?;
+            }
         }
-        let hz = self.backend.device_info(a.1)?.timestamp_frequency;
+        let (Some(sa), Some(sb)) = (a.signal, b.signal) else { return Err(Error::InvalidHandle) };
+        let hz = self.backend.device_info(a.device)?.timestamp_frequency;
         // Ordering: the Acquire loads in signal_wait ordered these after the completions.
         let ticks = sb.get().end_ts.load(Ordering::Relaxed) as i64 - sa.get().end_ts.load(Ordering::Relaxed) as i64;
         Ok(ticks_to_ms(ticks, hz))
     }
 
-    fn event_snapshot(&self, e: EventHandle) -> Result<(Option<LiveSignal>, u32, Recorded, EventFlags)> {
+    fn event_snapshot(&self, e: EventHandle) -> Result<EventInner> {
         let (_, ev) = self.locked_event(e)?;
-        Ok((ev.signal, ev.device, ev.recorded, ev.flags))
+        Ok(EventInner {
+            flags: ev.flags,
+            device: ev.device,
+            point: ev.point,
+            signal: ev.signal,
+            spare: ev.spare,
+            recorded: ev.recorded,
+            captured: ev.captured,
+            snapshot: ev.snapshot,
+        })
     }
 
     /// `hipStreamWaitEvent` (`flags` 0 or 1): later work of `s` waits for the event's last
@@ -272,22 +291,16 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             Recorded::OnNull => true,
             Recorded::On(raw) => matches!(self.lookup_stream(raw), Lookup::Live(_)),
         };
-        let signal = ev.signal.filter(|s| live_source && s.load() > 0);
+        let cmd = match (live_source, ev.point, ev.signal) {
+            (false, _, _) => None,
+            (true, Some((p, n)), _) => (p.load() > -(n as i64)).then_some(Command::WaitPoint(p.handle(), n)),
+            (true, None, Some(sig)) => (sig.load() > 0).then_some(Command::WaitEvent(sig.handle())),
+            (true, None, None) => None,
+        };
         drop(ev);
-        match signal {
-            Some(sig) => self.submit(s, Command::WaitEvent(sig.handle())),
+        match cmd {
+            Some(cmd) => self.submit(s, cmd),
             None => Ok(()),
         }
-    }
-}
-
-/// Slices of the event table.
-trait EventTable<R: lock_api::RawMutex> {
-    fn slots_of(&self) -> &[EventSlot<R>];
-}
-
-impl<R: lock_api::RawMutex, T: crate::config::Table<EventSlot<R>>> EventTable<R> for T {
-    fn slots_of(&self) -> &[EventSlot<R>] {
-        self.slots()
     }
 }

@@ -553,8 +553,12 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                     let sig = match self.lookup_event(event) {
                         Lookup::Live(ev) => self.events.slots().get(ev).and_then(|slot| {
                             let mut inner = slot.inner.lock();
+                            if inner.signal.is_none() {
+                                inner.signal = LiveSignal::create(&self.backend, 0).ok();
+                            }
                             self.swap_if_pending(&mut inner);
                             inner.recorded = Recorded::On(stream_raw);
+                            inner.point = None;
                             let s = inner.signal?;
                             // Ordering: AcqRel; the node's packet takes this back.
                             s.get().value.fetch_add(1, portable_atomic::Ordering::AcqRel);

@@ -14,10 +14,9 @@
 //! (`value < 1 - submitted`). Every operation ends with a counted packet, and a stream's counted
 //! packets complete in order, so the count is exact.
 //!
-//! FIFO order on the queue: on a queue only one stream uses, every packet carries the barrier
-//! bit. On a shared queue a busy stream's operation starts with a barrier-value packet on its own
-//! progress, and its packets carry no barrier bit, so streams sharing a queue overlap where AQL
-//! lets them (see `docs/queue-pool.md`, "Serialization rules").
+//! FIFO order on the queue: every packet carries the barrier bit, so a queue runs in order, and
+//! streams sharing a queue are serialized with each other (as HIP's are): see
+//! `docs/queue-pool.md`, "Serialization rules" and "Head-of-line effects".
 //!
 //! Cross-stream ordering: the null stream's implicit synchronisation waits on the other streams'
 //! progress points (barrier-value packets, `implicit_sync.rs`); events complete a signal of their
@@ -321,6 +320,12 @@ pub(crate) enum Recorded {
 pub(crate) struct EventInner {
     pub(crate) flags: EventFlags,
     pub(crate) device: u32,
+    /// The last record's progress point on its stream: waits and queries use it, so a later
+    /// record never changes what an earlier wait waits for. `None` for a record made by a graph
+    /// launch (those use `signal`).
+    pub(crate) point: Option<(LiveSignal, u64)>,
+    /// The signal a timed record (or a graph's record node) completes: its timestamps give
+    /// `hipEventElapsedTime`. Created on first need.
     pub(crate) signal: Option<LiveSignal>,
     /// A second signal, swapped in when the event is recorded again while its last record is
     /// still pending, so the event stands for the latest record only. Reused only once drained.
@@ -348,6 +353,7 @@ impl<R: lock_api::RawMutex> Slot for EventSlot<R> {
             EventInner {
                 flags: EventFlags::empty(),
                 device: 0,
+                point: None,
                 signal: None,
                 spare: None,
                 recorded: Recorded::Never,

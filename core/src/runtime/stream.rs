@@ -389,7 +389,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             let Some(e) = self.events.slots().get(i) else { break };
             // Ordering: Relaxed; links change only under the structural lock.
             cur = e.link.load(Ordering::Relaxed);
-            let pending = e.inner.lock().signal.is_some_and(|s| s.load() > 0);
+            let pending = Self::record_pending(&e.inner.lock());
             if pending {
                 self.push_event(&mut keep, i);
             } else {

@@ -35,11 +35,22 @@ const MAX_OP_PACKETS: usize = 3;
 #[derive(Clone, Copy)]
 pub(super) enum Command<'a> {
     Kernel(crate::runtime::KernelLaunch<'a>),
-    Builtin { kernel: BuiltinKernel, args: [u8; 32], len: usize },
-    WaitValue { address: u64, value: i64, mask: i64, cond: Condition },
+    Builtin {
+        kernel: BuiltinKernel,
+        args: [u8; 32],
+        len: usize,
+    },
+    WaitValue {
+        address: u64,
+        value: i64,
+        mask: i64,
+        cond: Condition,
+    },
     HostFn(HostFn),
     EventRecord(LiveSignal),
     WaitEvent(SignalHandle),
+    /// Wait for another stream's progress point (signal, count).
+    WaitPoint(SignalHandle, u64),
     Marker,
 }
 
@@ -142,10 +153,11 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// Publishes `specs` on stream `slot` (its lock held as `inner`) as one reservation and rings
     /// the doorbell once.
     ///
-    /// On a queue only this stream uses, every packet carries the barrier bit and the ring is
-    /// reserved single-producer. On a shared queue, a busy stream's batch starts with a counted
-    /// barrier-value packet on its own progress point and the packets keep their own barrier
-    /// bits, so other streams' packets in between are not waited for (`docs/queue-pool.md`).
+    /// Every packet carries the barrier bit, so a queue runs its packets in order and a
+    /// stream's counted packets complete in order on any queue. On a queue only this stream
+    /// uses, the ring is reserved single-producer and the doorbell rung plainly; on a shared
+    /// queue, with the multi-producer reservation and the monotonic doorbell protocol of
+    /// [`ring`](Self::ring) (`docs/queue-pool.md`, "Serialization rules").
     pub(super) fn publish(
         &self,
         slot: &StreamSlot<K::RawMutex>,
@@ -168,8 +180,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let shared = hw.shared.load(Ordering::Acquire);
         // Ordering: Relaxed; this lock holder is the only writer.
         let before = slot.submitted.load(Ordering::Relaxed);
-        let lead = shared && progress.load() > -(before as i64);
-        let n = u32::try_from(specs.len() + usize::from(lead)).map_err(|_| Error::InvalidValue)?;
+        let n = u32::try_from(specs.len()).map_err(|_| Error::InvalidValue)?;
         let ring = &hw.desc.ring;
         let mut res = if shared {
             ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint)?
@@ -179,13 +190,9 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             // lock is held, so this is the ring's only producer now.
             unsafe { ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint) }?
         };
-        let barrier = !shared;
+        let barrier = true;
         let p = progress.handle().0;
         let mut counted = 0u64;
-        if lead {
-            res.write(&wait_packet(progress.handle(), 1 - before as i64, p));
-            counted += 1;
-        }
         for spec in specs {
             let index = res.next_index();
             match *spec {
@@ -470,6 +477,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 return r;
             }
             Command::WaitEvent(sig) => batch.push(Spec::Deps([sig.0, 0, 0, 0, 0]))?,
+            Command::WaitPoint(sig, n) => batch.push(Spec::Wait(sig, 1 - n as i64))?,
             Command::Marker => batch.push(Spec::Deps([0; 5]))?,
         }
         let result = self.publish(slot, inner, batch.as_slice());

@@ -164,6 +164,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             if let Some(sig) = inner.signal {
                 sig.get().reset(0);
             }
+            inner.point = None;
             inner.recorded = super::Recorded::Never;
             if e.word.state() == SlotState::Live {
                 e.word.vacate(SlotState::Draining);
