@@ -113,6 +113,18 @@ pub struct OpenOptions {
     pub emu_gpus: Vec<GpuProfile>,
     /// The ROCr library to load instead of the search path (tests).
     pub rocr_library: Option<std::path::PathBuf>,
+    /// Hardware queues each device creates before streams share them (`None`: the runtime's
+    /// configuration, 4 at HIP scale). Defaults to `AQUEDUCT_MAX_HW_QUEUES` when that is set.
+    pub max_hw_queues: Option<u32>,
+}
+
+/// The environment variable that sets [`OpenOptions::max_hw_queues`] (as `GPU_MAX_HW_QUEUES`
+/// does for HIP; see `docs/queue-pool.md` for the default of 4).
+pub const MAX_HW_QUEUES_ENV: &str = "AQUEDUCT_MAX_HW_QUEUES";
+
+/// The hardware-queue budget `AQUEDUCT_MAX_HW_QUEUES` asks for (a positive integer), if any.
+pub fn max_hw_queues_from_env() -> Option<u32> {
+    std::env::var(MAX_HW_QUEUES_ENV).ok()?.trim().parse().ok().filter(|&n: &u32| n > 0)
 }
 
 impl Default for OpenOptions {
@@ -123,6 +135,7 @@ impl Default for OpenOptions {
             wait: WaitMode::Hybrid(50_000),
             emu_gpus: vec![GpuProfile::Gfx90a],
             rocr_library: None,
+            max_hw_queues: max_hw_queues_from_env(),
         }
     }
 }

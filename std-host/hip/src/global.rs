@@ -114,7 +114,8 @@ fn backend_kind() -> BackendKind {
 }
 
 fn init() -> Result<Arc<Global>, Hip> {
-    let (backend, _) = AnyBackend::open(&OpenOptions::new(backend_kind())).map_err(|_| NO_DEVICE)?;
+    let opts = OpenOptions::new(backend_kind());
+    let (backend, _) = AnyBackend::open(&opts).map_err(|_| NO_DEVICE)?;
     if let Some(emu) = backend.as_emu() {
         for twin in fixture_twins() {
             emu.sys().emu().register_twin_by_name(twin);
@@ -128,6 +129,12 @@ fn init() -> Result<Arc<Global>, Hip> {
         .map_err(|_| NO_DEVICE)?
         .join()
         .map_err(|_| NO_DEVICE)?;
+    // The queue pool's budget: AQUEDUCT_MAX_HW_QUEUES, else the configuration's (4).
+    if let Some(n) = opts.max_hw_queues {
+        for d in 0..rt.backend().device_count() {
+            let _ = rt.set_max_hw_queues(d, n);
+        }
+    }
     let staging = rt.backend().memory_alloc(0, STAGING_BYTES, MemoryKind::Host).unwrap_or(0);
     Ok(Arc::new(Global {
         rt,

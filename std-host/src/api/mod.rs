@@ -122,6 +122,11 @@ impl Device {
             return Err(OpenError(u));
         }
         let rt = boxed_runtime(backend).map_err(|reason| OpenError(vec![Unavailable { kind, reason }]))?;
+        if let Some(n) = opts.max_hw_queues {
+            for d in 0..count {
+                let _ = rt.set_max_hw_queues(d, n);
+            }
+        }
         let shared = Arc::new(Shared {
             rt,
             sticky: AtomicI32::new(0),
