@@ -201,7 +201,12 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     pub(super) fn add_captured_node(&self, st: &mut St<C>, i: usize, kind: NodeKind) -> Result<NodeId> {
         let slot = self.stream(i)?;
         let mut inner = slot.inner.lock();
-        let c = Self::capture_in(st, &inner).ok_or(Error::IllegalState)?;
+        self.add_node_locked(st, &mut inner, kind)
+    }
+
+    /// [`add_captured_node`](Self::add_captured_node) with the stream's lock held.
+    fn add_node_locked(&self, st: &mut St<C>, inner: &mut StreamInner, kind: NodeKind) -> Result<NodeId> {
+        let c = Self::capture_in(st, inner).ok_or(Error::IllegalState)?;
         let g = st.captures.slots().get(c).map(|c| c.graph).ok_or(Error::IllegalState)?;
         let graph = &mut st.graphs.slots_mut().get_mut(g).ok_or(Error::IllegalState)?.graph;
         let node = graph.add_node(&self.backend, kind, inner.capture_deps.as_slice(), C::GRAPH_NODES)?;
@@ -209,12 +214,20 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         Ok(node)
     }
 
-    /// Records one stream operation into stream `i`'s capture instead of running it.
-    pub(super) fn capture_command(&self, st: &mut St<C>, i: usize, cmd: &Command<'_>) -> Result<()> {
+    /// Records one stream operation into the capture of stream `i` (its lock held as `inner`)
+    /// instead of running it.
+    pub(super) fn capture_command(
+        &self,
+        st: &mut St<C>,
+        i: usize,
+        inner: &mut StreamInner,
+        cmd: &Command<'_>,
+    ) -> Result<()> {
+        let c = Self::capture_in(st, inner).ok_or(Error::IllegalState)?;
+        let g = st.captures.slots().get(c).map(|c| c.graph).ok_or(Error::IllegalState)?;
         let kind = match *cmd {
             Command::Kernel(k) => {
                 check_geometry(k.grid, k.workgroup, k.kernel_object)?;
-                let g = self.capture_graph(st, i)?;
                 NodeKind::Dispatch(dispatch_node(
                     &self.backend,
                     &mut st.graphs.slots_mut().get_mut(g).ok_or(Error::IllegalState)?.graph,
@@ -231,7 +244,6 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 let device = self.stream(i)?.attrs().device;
                 let object = self.backend.builtin_kernel(device, kernel)?;
                 let args = args.get(..len).ok_or(Error::InvalidValue)?;
-                let g = self.capture_graph(st, i)?;
                 NodeKind::Dispatch(dispatch_node(
                     &self.backend,
                     &mut st.graphs.slots_mut().get_mut(g).ok_or(Error::IllegalState)?.graph,
@@ -252,13 +264,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 NodeKind::Empty
             }
         };
-        self.add_captured_node(st, i, kind).map(|_| ())
-    }
-
-    /// The graph slot of stream `i`'s capture.
-    fn capture_graph(&self, st: &St<C>, i: usize) -> Result<usize> {
-        let c = self.capture_of(st, i).ok_or(Error::IllegalState)?;
-        st.captures.slots().get(c).map(|c| c.graph).ok_or(Error::IllegalState)
+        self.add_node_locked(st, inner, kind).map(|_| ())
     }
 
     /// Stream `i` joins capture `c` (a fork) with `deps` as its dependency set.

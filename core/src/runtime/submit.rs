@@ -18,7 +18,7 @@ use crate::aql::{
 };
 use crate::backend::{Backend, BuiltinKernel, HostFn};
 use crate::capture::CaptureStatus;
-use crate::config::Config;
+use crate::config::{Config, Table};
 use crate::error::{Error, Result};
 use crate::live::LiveSignal;
 use crate::pool::QueueHw;
@@ -70,34 +70,29 @@ pub(super) enum Spec<'a> {
     Value(BarrierValuePacket),
 }
 
-/// The packets of one publish, in order.
-pub(super) struct Batch<'a> {
-    specs: [Spec<'a>; MAX_BATCH],
-    len: usize,
-}
+/// The packets of one publish, in order (not initialised ahead: the common batch is one
+/// packet).
+pub(super) struct Batch<'a>(heapless::Vec<Spec<'a>, MAX_BATCH>);
 
 impl<'a> Batch<'a> {
     pub(super) fn new() -> Self {
-        Batch { specs: [Spec::Deps([0; 5]); MAX_BATCH], len: 0 }
+        Batch(heapless::Vec::new())
     }
 
     pub(super) fn push(&mut self, spec: Spec<'a>) -> Result<()> {
-        let slot = self.specs.get_mut(self.len).ok_or(Error::OutOfMemory)?;
-        *slot = spec;
-        self.len += 1;
-        Ok(())
+        self.0.push(spec).map_err(|_| Error::OutOfMemory)
     }
 
     pub(super) fn len(&self) -> usize {
-        self.len
+        self.0.len()
     }
 
     pub(super) fn as_slice(&self) -> &[Spec<'a>] {
-        self.specs.get(..self.len).unwrap_or(&[])
+        &self.0
     }
 
     pub(super) fn clear(&mut self) {
-        self.len = 0;
+        self.0.clear();
     }
 }
 
@@ -371,17 +366,14 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         if matches!(cmd, Command::HostFn(HostFn::StreamCallback { .. })) {
             self.check_callback_target(&mut st, s, i)?;
         }
-        match self.capture_status_of(&st, i) {
-            CaptureStatus::Active if self.capture_of(&st, i).is_some() => {
-                return self.capture_command(&mut st, i, &cmd);
-            }
-            CaptureStatus::Invalidated if self.capture_of(&st, i).is_some() => {
-                return Err(Error::StreamCaptureInvalidated);
-            }
-            _ => {}
+        let mut inner = slot.inner.lock();
+        if let Some(c) = Self::capture_in(&st, &inner) {
+            return match st.captures.slots().get(c).map(|c| c.status) {
+                Some(CaptureStatus::Active) => self.capture_command(&mut st, i, &mut inner, &cmd),
+                _ => Err(Error::StreamCaptureInvalidated),
+            };
         }
         drop(st);
-        let mut inner = slot.inner.lock();
         self.check_fault(&inner)?;
         self.submit_locked(i, slot, &mut inner, &cmd)
     }

@@ -400,6 +400,8 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Re
         Floor { name: "copy_100", ns: copy100, what: "copying 100 64-byte packets, ns per packet" },
         Floor { name: "pingpong", ns: pp, what: "one cache line between two threads, ns per round trip" },
     ];
+    // The queue pool and the lock-free submit path, on core's loopback.
+    figures.extend(super::bench_pool::figures(samples, bench.short, packet)?);
     Ok(Report { backend: dev.backend_kind().name(), device, floors, figures })
 }
 

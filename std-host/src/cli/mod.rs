@@ -1,6 +1,7 @@
 //! The subcommands of the `aqueduct` tool, as library functions the binary and the tests call.
 
 pub mod bench;
+mod bench_pool;
 pub mod demo;
 pub mod info;
 pub mod trace;
