@@ -136,7 +136,7 @@ pub type Default = Capacities;
 /// nodes, 1 executable, 8 queue slots, 4 hardware queues per device.
 pub type Firmware = Capacities<16, 32, 2, 8, 1, 8, 1, 8, 4>;
 
-/// HIP scale, for the std host and the HIP library: 4096 streams, 16384 events, 256 threads,
-/// 1024 host functions in flight, 256 graphs of up to 16384 nodes, 256 executables, 64 queue
-/// slots, 4 hardware queues per device.
-pub type HipScale = Capacities<4096, 16384, 256, 1024, 256, 16384, 256, 64, 4>;
+/// HIP scale, for the std host and the HIP library: 4352 stream slots (4096 streams besides the
+/// null and per-thread ones), 16384 events, 256 threads, 1024 host functions in flight, 256
+/// graphs of up to 16384 nodes, 256 executables, 64 queue slots, 4 hardware queues per device.
+pub type HipScale = Capacities<4352, 16384, 256, 1024, 256, 16384, 256, 64, 4>;

@@ -30,6 +30,11 @@ use crate::thread::ThreadKeys;
 pub(super) const MAX_BATCH: usize = 8;
 /// Packets an operation itself needs at most (after its dependencies).
 const MAX_OP_PACKETS: usize = 3;
+/// A full ring is waited for this many times (each a bounded spin and a bounded wait on the
+/// stream's own work) before an enqueue answers `NotReady`, as HIP waits for room.
+const ROOM_ATTEMPTS: u32 = 64;
+/// The bound of one wait for room.
+const ROOM_WAIT: crate::backend::Timeout = crate::backend::Timeout(10_000_000);
 
 /// One stream operation, before it becomes packets.
 #[derive(Clone, Copy)]
@@ -177,13 +182,23 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let before = slot.submitted.load(Ordering::Relaxed);
         let n = u32::try_from(specs.len()).map_err(|_| Error::InvalidValue)?;
         let ring = &hw.desc.ring;
-        let mut res = if shared {
-            ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint)?
-        } else {
-            // SAFETY: the queue is not shared: `shared` is set, under the lock of every stream
-            // bound to the queue, before a second stream can publish into it, and this stream's
-            // lock is held, so this is the ring's only producer now.
-            unsafe { ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint) }?
+        let mut attempt = 0;
+        let mut res = loop {
+            let r = if shared {
+                ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint)
+            } else {
+                // SAFETY: the queue is not shared: `shared` is set, under the lock of every stream
+                // bound to the queue, before a second stream can publish into it, and this
+                // stream's lock is held, so this is the ring's only producer now.
+                unsafe { ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint) }
+            };
+            match r {
+                Err(Error::NotReady) if attempt < ROOM_ATTEMPTS => {
+                    attempt += 1;
+                    self.wait_for_room(progress, before);
+                }
+                r => break r?,
+            }
         };
         let barrier = true;
         let p = progress.handle().0;
@@ -266,11 +281,24 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         while close_left {
             let n = (left_body.len() as u64 + 1).min(ring.size());
             let n = u32::try_from(n).map_err(|_| Error::InvalidValue)?;
-            let mut res = if shared {
-                ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint)?
-            } else {
-                // SAFETY: as in `publish`: an unshared queue and this stream's lock held.
-                unsafe { ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint) }?
+            // Once part of the launch is out, the rest must follow: wait for room as long as it
+            // takes (the packets ahead depend on nothing after them).
+            let first = left_body.len() == body.len();
+            let mut attempt = 0;
+            let mut res = loop {
+                let r = if shared {
+                    ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint)
+                } else {
+                    // SAFETY: as in `publish`: an unshared queue and this stream's lock held.
+                    unsafe { ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint) }
+                };
+                match r {
+                    Err(Error::NotReady) if !first || attempt < ROOM_ATTEMPTS => {
+                        attempt += 1;
+                        self.wait_for_room(progress, before);
+                    }
+                    r => break r?,
+                }
             };
             while res.remaining() > 0 {
                 if !left_body.is_empty() {
@@ -292,6 +320,12 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             self.ring(hw, shared, last);
         }
         Ok(())
+    }
+
+    /// Lets the device drain a full ring: waits (boundedly) for the stream's own earlier work,
+    /// which also gives a backend without its own thread (the loopback) the chance to run.
+    fn wait_for_room(&self, progress: LiveSignal, before: u64) {
+        let _ = self.backend.signal_wait(progress.handle(), Condition::Lt, 1 - before as i64, ROOM_WAIT);
     }
 
     /// Rings `hw`'s doorbell with `last`. On a shared queue several producers ring; the

@@ -369,6 +369,13 @@ fn modules_without_metadata_or_with_wrapping_headers() {
 }
 
 #[test]
+fn hip_scale_4096_streams_16384_events_10000_node_graph() {
+    let out = c_test("scale", &[]);
+    let rss = out.lines().find(|l| l.starts_with("rss:")).expect("the test reports its resident memory");
+    println!("{rss}");
+}
+
+#[test]
 fn readme_example() {
     let out = c_test("readme_example", &[]);
     assert!(out.contains("4 nodes: host[0] = 111, host[255] = 110"), "{out}");

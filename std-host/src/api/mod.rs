@@ -36,7 +36,7 @@ use crate::threads::{on_thread_exit, StdThreadKeys, ThreadExit};
 /// 256 graphs of up to 16384 nodes; [`aqueduct::config::HipScale`]).
 pub type DeviceConfig = aqueduct::config::HipScale;
 /// Stream slots of a device's runtime.
-pub const MAX_STREAMS: usize = 4096;
+pub const MAX_STREAMS: usize = 4352;
 /// Event slots.
 pub const MAX_EVENTS: usize = 16384;
 /// Host threads that may use per-thread streams or capture modes at once.
