@@ -18,8 +18,9 @@ use aqueduct::{Error, KernelLaunch, Runtime, SingleThread, StreamHandle};
 /// signals, heap bytes.
 type Mem = LoopbackMemory<34, 8, 64, 80, 4096>;
 type Backend = Loopback<'static, 34, 8, 64, 80, 4096>;
-/// 34 stream slots, 16 events, 2 threads, 32 marker signals.
-type Rt = Runtime<Backend, SingleThread, 34, 16, 2, 32, 1, 8, 1>;
+/// 34 stream slots, 16 events, 2 threads, 32 host-function signal pairs, 1 graph of 8 nodes,
+/// 1 executable, 8 queue slots, 4 hardware queues (the 32 streams share them).
+type Rt = Runtime<Backend, SingleThread, aqueduct::Capacities<34, 16, 2, 32, 1, 8, 1, 8, 4>>;
 
 const STREAMS: usize = 32;
 

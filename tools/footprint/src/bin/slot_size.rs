@@ -16,9 +16,11 @@ use aqueduct::{Runtime, SingleThread};
 type Backend = Loopback<'static, 34, 8, 64, 80, 4096>;
 
 #[no_mangle]
-static mut RUNTIME_S1: MaybeUninit<Runtime<Backend, SingleThread, 1, 16, 2, 32, 1, 8, 1>> = MaybeUninit::uninit();
+static mut RUNTIME_S1: MaybeUninit<Runtime<Backend, SingleThread, aqueduct::Capacities<1, 16, 2, 32, 1, 8, 1, 8, 4>>> =
+    MaybeUninit::uninit();
 #[no_mangle]
-static mut RUNTIME_S2: MaybeUninit<Runtime<Backend, SingleThread, 2, 16, 2, 32, 1, 8, 1>> = MaybeUninit::uninit();
+static mut RUNTIME_S2: MaybeUninit<Runtime<Backend, SingleThread, aqueduct::Capacities<2, 16, 2, 32, 1, 8, 1, 8, 4>>> =
+    MaybeUninit::uninit();
 
 fn run() -> ! {
     // Taking both addresses keeps both statics in the image.
