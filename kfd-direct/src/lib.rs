@@ -82,7 +82,7 @@ pub const MAX_GPUS: usize = 8;
 /// Live queues at most.
 pub const MAX_QUEUES: usize = 128;
 /// Live user allocations at most (graphs and executables keep theirs in backend memory too).
-pub const MAX_ALLOCATIONS: usize = 1024;
+pub const MAX_ALLOCATIONS: usize = 512;
 /// Signals in the pool (one 2 MiB GTT buffer): a progress signal per stream slot and a signal per
 /// recorded event, at HIP scale.
 pub const SIGNALS: usize = 32768;

@@ -90,7 +90,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// Waits for everything slot `p` has published so far.
     fn wait_slot(&self, p: usize, timeout: Timeout) -> Result<()> {
         let ps = self.stream(p)?;
-        let Some((signal, n)) = ps.point() else { return Ok(()) };
+        let Some((signal, n)) = ps.point() else { return self.fault_of(ps) };
         if let Err(e) = self.backend.signal_wait(signal.handle(), Condition::Lt, 1 - n as i64, timeout) {
             self.fault_of(ps)?;
             return Err(e);
