@@ -11,9 +11,9 @@
 //! at the highest slot ever used), and graph planning touches only the graph's own nodes.
 
 use crate::pool::QueueSlot;
-use crate::runtime::{
-    CaptureSlot, ContextSlot, EventSlot, ExecSlot, GraphSlot, HostSignalSlot, StreamSlot, ThreadSlot,
-};
+#[cfg(feature = "capture")]
+use crate::runtime::{CaptureSlot, ContextSlot, ExecSlot, GraphSlot};
+use crate::runtime::{EventSlot, HostSignalSlot, StreamSlot, ThreadSlot};
 
 /// A fixed-capacity table: an array of slots behind a slice.
 ///
@@ -62,12 +62,16 @@ pub trait Config: 'static {
     /// Hardware-queue slots of the queue pool (all devices).
     type Queues<Q>: Table<QueueSlot<Q>>;
     /// Graphs (user-created or capture-owned).
+    #[cfg(feature = "capture")]
     type Graphs: Table<GraphSlot>;
     /// Captures in progress.
+    #[cfg(feature = "capture")]
     type Captures: Table<CaptureSlot>;
     /// Graph executables.
+    #[cfg(feature = "capture")]
     type Execs: Table<ExecSlot>;
     /// Execution (green) contexts.
+    #[cfg(feature = "capture")]
     type Contexts: Table<ContextSlot>;
     /// Most nodes one graph holds.
     const GRAPH_NODES: usize;
@@ -119,9 +123,13 @@ impl<
     type Threads = [ThreadSlot; T];
     type HostSignals = [HostSignalSlot; H];
     type Queues<Qu> = [QueueSlot<Qu>; Q];
+    #[cfg(feature = "capture")]
     type Graphs = [GraphSlot; G];
+    #[cfg(feature = "capture")]
     type Captures = [CaptureSlot; G];
+    #[cfg(feature = "capture")]
     type Execs = [ExecSlot; X];
+    #[cfg(feature = "capture")]
     type Contexts = [ContextSlot; 8];
     const GRAPH_NODES: usize = N;
     const MAX_HW_QUEUES: u32 = B;

@@ -7,6 +7,8 @@
 //! device to read), grows by doubling, and is freed explicitly with [`HostArray::free`] (a
 //! `Drop` could not reach the backend; a forgotten array only leaks backend memory).
 
+#![cfg_attr(not(feature = "capture"), allow(dead_code))]
+
 use core::marker::PhantomData;
 use core::mem::{align_of, size_of};
 

@@ -79,7 +79,9 @@ pub use config::{Capacities, Config};
 pub use error::{Error, Result};
 pub use event::{EventFlags, EventHandle};
 pub use graph::{NodeId, NodeKind};
-pub use runtime::{ContextHandle, GraphExecHandle, GraphHandle, KernelLaunch, Runtime, WaitValueOp, MAX_DEVICES};
+#[cfg(feature = "capture")]
+pub use runtime::{ContextHandle, GraphExecHandle, GraphHandle};
+pub use runtime::{KernelLaunch, Runtime, WaitValueOp, MAX_DEVICES};
 pub use signal::{AmdSignal, SignalHandle};
 pub use stream::{CuMask, Priority, StreamFlags, StreamHandle};
 pub use table::Lookup;

@@ -5,6 +5,8 @@
 //! whose slot was freed and perhaps reused, and values that no table ever issued are garbage.
 //! Validation is O(1): one bounds check and one compare.
 
+#![cfg_attr(not(feature = "capture"), allow(dead_code))]
+
 use crate::error::{Error, Result};
 
 /// What a raw handle value turned out to be.

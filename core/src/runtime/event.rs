@@ -9,7 +9,9 @@ use super::submit::Command;
 use super::{ticks_to_ms, EventInner, Recorded, Runtime, SlotState, StreamKind, EVENT_TAG};
 use crate::aql::Condition;
 use crate::backend::{Backend, Timeout};
-use crate::capture::{CaptureStatus, DepSet};
+#[cfg(feature = "capture")]
+use crate::capture::CaptureStatus;
+use crate::capture::DepSet;
 use crate::config::Config;
 use crate::config::Table;
 use crate::error::{Error, Result};
@@ -122,6 +124,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         check_record_flags(flags)?;
         self.event_slot(e)?;
         let si = self.resolve_for_work(s)?;
+        #[cfg(feature = "capture")]
         if self.any_capture() {
             let mut st = self.lock();
             let i = self.event_slot(e)?;
@@ -207,6 +210,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// Waits (up to `timeout`) for the event's last record, after the capture checks of
     /// `hipEventQuery` and `hipEventSynchronize`.
     fn event_wait(&self, e: EventHandle, timeout: Timeout) -> Result<()> {
+        #[cfg(feature = "capture")]
         if self.any_capture() {
             let mut st = self.lock();
             let i = self.event_slot(e)?;
@@ -272,12 +276,14 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// `hipStreamWaitEvent` (`flags` 0 or 1): later work of `s` waits for the event's last
     /// record. An event never recorded, already complete, or recorded on a stream that has since
     /// been destroyed adds no wait (as HIP validates the recording stream).
+    #[cfg_attr(not(feature = "capture"), allow(unused_variables))]
     pub fn stream_wait_event(&self, s: StreamHandle, e: EventHandle, flags: u32) -> Result<()> {
         if flags > 1 {
             return Err(Error::InvalidValue);
         }
         self.event_slot(e)?;
         let si = self.resolve_for_work(s)?;
+        #[cfg(feature = "capture")]
         if self.any_capture() {
             let mut st = self.lock();
             let i = self.event_slot(e)?;

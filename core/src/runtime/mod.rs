@@ -37,9 +37,12 @@
 use core::sync::atomic::Ordering as CoreOrdering;
 use portable_atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
+#[cfg(feature = "capture")]
 mod capture;
+#[cfg(feature = "capture")]
 mod context;
 mod event;
+#[cfg(feature = "capture")]
 mod graphs;
 mod implicit_sync;
 mod ops;
@@ -48,12 +51,17 @@ mod stream;
 mod submit;
 mod sync;
 
+#[cfg(feature = "capture")]
 pub use capture::CaptureSlot;
+#[cfg(feature = "capture")]
 pub use context::{ContextHandle, ContextSlot};
+#[cfg(feature = "capture")]
 pub use graphs::{ExecSlot, GraphExecHandle, GraphHandle, GraphSlot};
 
 use crate::backend::{Backend, DeviceInfo};
-use crate::capture::{CaptureMode, DepSet};
+#[cfg(feature = "capture")]
+use crate::capture::CaptureMode;
+use crate::capture::DepSet;
 use crate::config::{Config, Slot, Table};
 use crate::error::{Error, Result};
 use crate::event::EventFlags;
@@ -233,6 +241,7 @@ impl Attrs {
 
 /// A stream's state that only its lock holder touches.
 #[derive(Debug)]
+#[cfg_attr(not(feature = "capture"), allow(dead_code))]
 pub(crate) struct StreamInner {
     /// The pooled queue the stream publishes into.
     pub(crate) binding: Option<Binding>,
@@ -389,6 +398,7 @@ impl Slot for ThreadSlot {
     };
 }
 
+#[cfg(feature = "capture")]
 fn mode_of(raw: u8) -> CaptureMode {
     CaptureMode::from_raw(u32::from(raw)).unwrap_or_default()
 }
@@ -441,10 +451,15 @@ pub(crate) struct Structure<C: Config> {
     pool: PoolWriter,
     streams: Lists,
     events: Lists,
+    #[cfg(feature = "capture")]
     graphs: C::Graphs,
+    #[cfg(feature = "capture")]
     captures: C::Captures,
+    #[cfg(feature = "capture")]
     execs: C::Execs,
+    #[cfg(feature = "capture")]
     contexts: C::Contexts,
+    _config: core::marker::PhantomData<fn() -> C>,
 }
 
 /// The structural state (locked).
@@ -550,10 +565,15 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                     pool: PoolWriter::new(),
                     streams: Lists { free: 0, draining: 0 },
                     events: Lists { free: 0, draining: 0 },
+                    #[cfg(feature = "capture")]
                     graphs: <C::Graphs as Table<GraphSlot>>::EMPTY,
+                    #[cfg(feature = "capture")]
                     captures: <C::Captures as Table<CaptureSlot>>::EMPTY,
+                    #[cfg(feature = "capture")]
                     execs: <C::Execs as Table<ExecSlot>>::EMPTY,
+                    #[cfg(feature = "capture")]
                     contexts: <C::Contexts as Table<ContextSlot>>::EMPTY,
+                    _config: core::marker::PhantomData,
                 },
             ),
             host_signals: lock_api::Mutex::const_new(
@@ -605,7 +625,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
     fn any_capture(&self) -> bool {
         // Ordering: Acquire pairs with the Release changes in capture.rs.
-        self.captures_live.load(Ordering::Acquire) != 0
+        cfg!(feature = "capture") && self.captures_live.load(Ordering::Acquire) != 0
     }
 
     // ----- devices and threads -------------------------------------------------------------
@@ -743,6 +763,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     }
 
     /// The calling thread's capture mode.
+    #[cfg(feature = "capture")]
     fn thread_mode(&self) -> (ThreadKey, CaptureMode) {
         let key = self.keys.current();
         // Ordering: Relaxed; the calling thread's own value.

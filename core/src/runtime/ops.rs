@@ -66,24 +66,25 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// Synchronous copies and fills while any capture is active: `StreamCaptureImplicit`, and
     /// every capture is invalidated (HIP differs from CUDA here).
     pub(super) fn check_sync_copy(&self) -> Result<()> {
-        if !self.any_capture() {
-            return Ok(());
-        }
-        let mut st = self.lock();
-        if Self::any_active_capture(&st) {
-            Self::invalidate_all_captures(&mut st);
-            return Err(Error::StreamCaptureImplicit);
+        #[cfg(feature = "capture")]
+        if self.any_capture() {
+            let mut st = self.lock();
+            if Self::any_active_capture(&st) {
+                Self::invalidate_all_captures(&mut st);
+                return Err(Error::StreamCaptureImplicit);
+            }
         }
         Ok(())
     }
 
     /// The thread-mode rule for allocation APIs (`CHECK_STREAM_CAPTURE_SUPPORTED`).
     pub(super) fn check_alloc_call(&self) -> Result<()> {
-        if !self.any_capture() {
-            return Ok(());
+        #[cfg(feature = "capture")]
+        if self.any_capture() {
+            let mut st = self.lock();
+            return self.check_unsafe_call(&mut st, Error::StreamCaptureUnsupported);
         }
-        let mut st = self.lock();
-        self.check_unsafe_call(&mut st, Error::StreamCaptureUnsupported)
+        Ok(())
     }
 
     /// `hipMalloc` on the current device.

@@ -302,6 +302,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// Ends a live stream: its handles go stale now; the slot frees now if its work is done,
     /// else once it is ([`reap`](Self::reap)). Its pending work stays the device's work.
     pub(super) fn retire_stream(&self, st: &mut St<C>, i: usize) {
+        #[cfg(feature = "capture")]
         self.capture_on_destroy(st, i);
         let Some(slot) = self.streams.slots().get(i) else { return };
         let mut inner = slot.inner.lock();

@@ -17,8 +17,11 @@ use crate::aql::{
     DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
 };
 use crate::backend::{Backend, BuiltinKernel, HostFn};
+#[cfg(feature = "capture")]
 use crate::capture::CaptureStatus;
-use crate::config::{Config, Table};
+use crate::config::Config;
+#[cfg(feature = "capture")]
+use crate::config::Table;
 use crate::error::{Error, Result};
 use crate::live::LiveSignal;
 use crate::pool::QueueHw;
@@ -260,6 +263,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// barrier bit, in reservations of at most a ring each with one doorbell per reservation.
     /// The body's first packet carries the barrier bit (the plan's rule), which orders it after
     /// the stream's earlier work on any queue.
+    #[cfg(feature = "capture")]
     pub(super) fn publish_raw(
         &self,
         slot: &StreamSlot<K::RawMutex>,
@@ -365,6 +369,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
     /// Enqueues one operation on stream `s` with its implicit and explicit dependencies.
     pub(super) fn submit(&self, s: StreamHandle, cmd: Command<'_>) -> Result<()> {
+        #[cfg(feature = "capture")]
         if self.any_capture() {
             return self.submit_captured(s, cmd);
         }
@@ -375,6 +380,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         if !Self::still_live(slot, generation) {
             return Err(Error::ContextIsDestroyed);
         }
+        #[cfg(feature = "capture")]
         if self.any_capture() {
             // A capture began since the check above: its rules apply.
             drop(inner);
@@ -389,6 +395,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
     /// [`submit`](Self::submit) while captures are alive: the capture rules run under the
     /// structural lock.
+    #[cfg(feature = "capture")]
     fn submit_captured(&self, s: StreamHandle, cmd: Command<'_>) -> Result<()> {
         let i = self.resolve_for_work(s)?;
         let generation = self.generation_of(i);
@@ -431,15 +438,18 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// The checks an async work API makes on its stream when there is nothing to enqueue
     /// (a zero-byte copy): the stream must resolve and must not be detached.
     pub(super) fn check_work_stream(&self, s: StreamHandle) -> Result<()> {
-        let i = self.resolve_for_work(s)?;
-        if !self.any_capture() {
-            return Ok(());
+        let _i = self.resolve_for_work(s)?;
+        #[cfg(feature = "capture")]
+        if self.any_capture() {
+            let st = self.lock();
+            return match self.capture_status_of(&st, _i) {
+                CaptureStatus::Invalidated if self.capture_of(&st, _i).is_some() => {
+                    Err(Error::StreamCaptureInvalidated)
+                }
+                _ => Ok(()),
+            };
         }
-        let st = self.lock();
-        match self.capture_status_of(&st, i) {
-            CaptureStatus::Invalidated if self.capture_of(&st, i).is_some() => Err(Error::StreamCaptureInvalidated),
-            _ => Ok(()),
-        }
+        Ok(())
     }
 
     /// Publishes one operation on slot `i` (lock held as `inner`): its implicit dependencies

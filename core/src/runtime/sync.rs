@@ -23,6 +23,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 return Err(Error::StreamDetached);
             }
             // `0` and legacy are not capture-checked (HIP differs from CUDA here).
+            #[cfg(feature = "capture")]
             if self.any_capture() {
                 let mut st = self.lock();
                 self.check_sync_target(&mut st, i)?;
@@ -106,6 +107,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
     /// `hipDeviceSynchronize` with a bound.
     pub fn device_synchronize_timeout(&self, timeout: Timeout) -> Result<()> {
+        #[cfg(feature = "capture")]
         if self.any_capture() {
             let mut st = self.lock();
             // Any active capture anywhere: unsupported, and every capture is invalidated.

@@ -1,0 +1,93 @@
+//! Streams, events, the queue pool and the null stream's synchronisation on the loopback,
+//! through the public API and without capture: this suite runs with the `capture` feature on and
+//! off (`cargo test -p aqueduct --no-default-features --test without_capture`, a CI line).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use aqueduct::aql::QueueFault;
+use aqueduct::loopback::{Dispatch, Loopback, LoopbackMemory};
+use aqueduct::{Capacities, Error, KernelLaunch, Runtime, SingleThread, StreamHandle};
+
+type Mem = LoopbackMemory<8, 64, 64, 160, 4096>;
+type Lb = Loopback<'static, 8, 64, 64, 160, 4096>;
+/// 64 streams over a budget of 2 hardware queues.
+type Rt = Runtime<Lb, SingleThread, Capacities<64, 16, 2, 8, 1, 8, 1, 8, 2>>;
+
+fn runtime() -> (Box<Rt>, u64) {
+    let mem: &'static Mem = Box::leak(Box::new(Mem::new()));
+    let rt = Box::new(Runtime::new(Loopback::new(mem), SingleThread));
+    let k = rt.backend().register_kernel(seq).expect("kernel slot");
+    (rt, k)
+}
+
+/// `seq(cell, n)`: stores `n` if the cell holds `n - 1`, else marks it broken.
+fn seq(d: &Dispatch) -> Result<(), QueueFault> {
+    // SAFETY: every launch passes (address of a live, aligned u32, n).
+    let (addr, n): (u64, u64) = unsafe { d.args() };
+    // SAFETY: as above.
+    let c = unsafe { AtomicU32::from_ptr(addr as usize as *mut u32) };
+    let v = c.load(Ordering::SeqCst);
+    c.store(if u64::from(v) + 1 == n { n as u32 } else { 0x8000_0000 | n as u32 }, Ordering::SeqCst);
+    Ok(())
+}
+
+fn launch(rt: &Rt, s: StreamHandle, k: u64, cell: &AtomicU32, n: u64) -> aqueduct::Result<()> {
+    let mut args = [0u8; 16];
+    args[..8].copy_from_slice(&(cell.as_ptr() as usize as u64).to_le_bytes());
+    args[8..].copy_from_slice(&n.to_le_bytes());
+    rt.launch_kernel(
+        s,
+        &KernelLaunch {
+            kernel_object: k,
+            grid: [1, 1, 1],
+            workgroup: [1, 1, 1],
+            group_segment_size: 0,
+            private_segment_size: 0,
+            kernarg: &args,
+        },
+    )
+}
+
+#[test]
+fn sixty_three_streams_share_two_queues_in_order() {
+    let (rt, k) = runtime();
+    let cells: Vec<AtomicU32> = (0..63).map(|_| AtomicU32::new(0)).collect();
+    let streams: Vec<StreamHandle> = (0..63).map(|_| rt.stream_create(1).unwrap()).collect();
+    assert_eq!(rt.hw_queue_count(0), 2);
+    for n in 1..=3 {
+        for (s, c) in streams.iter().zip(&cells) {
+            launch(&rt, *s, k, c, n).unwrap();
+        }
+    }
+    rt.device_synchronize().unwrap();
+    assert!(cells.iter().all(|c| c.load(Ordering::SeqCst) == 3));
+    for s in streams {
+        rt.stream_destroy(s).unwrap();
+    }
+}
+
+#[test]
+fn null_stream_and_events_order_work_across_streams() {
+    let (rt, k) = runtime();
+    let c = AtomicU32::new(0);
+    let gate = AtomicU32::new(0);
+    let a = rt.stream_create(0).unwrap();
+    let b = rt.stream_create(1).unwrap();
+    rt.wait_value32(a, gate.as_ptr() as usize as u64, 1, 1, u32::MAX).unwrap();
+    launch(&rt, a, k, &c, 1).unwrap();
+    // The null stream waits for the blocking stream a; b waits for the null stream's event.
+    launch(&rt, StreamHandle::NULL, k, &c, 2).unwrap();
+    let e = rt.event_create(0).unwrap();
+    rt.event_record(e, StreamHandle::NULL, 0).unwrap();
+    rt.stream_wait_event(b, e, 0).unwrap();
+    launch(&rt, b, k, &c, 3).unwrap();
+    assert_eq!(rt.event_query(e), Err(Error::NotReady));
+    // A destroyed stream's pending work is still waited for.
+    rt.stream_destroy(a).unwrap();
+    assert_eq!(rt.stream_query(StreamHandle::NULL), Err(Error::NotReady));
+    gate.store(1, Ordering::SeqCst);
+    rt.stream_synchronize(b).unwrap();
+    assert_eq!(c.load(Ordering::SeqCst), 3);
+    rt.device_synchronize().unwrap();
+    rt.event_destroy(e).unwrap();
+}
