@@ -18,16 +18,17 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// The checks of `hipStreamQuery`/`hipStreamSynchronize` on `s`; returns its slot.
     fn sync_target(&self, s: StreamHandle) -> Result<usize> {
         let i = self.resolve(s, Error::ContextIsDestroyed)?;
-        if !s.is_null_or_legacy() {
-            if self.stream(i)?.attrs().detached {
-                return Err(Error::StreamDetached);
-            }
+        if s.is_null_or_legacy() {
             // `0` and legacy are not capture-checked (HIP differs from CUDA here).
-            #[cfg(feature = "capture")]
-            if self.any_capture() {
-                let mut st = self.lock();
-                self.check_sync_target(&mut st, i)?;
-            }
+            return Ok(i);
+        }
+        if self.stream(i)?.attrs().detached {
+            return Err(Error::StreamDetached);
+        }
+        #[cfg(feature = "capture")]
+        if self.any_capture() {
+            let mut st = self.lock();
+            self.check_sync_target(&mut st, i)?;
         }
         Ok(i)
     }
