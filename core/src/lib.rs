@@ -60,6 +60,7 @@ pub mod event;
 pub mod floor;
 pub mod graph;
 mod host_array;
+pub mod host_calls;
 mod live;
 pub mod loopback;
 pub mod pool;

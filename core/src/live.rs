@@ -24,11 +24,13 @@ impl LiveSignal {
     }
 
     /// The handle, for packets and backend calls.
+    #[inline]
     pub(crate) fn handle(self) -> SignalHandle {
         self.0
     }
 
     /// The signal.
+    #[inline]
     pub(crate) fn get<'a>(self) -> &'a AmdSignal {
         // SAFETY: a LiveSignal comes from `Backend::signal_create` and is never destroyed while
         // the runtime (which owns the backend) lives, so the backend keeps the 64-byte aligned
@@ -38,6 +40,7 @@ impl LiveSignal {
     }
 
     /// The value (Acquire).
+    #[inline]
     pub(crate) fn load(self) -> i64 {
         self.get().load()
     }

@@ -24,6 +24,7 @@ use crate::backend::{
     Backend, BuiltinKernel, CopyArgs, DeviceInfo, FillArgs, HostFn, MemoryKind, QueueDesc, Timeout, WriteValueArgs,
 };
 use crate::error::{Error, Result};
+use crate::host_calls::HostCalls;
 use crate::signal::{AmdSignal, SignalHandle};
 use crate::stream::{CuMask, Priority};
 
@@ -170,20 +171,12 @@ impl TraceEntry {
     }
 }
 
-#[derive(Clone, Copy)]
-struct HostCall {
-    start: SignalHandle,
-    done: SignalHandle,
-    f: HostFn,
-}
-
 struct State<const Q: usize, const SIG: usize> {
     queue_used: [bool; Q],
     queue_priority: [Priority; Q],
     queue_cu_mask: [Option<CuMask>; Q],
     signal_used: [bool; SIG],
     kernels: [Option<KernelFn>; MAX_KERNELS],
-    host_calls: [Option<HostCall>; MAX_HOST_CALLS],
     allocations: [(usize, usize); MAX_ALLOCATIONS],
     trace: [Option<TraceEntry>; TRACE_CAPACITY],
     trace_len: usize,
@@ -201,6 +194,8 @@ pub struct Loopback<
 > {
     mem: &'m LoopbackMemory<Q, RING, KARG, SIG, HEAP>,
     state: spin::Mutex<State<Q, SIG>>,
+    /// Host functions waiting for their start signal (core's pending list).
+    calls: HostCalls<crate::thread::SpinRawMutex, MAX_HOST_CALLS>,
     /// Per queue: 0, or the [`QueueFault::code`] that stopped it (read without the lock).
     faults: [AtomicU8; Q],
     devices: u32,
@@ -286,13 +281,13 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
                 queue_cu_mask: [None; Q],
                 signal_used: [false; SIG],
                 kernels,
-                host_calls: [None; MAX_HOST_CALLS],
                 allocations: [(0, 0); MAX_ALLOCATIONS],
                 trace: [None; TRACE_CAPACITY],
                 trace_len: 0,
                 trace_dropped: 0,
             }),
             faults: [const { AtomicU8::new(0) }; Q],
+            calls: HostCalls::new(),
             devices,
             clock: AtomicU64::new(0),
             pumping: AtomicBool::new(false),
@@ -474,34 +469,12 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
     }
 
     fn run_host_calls(&self) -> bool {
-        let mut progress = false;
-        for i in 0..MAX_HOST_CALLS {
-            let ready = {
-                let mut st = self.state.lock();
-                match st.host_calls.get_mut(i) {
-                    Some(slot @ Some(_)) => {
-                        // SAFETY: start/done were created by this backend and are live until the
-                        // stream's barrier after them completes, which needs `done`.
-                        let go = slot.as_ref().is_some_and(|c| unsafe { c.start.get() }.load() == 0);
-                        if go {
-                            slot.take()
-                        } else {
-                            None
-                        }
-                    }
-                    _ => None,
-                }
-            };
-            if let Some(call) = ready {
-                // SAFETY: the enqueuer vouched for the function and its data.
-                unsafe { call.f.call() };
-                // SAFETY: as above, `done` is live until the barrier that waits on it completes.
-                unsafe { call.done.get() }.reset(0);
-                self.push_trace(TraceEntry::HostCall);
-                progress = true;
-            }
-        }
-        progress
+        self.calls.run_ready(|done| {
+            // SAFETY: `done` is a signal of this backend, live until the stream's barrier after
+            // it completes (the host_call contract).
+            unsafe { done.get() }.reset(0);
+            self.push_trace(TraceEntry::HostCall);
+        }) > 0
     }
 
     fn push_trace(&self, e: TraceEntry) {
@@ -767,12 +740,9 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
     }
 
     fn host_call(&self, start: SignalHandle, done: SignalHandle, f: HostFn) -> Result<()> {
-        {
-            let mut st = self.state.lock();
-            let slot = st.host_calls.iter_mut().find(|c| c.is_none()).ok_or(Error::OutOfMemory)?;
-            *slot = Some(HostCall { start, done, f });
-        }
-        Ok(())
+        // SAFETY: core hands this backend's own live signals and a function its caller vouched
+        // for (the Backend::host_call contract).
+        unsafe { self.calls.push(start, done, f) }
     }
 
     fn timestamp(&self) -> u64 {

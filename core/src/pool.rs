@@ -71,6 +71,7 @@ pub(crate) struct Binding(u16);
 
 impl Binding {
     /// The slot index.
+    #[inline]
     pub(crate) fn index(&self) -> usize {
         usize::from(self.0)
     }
@@ -78,6 +79,7 @@ impl Binding {
 
 impl<Q> QueueSlot<Q> {
     /// The queue, for a bound stream.
+    #[inline]
     pub(crate) fn get<'a>(&'a self, _binding: &'a Binding) -> Option<&'a QueueHw<Q>> {
         // SAFETY: a Binding exists, so `bound > 0` and no writer replaces the cell while the
         // binding (borrowed for 'a) lives; shared reads are fine.

@@ -27,11 +27,13 @@ const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
 const GEN_MASK: u64 = (1 << GEN_BITS) - 1;
 
 /// Encodes a handle.
+#[inline]
 pub(crate) const fn encode(tag: u16, generation: u32, slot: usize) -> u64 {
     (tag as u64) << (SLOT_BITS + GEN_BITS) | (generation as u64) << SLOT_BITS | (slot as u64 & SLOT_MASK)
 }
 
 /// Splits a handle into (tag, generation, slot).
+#[inline]
 pub(crate) const fn decode(raw: u64) -> (u16, u32, usize) {
     ((raw >> (SLOT_BITS + GEN_BITS)) as u16, ((raw >> SLOT_BITS) & GEN_MASK) as u32, (raw & SLOT_MASK) as usize)
 }
@@ -93,6 +95,7 @@ pub(crate) fn lookup<T>(tag: u16, raw: u64, slots: &[T], gen_of: impl Fn(&T) -> 
 }
 
 /// Maps a lookup to a slot index, answering `stale` for stale handles and `garbage` otherwise.
+#[inline]
 pub(crate) fn require(l: Lookup, stale: Error, garbage: Error) -> Result<usize> {
     match l {
         Lookup::Live(i) => Ok(i),

@@ -107,6 +107,7 @@ impl SlotWord {
         SlotWord(AtomicU64::new(0))
     }
 
+    #[inline]
     fn load(&self) -> (u32, SlotState) {
         // Ordering: Acquire pairs with the Release stores below: a reader that sees Live sees the
         // slot's attributes written before it.
@@ -119,11 +120,13 @@ impl SlotWord {
         ((w >> 2) as u32, state)
     }
 
+    #[inline]
     fn state(&self) -> SlotState {
         self.load().1
     }
 
     /// The generation a handle of the current (or next) object carries.
+    #[inline]
     fn handle_generation(&self) -> u32 {
         self.load().0.wrapping_add(1).max(1)
     }
@@ -153,6 +156,7 @@ impl SlotWord {
         self.set(g, state);
     }
 
+    #[inline]
     fn classify(&self, slot: usize, generation: u32) -> Lookup {
         let (g, state) = self.load();
         let current = g.wrapping_add(1).max(1);
@@ -171,6 +175,7 @@ impl SlotWord {
 }
 
 /// Looks a raw handle up in a table of slots with words.
+#[inline]
 fn lookup<T>(tag: u16, raw: u64, slots: &[T], word: impl Fn(&T) -> &SlotWord) -> Lookup {
     let (t, generation, slot) = table::decode(raw);
     if t != tag {
@@ -215,6 +220,7 @@ impl Attrs {
             | self.context.map_or(0, |c| u32::from(c) + 1) << 9
     }
 
+    #[inline]
     fn unpack(w: u32) -> Attrs {
         Attrs {
             device: w & 7,
@@ -234,6 +240,7 @@ impl Attrs {
     }
 
     /// A blocking stream other than the null stream: the null stream synchronises with it.
+    #[inline]
     pub(crate) fn is_blocking_user(&self) -> bool {
         self.kind != StreamKind::Null && self.flags.is_blocking()
     }
@@ -287,6 +294,7 @@ impl<R: lock_api::RawMutex> Slot for StreamSlot<R> {
 }
 
 impl<R: lock_api::RawMutex> StreamSlot<R> {
+    #[inline]
     pub(crate) fn attrs(&self) -> Attrs {
         // Ordering: Acquire pairs with the Release in `set_attrs`.
         Attrs::unpack(self.attrs.load(Ordering::Acquire))
@@ -298,12 +306,14 @@ impl<R: lock_api::RawMutex> StreamSlot<R> {
     }
 
     /// Counted packets published so far (Acquire: the packets are in the ring).
+    #[inline]
     pub(crate) fn submitted(&self) -> u64 {
         self.submitted.load(Ordering::Acquire)
     }
 
     /// The point in time "everything published so far": (progress signal, count), or `None`
     /// when the slot never published anything.
+    #[inline]
     pub(crate) fn point(&self) -> Option<(LiveSignal, u64)> {
         let n = self.submitted();
         let p = self.progress.get()?;
@@ -311,6 +321,7 @@ impl<R: lock_api::RawMutex> StreamSlot<R> {
     }
 
     /// Whether everything published so far has completed.
+    #[inline]
     pub(crate) fn is_idle(&self) -> bool {
         self.point().is_none_or(|(p, n)| p.load() <= -(n as i64))
     }
@@ -602,10 +613,12 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         all.get(..high.min(all.len())).unwrap_or(all)
     }
 
+    #[inline]
     fn stream(&self, i: usize) -> Result<&StreamSlot<K::RawMutex>> {
         self.streams.slots().get(i).ok_or(Error::InvalidHandle)
     }
 
+    #[inline]
     fn lookup_stream(&self, raw: u64) -> Lookup {
         lookup(STREAM_TAG, raw, self.streams.slots(), |s| &s.word)
     }
@@ -623,6 +636,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         self.structure.lock()
     }
 
+    #[inline]
     fn any_capture(&self) -> bool {
         // Ordering: Acquire pairs with the Release changes in capture.rs.
         cfg!(feature = "capture") && self.captures_live.load(Ordering::Acquire) != 0
@@ -631,6 +645,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     // ----- devices and threads -------------------------------------------------------------
 
     /// Number of devices (`hipGetDeviceCount`); `NoDevice` when there is none.
+    #[inline]
     pub fn device_count(&self) -> Result<u32> {
         match self.backend.device_count().min(MAX_DEVICES as u32) {
             0 => Err(Error::NoDevice),
@@ -704,6 +719,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     }
 
     /// Where probing for `key` starts.
+    #[inline]
     fn thread_hash(&self, key: ThreadKey) -> usize {
         let n = self.threads.slots().len().max(1);
         // Fibonacci hashing of the key.
@@ -712,6 +728,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
     /// The calling thread's slot, if it has one (no lock: only this thread adds or removes its
     /// own key).
+    #[inline]
     fn find_thread(&self) -> Option<&ThreadSlot> {
         let key = self.keys.current();
         let slots = self.threads.slots();
@@ -757,6 +774,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         Err(Error::OutOfMemory)
     }
 
+    #[inline]
     fn current_device(&self) -> u32 {
         // Ordering: Relaxed; the calling thread's own value.
         self.find_thread().map_or(0, |t| t.device.load(Ordering::Relaxed))

@@ -82,6 +82,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     // ----- the queue pool --------------------------------------------------------------------
 
     /// The pooled queue behind a binding.
+    #[inline]
     pub(super) fn queue_of<'a>(&'a self, b: &'a Binding) -> Result<&'a QueueHw<B::Queue>> {
         self.queues.slots().get(b.index()).and_then(|q| q.get(b)).ok_or(Error::InvalidHandle)
     }
@@ -468,6 +469,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// `hipStreamLegacy` to the current device's null stream, `hipStreamPerThread` to the
     /// calling thread's stream; stale handles answer `stale`, never-issued ones
     /// `InvalidHandle`. No lock unless the null or per-thread stream must be created.
+    #[inline]
     pub(super) fn resolve(&self, s: StreamHandle, stale: Error) -> Result<usize> {
         self.device_count()?;
         match s {
@@ -639,11 +641,13 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     }
 
     /// Checks that slot `i` still holds the stream found with handle generation `generation`.
+    #[inline]
     pub(super) fn still_live(slot: &StreamSlot<K::RawMutex>, generation: u32) -> bool {
         slot.word.state() == SlotState::Live && slot.word.handle_generation() == generation
     }
 
     /// Slot `i`'s handle generation (what `resolve` saw).
+    #[inline]
     pub(super) fn generation_of(&self, i: usize) -> u32 {
         self.streams.slots().get(i).map_or(0, |s| s.word.handle_generation())
     }

@@ -83,33 +83,40 @@ pub(super) enum Spec<'a> {
 pub(super) struct Batch<'a>(heapless::Vec<Spec<'a>, MAX_BATCH>);
 
 impl<'a> Batch<'a> {
+    #[inline]
     pub(super) fn new() -> Self {
         Batch(heapless::Vec::new())
     }
 
+    #[inline]
     pub(super) fn push(&mut self, spec: Spec<'a>) -> Result<()> {
         self.0.push(spec).map_err(|_| Error::OutOfMemory)
     }
 
+    #[inline]
     pub(super) fn len(&self) -> usize {
         self.0.len()
     }
 
+    #[inline]
     pub(super) fn as_slice(&self) -> &[Spec<'a>] {
         &self.0
     }
 
+    #[inline]
     pub(super) fn clear(&mut self) {
         self.0.clear();
     }
 }
 
 /// `header` with its barrier bit set to `barrier`.
+#[inline]
 fn with_barrier(header: u16, barrier: bool) -> u16 {
     (header & !(1 << 8)) | (u16::from(barrier) << 8)
 }
 
 /// A counted barrier-value packet waiting until `signal < below`.
+#[inline]
 pub(super) fn wait_packet(signal: SignalHandle, below: i64, completion: u64) -> BarrierValuePacket {
     BarrierValuePacket {
         header: Header::new(PacketType::VendorSpecific, false, FenceScope::System, FenceScope::System).0,
@@ -124,6 +131,7 @@ pub(super) fn wait_packet(signal: SignalHandle, below: i64, completion: u64) -> 
 }
 
 /// A kernel dispatch packet (barrier bit set; publishing decides).
+#[inline]
 pub(super) fn dispatch_packet(
     object: u64,
     grid: [u32; 3],
@@ -336,6 +344,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// doorbell must not go backwards (a packet processor may stop at the last value it read),
     /// so each producer raises `rung` and rings until the value it rang is the highest asked
     /// for.
+    #[inline]
     pub(super) fn ring(&self, hw: &QueueHw<B::Queue>, shared: bool, last: u64) {
         if !shared {
             self.backend.ring_doorbell(&hw.queue, last);
@@ -357,6 +366,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     }
 
     /// Checks the queue behind a stream for a fault (sticky: the stream keeps failing).
+    #[inline]
     pub(super) fn check_fault(&self, inner: &StreamInner) -> Result<()> {
         let b = inner.binding.as_ref().ok_or(Error::InvalidHandle)?;
         match self.backend.queue_fault(&self.queue_of(b)?.queue) {
@@ -421,6 +431,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
     /// Resolves the stream of an async work API (`STREAM_CAPTURE` in clr): an invalid handle is
     /// `InvalidValue` while any capture exists, a detached stream `StreamDetached`.
+    #[inline]
     pub(super) fn resolve_for_work(&self, s: StreamHandle) -> Result<usize> {
         let i = match self.resolve(s, Error::ContextIsDestroyed) {
             Ok(i) => i,
@@ -464,6 +475,12 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let device = slot.attrs().device;
         let mut batch = Batch::new();
         self.implicit_deps(i, slot, inner, &mut batch)?;
+        // The common case, a launch with nothing to wait for, publishes one packet directly.
+        if let (0, Command::Kernel(k)) = (batch.len(), cmd) {
+            check_geometry(k.grid, k.workgroup, k.kernel_object)?;
+            let p = dispatch_packet(k.kernel_object, k.grid, k.workgroup, k.group_segment_size, k.private_segment_size);
+            return self.publish(slot, inner, &[Spec::Dispatch(p, k.kernarg)]);
+        }
         let mut host: Option<(usize, LiveSignal, LiveSignal, HostFn)> = None;
         match *cmd {
             Command::Kernel(k) => {
@@ -552,6 +569,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
 /// Checks a launch's geometry: zero sizes or a work-group over 1024 work-items are
 /// `InvalidConfiguration`, a null kernel `InvalidValue`.
+#[inline]
 pub(super) fn check_geometry(grid: [u32; 3], workgroup: [u16; 3], kernel_object: u64) -> Result<()> {
     // u64: three u16 sizes overflow u32 (and a wrapped product could pass the 1024 check).
     let wg_items: u64 = workgroup.iter().map(|&w| u64::from(w)).product();
