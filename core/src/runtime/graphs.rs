@@ -234,14 +234,6 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         self.with_graph(g, |gr| gr.node(node).map(|n| n.kind))?.ok_or(Error::InvalidValue)
     }
 
-    /// Waits for the work of every stream of the current device, with no capture check (unlike
-    /// `device_synchronize`): what must finish before memory that work may touch is released —
-    /// an executable's staging buffers, or a block `hipFree` hands back. Work a capture records
-    /// does not run, so captures are left as they are.
-    pub fn device_wait_idle(&self) -> Result<()> {
-        self.wait_device(Timeout::NEVER)
-    }
-
     /// `hipGraphAddEmptyNode`.
     pub fn graph_add_empty_node(&self, g: GraphHandle, deps: &[NodeId]) -> Result<NodeId> {
         self.with_graph_mut(g, |b, gr| gr.add_node(b, NodeKind::Empty, deps, C::GRAPH_NODES))
@@ -254,7 +246,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         if matches!(kind, NodeKind::Dispatch(_)) {
             return Err(Error::InvalidValue);
         }
-        self.with_graph_mut(g, |gr| gr.add_node(kind, deps))
+        self.with_graph_mut(g, |b, gr| gr.add_node(b, kind, deps, C::GRAPH_NODES))
     }
 
     /// The kernel-argument bytes of dispatch node `node`: copies what fits into `out` and

@@ -120,6 +120,14 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         self.wait_device(timeout)
     }
 
+    /// Waits for the work of every stream of the current device, with no capture check (unlike
+    /// `device_synchronize`): what must finish before memory that work may touch is released —
+    /// an executable's staging buffers, or a block `hipFree` hands back. Work a capture records
+    /// does not run, so captures are left as they are.
+    pub fn device_wait_idle(&self) -> Result<()> {
+        self.wait_device(Timeout::NEVER)
+    }
+
     pub(super) fn wait_device(&self, timeout: Timeout) -> Result<()> {
         self.device_count()?;
         let device = self.current_device();
