@@ -81,6 +81,16 @@ pub enum NodeKind {
     EventRecord(u64),
     /// A wait on an event (`hipEventWaitExternal` during capture): the event's raw handle.
     EventWait(u64),
+    /// A graph memory allocation (a captured `hipMallocAsync`): the block the graph owns. It
+    /// runs as an ordering point.
+    MemAlloc {
+        /// The block.
+        address: u64,
+        /// Its size.
+        bytes: u64,
+    },
+    /// The free of a graph allocation (a captured `hipFreeAsync`); an ordering point.
+    MemFree(u64),
 }
 
 impl NodeKind {
@@ -93,6 +103,8 @@ impl NodeKind {
             NodeKind::Host(_) => "host",
             NodeKind::EventRecord(_) => "event-record",
             NodeKind::EventWait(_) => "event-wait",
+            NodeKind::MemAlloc { .. } => "mem-alloc",
+            NodeKind::MemFree(_) => "mem-free",
         }
     }
 }

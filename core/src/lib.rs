@@ -63,6 +63,7 @@ mod host_array;
 pub mod host_calls;
 mod live;
 pub mod loopback;
+pub mod mempool;
 pub mod pool;
 pub mod runtime;
 pub mod signal;
@@ -80,6 +81,7 @@ pub use config::{Capacities, Config};
 pub use error::{Error, Result};
 pub use event::{EventFlags, EventHandle};
 pub use graph::{NodeId, NodeKind};
+pub use mempool::{MemPools, PoolAttr, PoolHandle};
 #[cfg(feature = "capture")]
 pub use runtime::{ContextHandle, GraphExecHandle, GraphHandle};
 pub use runtime::{KernelLaunch, Runtime, WaitValueOp, MAX_DEVICES};

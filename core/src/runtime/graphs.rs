@@ -393,7 +393,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                     let done = sig(signal);
                     let first = packets.len() as u32;
                     match kind {
-                        NodeKind::Empty | NodeKind::EventWait(_) => {
+                        NodeKind::Empty | NodeKind::EventWait(_) | NodeKind::MemAlloc { .. } | NodeKind::MemFree(_) => {
                             // An event wait's dependency is patched per launch.
                             let mut w = BarrierPacket::and([0; 5], done);
                             w.header = header(PacketType::BarrierAnd, barrier);

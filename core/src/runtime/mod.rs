@@ -45,6 +45,7 @@ mod event;
 #[cfg(feature = "capture")]
 mod graphs;
 mod implicit_sync;
+mod mempool;
 mod ops;
 mod stream;
 #[allow(unsafe_code)]

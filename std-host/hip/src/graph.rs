@@ -840,6 +840,8 @@ fn captured_kind(g: &Global, core: GraphHandle, id: NodeId, device: u32) -> HipR
         NodeKind::Empty => Kind::Empty,
         NodeKind::EventRecord(e) => Kind::EventRecord(e),
         NodeKind::EventWait(e) => Kind::EventWait(e),
+        // Graph memory nodes are the HIP layer's to map (stream-ordered allocation).
+        NodeKind::MemAlloc { .. } | NodeKind::MemFree(_) => raw(Vec::new(), None),
         NodeKind::Host(HostFn::Plain { func, data }) => Kind::Host { func, data: data as usize },
         NodeKind::Host(_) => raw(Vec::new(), Some(TYPE_HOST)),
         NodeKind::WaitValue(_) => raw(Vec::new(), None),
