@@ -218,8 +218,10 @@ pub trait PoolHost {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Freed {
-    /// A block of a pool (or a graph allocation): freed as asked.
+    /// A block of a pool: free now (in stream order).
     Pooled,
+    /// A graph allocation: freed as asked, its graph keeps the memory.
+    Graph,
     /// Not memory of any pool: the caller frees it its own way.
     NotPooled,
 }
@@ -894,14 +896,14 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
                 if let Some(blk) = st.blocks.get_mut(k) {
                     blk.state = BlockState::Graph { owner, freed_in_graph: true, outstanding, mark };
                 }
-                Ok(Freed::Pooled)
+                Ok(Freed::Graph)
             }
             (BlockState::Graph { owner, freed_in_graph, outstanding: true, mark: None }, Capturing::No) => {
                 let mark = host.mark(s, info.device)?;
                 if let Some(blk) = st.blocks.get_mut(k) {
                     blk.state = BlockState::Graph { owner, freed_in_graph, outstanding: false, mark };
                 }
-                Ok(Freed::Pooled)
+                Ok(Freed::Graph)
             }
             _ => Err(Error::InvalidValue),
         }
@@ -933,7 +935,7 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
                 if let Some(blk) = st.blocks.get_mut(k) {
                     blk.state = BlockState::Graph { owner, freed_in_graph, outstanding: false, mark: None };
                 }
-                Ok(Freed::Pooled)
+                Ok(Freed::Graph)
             }
             _ => Err(Error::InvalidValue),
         }
@@ -1046,9 +1048,10 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
     }
 
     /// Graph `owner` and everything instantiated from it are gone: its allocations go back to
-    /// the backend once their devices are idle, except those still outstanding, which become
-    /// ordinary allocations of their device's default pool (freed by the user later).
-    pub fn graph_release(&self, host: &impl PoolHost, owner: u64) -> Result<()> {
+    /// the backend once their devices are idle (`dropped` hears of each), except those still
+    /// outstanding, which become ordinary allocations of their device's default pool (freed by
+    /// the user later).
+    pub fn graph_release(&self, host: &impl PoolHost, owner: u64, mut dropped: impl FnMut(u64)) -> Result<()> {
         let mut st = self.state.lock();
         let mut waited = [false; MAX_DEVICES];
         let mut k = 0;
@@ -1084,10 +1087,31 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
                 }
                 k += 1;
             } else {
+                dropped(b.address);
                 st.drop_block(host, k);
             }
         }
         Ok(())
+    }
+
+    /// `hipDeviceReset` of `device`: every block of the device goes back to the backend
+    /// (`dropped` hears of each), its pools hold nothing, and its current pool is the default
+    /// again. The caller has waited for the device's work.
+    pub fn device_reset(&self, host: &impl PoolHost, device: u32, mut dropped: impl FnMut(u64)) {
+        let mut st = self.state.lock();
+        let mut k = 0;
+        while k < st.blocks.len() {
+            match st.blocks.get(k) {
+                Some(b) if b.device == device => {
+                    dropped(b.address);
+                    st.drop_block(host, k);
+                }
+                _ => k += 1,
+            }
+        }
+        if let Some(c) = st.current.get_mut(device as usize) {
+            *c = None;
+        }
     }
 }
 
@@ -1338,7 +1362,7 @@ mod tests {
         .unwrap();
         assert_eq!(launches.get(), 2);
         assert_eq!(h.waits.borrow().len(), 1);
-        p.graph_release(&h, 42).unwrap();
+        p.graph_release(&h, 42, |_| {}).unwrap();
         // g went back; kept (outstanding again) is an ordinary block now.
         assert_eq!(h.released.borrow().len(), 1);
         assert_eq!(p.free_async(&h, A, kept.address).unwrap(), Freed::Pooled);

@@ -183,7 +183,9 @@ fn captured_allocations_become_graph_memory_nodes() {
     assert_eq!(read32(a.address), 1, "the fill runs before the increment at every launch");
     rt.graph_exec_destroy(x).unwrap();
     rt.graph_destroy(graph).unwrap();
-    pools.graph_release(rt, graph.0).unwrap();
+    let mut dropped = Vec::new();
+    pools.graph_release(rt, graph.0, |a| dropped.push(a)).unwrap();
+    assert_eq!(dropped, [a.address]);
     assert!(!pools.graph_owns_memory(graph.0));
     // The outstanding allocation stayed the user's: an ordinary block now.
     assert_eq!(pools.free_async(rt, s, kept.address), Ok(Freed::Pooled));

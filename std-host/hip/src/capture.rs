@@ -36,14 +36,15 @@ pub unsafe extern "C" fn hipStreamEndCapture(stream: Handle, graph: *mut Handle)
         if graph.is_null() {
             return Err(INVALID_VALUE);
         }
-        match g.rt.stream_end_capture(stream_of(stream)) {
+        let ended = g.rt.stream_end_capture(stream_of(stream));
+        let adopted = ended.map_err(Hip::from).and_then(|h| crate::graph::adopt_captured(g, h).map(|_| h));
+        crate::graph::sweep_capture_owners(g);
+        match adopted {
             Ok(h) => {
-                crate::graph::adopt_captured(g, h)?;
                 // SAFETY: the caller's contract.
                 unsafe { put(graph, handle(h.0)) }
             }
             Err(e) => {
-                let e = Hip::from(e);
                 if e == CAPTURE_INVALIDATED || e == CAPTURE_UNJOINED {
                     // SAFETY: the caller's contract.
                     unsafe { put(graph, std::ptr::null_mut())? };

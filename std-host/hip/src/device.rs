@@ -54,7 +54,12 @@ pub unsafe extern "C" fn hipGetDevice(device: *mut c_int) -> i32 {
 /// `hipDeviceSynchronize`.
 #[no_mangle]
 pub extern "C" fn hipDeviceSynchronize() -> i32 {
-    api(|| Ok(global()?.rt.device_synchronize()?))
+    api(|| {
+        let g = global()?;
+        g.rt.device_synchronize()?;
+        g.pools.release_on_sync(&*g.rt);
+        Ok(())
+    })
 }
 
 /// `hipDeviceReset`: waits for the current device, releases its streams and events, and frees
@@ -66,6 +71,9 @@ pub extern "C" fn hipDeviceReset() -> i32 {
         let device = g.rt.device()?;
         g.rt.device_reset()?;
         let mut allocs = lock(&g.allocs);
+        g.pools.device_reset(&*g.rt, device, |addr| {
+            allocs.remove(&addr);
+        });
         allocs.retain(|&addr, &mut (_, d)| {
             if d == device {
                 let _ = g.rt.backend().memory_free(addr);

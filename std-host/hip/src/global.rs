@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use aqueduct::{Backend, MemoryKind, Runtime};
+use aqueduct::{Backend, MemPools, MemoryKind, Runtime};
 use aqueduct_kfd_emu::kernels::Twin;
 use aqueduct_std::select::{AnyBackend, BackendKind, OpenOptions};
 use aqueduct_std::threads::{on_thread_exit, StdThreadKeys, ThreadExit};
@@ -22,12 +22,17 @@ use crate::launch::{FunctionEntry, HostKernel, ModuleEntry};
 /// 16384 nodes, 256 executables ([`aqueduct::config::HipScale`]).
 pub(crate) type HipRuntime = Runtime<AnyBackend, StdThreadKeys, aqueduct::config::HipScale>;
 
+/// The memory pools: 64 pools over 1024 blocks.
+pub(crate) type HipPools = MemPools<64, 1024>;
+
 /// Bytes of the pinned buffer that pageable copies go through.
 pub(crate) const STAGING_BYTES: usize = 4 << 20;
 
 /// The process-wide state.
 pub(crate) struct Global {
     pub(crate) rt: Box<HipRuntime>,
+    /// Stream-ordered allocation.
+    pub(crate) pools: Box<HipPools>,
     /// Live allocations: start → (bytes, device).
     pub(crate) allocs: Mutex<BTreeMap<u64, (u64, u32)>>,
     /// Pinned host memory for copies from and to pageable memory (0 if unavailable).
@@ -138,6 +143,7 @@ fn init() -> Result<Arc<Global>, Hip> {
     let staging = rt.backend().memory_alloc(0, STAGING_BYTES, MemoryKind::Host).unwrap_or(0);
     Ok(Arc::new(Global {
         rt,
+        pools: Box::new(HipPools::new()),
         allocs: Mutex::new(BTreeMap::new()),
         staging: Mutex::new(staging),
         nodes: Mutex::new(NodeTable::default()),

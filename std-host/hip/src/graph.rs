@@ -130,6 +130,10 @@ const TYPE_GRAPH: c_int = 5;
 const TYPE_EMPTY: c_int = 6;
 const TYPE_WAIT_EVENT: c_int = 7;
 const TYPE_EVENT_RECORD: c_int = 8;
+/// `hipGraphNodeTypeMemAlloc` / `MemFree`: newer HIP's values (HIP 5.2 captures no
+/// allocation; its 10 and 11 name symbol copies, which are reported as `Memcpy` here).
+const TYPE_MEM_ALLOC: c_int = 10;
+const TYPE_MEM_FREE: c_int = 11;
 
 /// `hipMemcpyDefault`, and the largest kind HIP accepts besides `DeviceToDeviceNoCU`.
 const MEMCPY_DEFAULT: c_uint = 4;
@@ -350,11 +354,21 @@ enum Kind {
     Kernel(KernelNode),
     Copy(CopyNode),
     Memset(MemsetNode),
-    Host { func: unsafe extern "C" fn(*mut c_void), data: usize },
+    Host {
+        func: unsafe extern "C" fn(*mut c_void),
+        data: usize,
+    },
     Child(Box<Graph>),
     Empty,
     EventWait(u64),
     EventRecord(u64),
+    /// A graph allocation (captured `hipMallocAsync`): the block the graph owns.
+    MemAlloc {
+        address: u64,
+        bytes: u64,
+    },
+    /// The free of a graph allocation (captured `hipFreeAsync`).
+    MemFree(u64),
     Raw(RawNode),
 }
 
@@ -369,6 +383,8 @@ impl Kind {
             Kind::Empty => TYPE_EMPTY,
             Kind::EventWait(_) => TYPE_WAIT_EVENT,
             Kind::EventRecord(_) => TYPE_EVENT_RECORD,
+            Kind::MemAlloc { .. } => TYPE_MEM_ALLOC,
+            Kind::MemFree(_) => TYPE_MEM_FREE,
             Kind::Raw(r) => return r.ty,
         })
     }
@@ -391,6 +407,16 @@ pub(crate) struct Graph {
 }
 
 impl Graph {
+    /// Whether the graph (or a child graph in it) has memory nodes: such a graph owns memory,
+    /// so it is neither cloned nor nested, and is instantiated once.
+    fn has_memory_nodes(&self) -> bool {
+        self.nodes.iter().flatten().any(|k| match k {
+            Kind::MemAlloc { .. } | Kind::MemFree(_) => true,
+            Kind::Child(c) => c.has_memory_nodes(),
+            _ => false,
+        })
+    }
+
     fn live(&self, id: u16) -> bool {
         self.nodes.get(usize::from(id)).is_some_and(Option::is_some)
     }
@@ -515,6 +541,64 @@ impl Graphs {
 }
 
 static GRAPHS: LazyLock<Mutex<Graphs>> = LazyLock::new(Default::default);
+
+/// A graph that owns memory (captured allocations): whether the graph still lives, and the
+/// executable made from it. The memory goes back once both are gone.
+struct MemOwner {
+    graph_alive: bool,
+    exec: Option<u64>,
+}
+
+/// Graphs owning memory, by graph handle (the owner their allocations name in the pools).
+static MEM_OWNERS: LazyLock<Mutex<HashMap<u64, MemOwner>>> = LazyLock::new(Default::default);
+
+/// Gives the memory of graph `owner` back: allocations not handed to the user leave the
+/// allocation table.
+fn release_graph_memory(g: &Global, owner: u64) -> HipResult {
+    Ok(g.pools.graph_release(&*g.rt, owner, |a| {
+        lock(&g.allocs).remove(&a);
+    })?)
+}
+
+/// Captures' graphs that allocated memory and have not ended yet.
+static CAPTURE_OWNERS: LazyLock<Mutex<BTreeSet<u64>>> = LazyLock::new(Default::default);
+
+/// A capture recording into graph `owner` made a graph allocation.
+pub(crate) fn note_capture_owner(owner: u64) {
+    lock(&CAPTURE_OWNERS).insert(owner);
+}
+
+/// Gives back the memory of captures' graphs that never became graphs of this layer (the
+/// capture failed or was torn down with its stream); forgets those that did.
+pub(crate) fn sweep_capture_owners(g: &Global) {
+    let owners: Vec<u64> = lock(&CAPTURE_OWNERS).iter().copied().collect();
+    for owner in owners {
+        if is_ours(owner) {
+            lock(&CAPTURE_OWNERS).remove(&owner);
+        } else if g.rt.graph_node_count(GraphHandle(owner)).is_err() {
+            lock(&CAPTURE_OWNERS).remove(&owner);
+            let _ = release_graph_memory(g, owner);
+        }
+    }
+}
+
+/// Graph `owner` or its executable is gone (`graph` says which); the memory goes with the
+/// last of them.
+fn owner_gone(g: &Global, owner: u64, graph: bool) -> HipResult {
+    let mut owners = lock(&MEM_OWNERS);
+    let Some(o) = owners.get_mut(&owner) else { return Ok(()) };
+    if graph {
+        o.graph_alive = false;
+    } else {
+        o.exec = None;
+    }
+    if o.graph_alive || o.exec.is_some() {
+        return Ok(());
+    }
+    owners.remove(&owner);
+    drop(owners);
+    release_graph_memory(g, owner)
+}
 
 /// Whether `h` names a graph of this layer (otherwise it is core's: a capture's, or garbage).
 fn is_ours(h: u64) -> bool {
@@ -759,6 +843,10 @@ impl Build<'_> {
             }
             Kind::EventRecord(e) => Ok(rt.graph_add_node(self.core, deps, NodeKind::EventRecord(*e))?),
             Kind::EventWait(e) => Ok(rt.graph_add_node(self.core, deps, NodeKind::EventWait(*e))?),
+            Kind::MemAlloc { address, bytes } => {
+                Ok(rt.graph_add_node(self.core, deps, NodeKind::MemAlloc { address: *address, bytes: *bytes })?)
+            }
+            Kind::MemFree(a) => Ok(rt.graph_add_node(self.core, deps, NodeKind::MemFree(*a))?),
             Kind::Child(c) => {
                 let leaves = self.flatten(c, deps)?;
                 self.join(leaves, deps)
@@ -840,8 +928,8 @@ fn captured_kind(g: &Global, core: GraphHandle, id: NodeId, device: u32) -> HipR
         NodeKind::Empty => Kind::Empty,
         NodeKind::EventRecord(e) => Kind::EventRecord(e),
         NodeKind::EventWait(e) => Kind::EventWait(e),
-        // Graph memory nodes are the HIP layer's to map (stream-ordered allocation).
-        NodeKind::MemAlloc { .. } | NodeKind::MemFree(_) => raw(Vec::new(), None),
+        NodeKind::MemAlloc { address, bytes } => Kind::MemAlloc { address, bytes },
+        NodeKind::MemFree(a) => Kind::MemFree(a),
         NodeKind::Host(HostFn::Plain { func, data }) => Kind::Host { func, data: data as usize },
         NodeKind::Host(_) => raw(Vec::new(), Some(TYPE_HOST)),
         NodeKind::WaitValue(_) => raw(Vec::new(), None),
@@ -899,7 +987,11 @@ pub(crate) fn adopt_captured(g: &Global, core: GraphHandle) -> HipResult {
     }
     graph.edges = edges.iter().take(n).map(|(f, t)| (f.0, t.0)).collect();
     g.rt.graph_destroy(core)?;
+    let owns = graph.has_memory_nodes();
     lock(&GRAPHS).map.insert(core.0, Entry::Owned(graph));
+    if owns {
+        lock(&MEM_OWNERS).insert(core.0, MemOwner { graph_alive: true, exec: None });
+    }
     Ok(())
 }
 
@@ -933,7 +1025,8 @@ pub extern "C" fn hipGraphDestroy(graph: Handle) -> i32 {
         match graphs.map.get(&h) {
             Some(Entry::Owned(_)) => {
                 graphs.map.remove(&h);
-                Ok(())
+                drop(graphs);
+                owner_gone(g, h, true)
             }
             Some(Entry::Child { .. }) => Err(INVALID_VALUE),
             None => {
@@ -959,6 +1052,9 @@ pub unsafe extern "C" fn hipGraphClone(clone: *mut Handle, graph: Handle) -> i32
         let h = graph as usize as u64;
         let mut graphs = lock(&GRAPHS);
         let mut copy = graphs.get(h).ok_or(INVALID_VALUE)?.clone();
+        if copy.has_memory_nodes() {
+            return Err(NOT_SUPPORTED);
+        }
         copy.origin = h;
         let c = graphs.insert(copy);
         // SAFETY: the caller's contract.
@@ -1238,7 +1334,9 @@ pub extern "C" fn hipGraphDestroyNode(node: Handle) -> i32 {
         }
         let mut graphs = lock(&GRAPHS);
         let gr = graphs.get_mut(gh).ok_or(INVALID_VALUE)?;
-        gr.kind(id)?;
+        if matches!(gr.kind(id)?, Kind::MemAlloc { .. } | Kind::MemFree(_)) {
+            return Err(NOT_SUPPORTED);
+        }
         gr.nodes[usize::from(id)] = None;
         gr.edges.retain(|e| e.0 != id && e.1 != id);
         Ok(())
@@ -1665,7 +1763,12 @@ fn child_kind(child: Handle) -> HipResult<Kind> {
     if child.is_null() {
         return Err(INVALID_VALUE);
     }
-    with_graph(child, |c| Ok(Kind::Child(Box::new(Graph { origin: 0, ..c.clone() }))))
+    with_graph(child, |c| {
+        if c.has_memory_nodes() {
+            return Err(NOT_SUPPORTED);
+        }
+        Ok(Kind::Child(Box::new(Graph { origin: 0, ..c.clone() })))
+    })
 }
 
 /// `hipGraphAddChildGraphNode`: the child is copied now; `hipGraphChildGraphNodeGetGraph`
@@ -2051,10 +2154,17 @@ pub unsafe extern "C" fn hipGraphInstantiateWithFlags(exec: *mut Handle, graph: 
         }
         let source = graph as usize as u64;
         let snapshot = with_graph(graph, |gr| Ok(gr.clone()))?;
+        let mut owners = lock(&MEM_OWNERS);
+        if owners.get(&source).is_some_and(|o| o.exec.is_some()) {
+            return Err(NOT_SUPPORTED);
+        }
         let (core, staging) = instantiate(g, &snapshot, flags)?;
         let mut execs = lock(&EXECS);
         execs.next += 1;
         let h = EXEC_TAG | execs.next;
+        if let Some(o) = owners.get_mut(&source) {
+            o.exec = Some(h);
+        }
         execs.map.insert(h, Exec { core, source, graph: snapshot, flags, staging, retired: Vec::new() });
         // SAFETY: the caller's contract.
         unsafe { put(exec, handle(h)) }
@@ -2066,8 +2176,14 @@ pub unsafe extern "C" fn hipGraphInstantiateWithFlags(exec: *mut Handle, graph: 
 pub extern "C" fn hipGraphLaunch(exec: Handle, stream: Handle) -> i32 {
     api(|| {
         let g = global()?;
-        let core = lock(&EXECS).map.get(&(exec as usize as u64)).map(|x| x.core).ok_or(INVALID_VALUE)?;
-        Ok(g.rt.graph_launch(core, stream_of(stream))?)
+        let (core, source, flags) =
+            lock(&EXECS).map.get(&(exec as usize as u64)).map(|x| (x.core, x.source, x.flags)).ok_or(INVALID_VALUE)?;
+        let s = stream_of(stream);
+        if lock(&MEM_OWNERS).contains_key(&source) {
+            let auto_free = flags & 1 != 0;
+            return Ok(g.pools.graph_launch(&*g.rt, source, s, auto_free, || g.rt.graph_launch(core, s))?);
+        }
+        Ok(g.rt.graph_launch(core, s)?)
     })
 }
 
@@ -2093,6 +2209,9 @@ pub extern "C" fn hipGraphExecDestroy(exec: Handle) -> i32 {
         let mut staging = x.retired;
         staging.push(x.staging);
         release_staging(g, staging);
+        if lock(&MEM_OWNERS).get(&x.source).is_some_and(|o| o.exec == Some(exec as usize as u64)) {
+            owner_gone(g, x.source, false)?;
+        }
         Ok(())
     })
 }
@@ -2297,6 +2416,7 @@ pub extern "C" fn hipGraphExecEventWaitNodeSetEvent(exec: Handle, node: Handle, 
 const UPDATE_TOPOLOGY_CHANGED: c_int = 2;
 const UPDATE_NODE_TYPE_CHANGED: c_int = 3;
 const UPDATE_PARAMETERS_CHANGED: c_int = 5;
+const UPDATE_NOT_SUPPORTED: c_int = 6;
 
 /// Compares graphs for an update, node by node in topological order: a different node count
 /// or dependency count is `TopologyChanged`, a different type `NodeTypeChanged`, a copy of
@@ -2315,6 +2435,14 @@ fn compare(old: &Graph, new: &Graph) -> Result<Edges, Mismatch> {
             if x.kind != y.kind {
                 return Err((UPDATE_PARAMETERS_CHANGED, Some(j)));
             }
+        }
+        let moved = match (ka, kb) {
+            (Kind::MemAlloc { address: x, .. }, Kind::MemAlloc { address: y, .. }) => x != y,
+            (Kind::MemFree(x), Kind::MemFree(y)) => x != y,
+            _ => false,
+        };
+        if moved {
+            return Err((UPDATE_NOT_SUPPORTED, Some(j)));
         }
         if let (Kind::Child(x), Kind::Child(y)) = (ka, kb) {
             compare(x, y).map_err(|(r, _)| (r, Some(j)))?;

@@ -16,6 +16,7 @@
 //! - `register`: HIP's registration ABI (fat binaries, kernel handles, device variables, the
 //!   `<<<>>>` call configuration), as hipcc-generated host code calls it.
 //! - `graph`: graphs built node by node, executables and their updates, over core's graphs.
+//! - `mempool`: stream-ordered allocation over core's [`aqueduct::MemPools`].
 //! - `device`, `properties`, `stream`, `capture`, `memory`, `launch`, `context`: the exported
 //!   functions. This
 //!   layer checks what only C has — NULL out-pointers, in the order HIP checks them — converts
@@ -33,6 +34,7 @@ mod global;
 mod graph;
 mod launch;
 mod memory;
+mod mempool;
 mod properties;
 mod register;
 mod stream;

@@ -6,7 +6,8 @@
 //! the call returns (also for `hipMemcpyAsync`).
 //!
 //! `hipFree` waits for the work of the memory's device before the block goes back, as HIP's
-//! does: a kernel still running cannot write into memory handed out again.
+//! does: a kernel still running cannot write into memory handed out again. Memory of a pool
+//! (`hipMallocAsync`) goes back to its pool, reusable at once by any stream.
 //!
 //! `hipHostRegister` is `hipErrorNotSupported`: registering makes pageable memory addressable by
 //! the device, which needs user-pointer mappings the backends do not provide.
@@ -15,6 +16,7 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::{LazyLock, Mutex};
 
+use aqueduct::mempool::Freed;
 use aqueduct::{CaptureStatus, StreamHandle};
 
 use crate::error::{api, Hip, HipResult, INVALID_MEMCPY_DIRECTION, INVALID_VALUE, NOT_SUPPORTED};
@@ -69,12 +71,20 @@ fn wait_idle_on(g: &Global, device: u32) -> HipResult {
 /// `hipFree` / `hipHostFree`: NULL is a no-op (after the capture-mode check an allocation
 /// makes); memory not allocated here is `hipErrorInvalidValue`; otherwise the memory's device
 /// finishes its work first.
-fn free(p: *mut c_void) -> HipResult {
+pub(crate) fn free(p: *mut c_void) -> HipResult {
     let g = global()?;
     let addr = p as usize as u64;
     g.rt.free(0)?;
     if addr == 0 {
         return Ok(());
+    }
+    match g.pools.free(&*g.rt, addr)? {
+        Freed::Pooled => {
+            lock(&g.allocs).remove(&addr);
+            return Ok(());
+        }
+        Freed::Graph => return Ok(()),
+        Freed::NotPooled => {}
     }
     let device = lock(&g.allocs).get(&addr).map(|&(_, d)| d).ok_or(INVALID_VALUE)?;
     wait_idle_on(g, device)?;

@@ -92,7 +92,13 @@ pub unsafe extern "C" fn hipExtStreamGetCUMask(stream: Handle, words: u32, mask:
 /// `hipStreamDestroy`.
 #[no_mangle]
 pub extern "C" fn hipStreamDestroy(stream: Handle) -> i32 {
-    api(|| Ok(global()?.rt.stream_destroy(stream_of(stream))?))
+    api(|| {
+        let g = global()?;
+        g.rt.stream_destroy(stream_of(stream))?;
+        // A capture torn down with its stream leaves graph allocations behind.
+        crate::graph::sweep_capture_owners(g);
+        Ok(())
+    })
 }
 
 /// `hipStreamQuery`: `hipSuccess` when the stream's work is done, `hipErrorNotReady` otherwise.
@@ -104,13 +110,21 @@ pub extern "C" fn hipStreamQuery(stream: Handle) -> i32 {
 /// `hipStreamSynchronize`.
 #[no_mangle]
 pub extern "C" fn hipStreamSynchronize(stream: Handle) -> i32 {
-    api(|| Ok(global()?.rt.stream_synchronize(stream_of(stream))?))
+    api(|| {
+        let g = global()?;
+        g.rt.stream_synchronize(stream_of(stream))?;
+        g.pools.release_on_sync(&*g.rt);
+        Ok(())
+    })
 }
 
 /// `hipStreamWaitEvent`.
 #[no_mangle]
 pub extern "C" fn hipStreamWaitEvent(stream: Handle, event: Handle, flags: c_uint) -> i32 {
-    api(|| Ok(global()?.rt.stream_wait_event(stream_of(stream), event_of(event), flags)?))
+    api(|| {
+        let g = global()?;
+        Ok(g.pools.wait_event(&*g.rt, stream_of(stream), event_of(event), flags)?)
+    })
 }
 
 /// `hipStreamGetFlags`: `0` (and `hipStreamLegacy`) are `hipErrorInvalidValue`, as in HIP.
@@ -313,7 +327,10 @@ pub extern "C" fn hipEventRecord(event: Handle, stream: Handle) -> i32 {
 /// `hipEventRecordWithFlags` (newer HIP): flags `hipEventRecordDefault` or `…External`.
 #[no_mangle]
 pub extern "C" fn hipEventRecordWithFlags(event: Handle, stream: Handle, flags: c_uint) -> i32 {
-    api(|| Ok(global()?.rt.event_record(event_of(event), stream_of(stream), flags)?))
+    api(|| {
+        let g = global()?;
+        Ok(g.pools.record_event(&*g.rt, event_of(event), stream_of(stream), flags)?)
+    })
 }
 
 /// `hipEventQuery`.
@@ -325,7 +342,12 @@ pub extern "C" fn hipEventQuery(event: Handle) -> i32 {
 /// `hipEventSynchronize`.
 #[no_mangle]
 pub extern "C" fn hipEventSynchronize(event: Handle) -> i32 {
-    api(|| Ok(global()?.rt.event_synchronize(event_of(event))?))
+    api(|| {
+        let g = global()?;
+        g.rt.event_synchronize(event_of(event))?;
+        g.pools.release_on_sync(&*g.rt);
+        Ok(())
+    })
 }
 
 /// `hipEventElapsedTime` in milliseconds.

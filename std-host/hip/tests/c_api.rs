@@ -325,6 +325,11 @@ fn static_library_links() {
 }
 
 #[test]
+fn stream_ordered_allocation() {
+    c_test("mempool", &[]);
+}
+
+#[test]
 fn streams_and_events() {
     c_test("streams", &[]);
 }
