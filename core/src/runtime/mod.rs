@@ -44,6 +44,7 @@ mod context;
 mod event;
 #[cfg(feature = "capture")]
 mod graphs;
+mod host_wait;
 mod implicit_sync;
 mod mempool;
 mod ops;

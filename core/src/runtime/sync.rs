@@ -36,7 +36,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// Calls `f` with every slot `hipStreamQuery`/`hipStreamSynchronize` must look at for `s`
     /// (found as slot `i`), null stream last: for `0`, every blocking stream of the device,
     /// destroyed ones with pending work included.
-    fn for_sync_set(&self, s: StreamHandle, i: usize, mut f: impl FnMut(usize) -> Result<()>) -> Result<()> {
+    pub(super) fn for_sync_set(&self, s: StreamHandle, i: usize, mut f: impl FnMut(usize) -> Result<()>) -> Result<()> {
         if s == StreamHandle::NULL {
             let device = self.stream(i)?.attrs().device;
             for (p, ps) in self.stream_slots().iter().enumerate() {
@@ -90,7 +90,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     }
 
     /// Waits for everything slot `p` has published so far.
-    fn wait_slot(&self, p: usize, timeout: Timeout) -> Result<()> {
+    pub(super) fn wait_slot(&self, p: usize, timeout: Timeout) -> Result<()> {
         let ps = self.stream(p)?;
         let Some((signal, n)) = ps.point() else { return self.fault_of(ps) };
         if let Err(e) = self.backend.signal_wait(signal.handle(), Condition::Lt, 1 - n as i64, timeout) {

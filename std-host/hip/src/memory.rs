@@ -2,8 +2,20 @@
 //!
 //! Copies between memory of this runtime (`hipMalloc`, `hipHostMalloc`) run on the device. The
 //! device cannot reach pageable host memory (`malloc`, the stack), so a copy from or to it goes
-//! through a pinned staging buffer in chunks, as HIP's pageable copies do, and completes before
-//! the call returns (also for `hipMemcpyAsync`).
+//! through pinned staging memory, and the host blocks as HIP's does (docs/hip-semantics.md,
+//! "Pageable host memory"):
+//!
+//! - `hipMemcpyAsync` from pageable memory to the device of at most 1 MiB returns once the
+//!   source has been copied into a staging buffer of its own (the source may be reused at once);
+//!   the device copy runs in stream order and the buffer is reused after it completes;
+//! - larger ones, and every copy to pageable memory, return once the copy has completed, after
+//!   the stream's earlier work (chunks through one 4 MiB staging buffer);
+//! - synchronous copies always complete before they return.
+//!
+//! These waits are the runtime's own (HIP's `queue->finish()`), not `hipStreamSynchronize`: an
+//! asynchronous copy of pageable memory on a stream that is not capturing is legal while another
+//! stream captures, and invalidates nothing. A capturing stream records the copy as it is; the
+//! graph stages it at every launch (`crate::graph`).
 //!
 //! `hipFree` waits for the work of the memory's device before the block goes back, as HIP's
 //! does: a kernel still running cannot write into memory handed out again. Memory of a pool
@@ -16,8 +28,8 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::{LazyLock, Mutex};
 
-use aqueduct::mempool::Freed;
-use aqueduct::{CaptureStatus, StreamHandle};
+use aqueduct::mempool::{Freed, Mark, PoolHost};
+use aqueduct::{Backend, CaptureStatus, MemoryKind, StreamHandle};
 
 use crate::error::{api, Hip, HipResult, INVALID_MEMCPY_DIRECTION, INVALID_VALUE, NOT_SUPPORTED};
 use crate::global::{global, lock, Global, STAGING_BYTES};
@@ -225,20 +237,77 @@ pub unsafe extern "C" fn hipMemcpy(dst: *mut c_void, src: *const c_void, bytes: 
     })
 }
 
-/// Copies on `stream`: device-reachable memory in stream order; pageable memory staged after
-/// the stream's earlier work, complete on return. A capturing stream records the copy as is.
+/// Pageable-to-device copies up to this size return once the source is staged.
+pub(crate) const ASYNC_STAGED_MAX: u64 = 1 << 20;
+/// Staging memory that asynchronous pageable copies may hold in flight at once; past it they
+/// wait for their stream as larger copies do.
+const ASYNC_STAGING_BUDGET: u64 = 64 << 20;
+/// Smallest staging buffer made for them.
+const ASYNC_STAGING_MIN: u64 = 64 << 10;
+
+/// A pinned buffer for one asynchronous pageable copy, busy until its mark has passed.
+struct AsyncStaging {
+    address: u64,
+    bytes: u64,
+    busy: Option<Mark>,
+}
+
+/// The buffers of asynchronous pageable copies (kept for reuse).
+static ASYNC_STAGING: LazyLock<Mutex<Vec<AsyncStaging>>> = LazyLock::new(Default::default);
+
+/// A pageable-to-device copy of at most [`ASYNC_STAGED_MAX`] bytes: the source goes into a
+/// staging buffer now, the device copy runs in `stream`'s order, and the buffer stays busy until
+/// it has. `Ok(false)` when the staging budget is spent (nothing done).
+fn staged_async(g: &Global, stream: StreamHandle, d: u64, s: u64, n: u64) -> HipResult<bool> {
+    let mut bufs = lock(&ASYNC_STAGING);
+    for b in bufs.iter_mut() {
+        if let Some(m) = b.busy {
+            if g.rt.mark_done(m) {
+                g.rt.forget(m);
+                b.busy = None;
+            }
+        }
+    }
+    let k = match bufs.iter().position(|b| b.busy.is_none() && b.bytes >= n) {
+        Some(k) => k,
+        None => {
+            let bytes = n.max(ASYNC_STAGING_MIN).next_power_of_two();
+            let held: u64 = bufs.iter().map(|b| b.bytes).sum();
+            if held + bytes > ASYNC_STAGING_BUDGET {
+                return Ok(false);
+            }
+            let address = g.rt.backend().memory_alloc(0, bytes as usize, MemoryKind::Host)?;
+            bufs.push(AsyncStaging { address, bytes, busy: None });
+            bufs.len() - 1
+        }
+    };
+    let buf = bufs.get_mut(k).ok_or(INVALID_VALUE)?;
+    // SAFETY: `s` is the caller's pageable memory of `n` bytes; the buffer holds at least `n`
+    // bytes and no device copy uses it (it is not busy).
+    unsafe { std::ptr::copy_nonoverlapping(s as usize as *const u8, buf.address as usize as *mut u8, n as usize) };
+    g.rt.memcpy_async(stream, d, buf.address, n)?;
+    let device = g.rt.stream_device(stream)?;
+    buf.busy = g.rt.mark(stream, device)?;
+    Ok(true)
+}
+
+/// Copies on `stream`: device-reachable memory in stream order; pageable memory as the module
+/// docs say. A capturing stream records the copy as it is.
 pub(crate) fn memcpy_on(g: &Global, stream: StreamHandle, d: u64, s: u64, n: u64) -> HipResult {
     // The stream's checks (stale, detached, invalidated capture) and the NULL checks.
     g.rt.memcpy_async(stream, d, s, 0)?;
-    let reachable = g.is_device_reachable(d, n) && g.is_device_reachable(s, n);
+    let (dst_dev, src_dev) = (g.is_device_reachable(d, n), g.is_device_reachable(s, n));
     let capturing = g.rt.stream_is_capturing(stream).is_ok_and(|st| st != CaptureStatus::None);
-    if reachable || capturing || n == 0 {
+    if (dst_dev && src_dev) || capturing || n == 0 {
         return Ok(g.rt.memcpy_async(stream, d, s, n)?);
     }
-    g.rt.stream_synchronize(stream)?;
+    if dst_dev && n <= ASYNC_STAGED_MAX && staged_async(g, stream, d, s, n)? {
+        return Ok(());
+    }
+    g.rt.stream_wait_idle(stream)?;
     staged(g, d, s, n, |d, s, n| {
         g.rt.memcpy_async(stream, d, s, n)?;
-        Ok(g.rt.stream_synchronize(stream)?)
+        Ok(g.rt.stream_wait_idle(stream)?)
     })?;
     Ok(())
 }

@@ -330,6 +330,11 @@ fn stream_ordered_allocation() {
 }
 
 #[test]
+fn pageable_host_memory() {
+    c_test("pageable", &[]);
+}
+
+#[test]
 fn streams_and_events() {
     c_test("streams", &[]);
 }
