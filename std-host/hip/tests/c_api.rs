@@ -335,6 +335,11 @@ fn pageable_host_memory() {
 }
 
 #[test]
+fn a_hundred_simultaneous_captures() {
+    c_test("captures", &[]);
+}
+
+#[test]
 fn streams_and_events() {
     c_test("streams", &[]);
 }
