@@ -5,6 +5,8 @@
 //!
 //! Backend: `AQUEDUCT_BACKEND` = `emu` (the default: kfd-direct over the emulated gfx90a), `kfd`,
 //! `rocr` or `auto`. A backend that cannot be opened makes every call answer `hipErrorNoDevice`.
+//! The emulated machine's GPUs: `AQUEDUCT_EMU_GPUS`, a count of gfx90a (`2`) or a list of models
+//! (`gfx90a,gfx942`); one gfx90a by default.
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
@@ -12,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use aqueduct::{Backend, MemPools, MemoryKind, Runtime};
 use aqueduct_kfd_emu::kernels::Twin;
+use aqueduct_kfd_emu::GpuProfile;
 use aqueduct_std::select::{AnyBackend, BackendKind, OpenOptions};
 use aqueduct_std::threads::{on_thread_exit, StdThreadKeys, ThreadExit};
 
@@ -118,9 +121,31 @@ fn backend_kind() -> BackendKind {
     std::env::var("AQUEDUCT_BACKEND").ok().as_deref().and_then(BackendKind::parse).unwrap_or(BackendKind::Emu)
 }
 
+/// The emulated GPUs `AQUEDUCT_EMU_GPUS` names (`None`: the default machine; unknown models and
+/// counts outside 1..=8 are ignored, as if unset).
+fn emu_gpus() -> Option<Vec<GpuProfile>> {
+    let spec = std::env::var("AQUEDUCT_EMU_GPUS").ok()?;
+    let gpus: Vec<GpuProfile> = match spec.trim().parse::<usize>() {
+        Ok(n) => vec![GpuProfile::Gfx90a; n],
+        Err(_) => spec
+            .split(',')
+            .map(|m| match m.trim() {
+                "gfx90a" => Some(GpuProfile::Gfx90a),
+                "gfx942" => Some(GpuProfile::Gfx942),
+                "gfx1100" => Some(GpuProfile::Gfx1100),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?,
+    };
+    (1..=aqueduct::MAX_DEVICES).contains(&gpus.len()).then_some(gpus)
+}
+
 fn init() -> Result<Arc<Global>, Hip> {
-    let opts = OpenOptions::new(backend_kind());
-    let (backend, _) = AnyBackend::open(&opts).map_err(|_| NO_DEVICE)?;
+    let mut options = OpenOptions::new(backend_kind());
+    if let Some(gpus) = emu_gpus() {
+        options.emu_gpus = gpus;
+    }
+    let (backend, _) = AnyBackend::open(&options).map_err(|_| NO_DEVICE)?;
     if let Some(emu) = backend.as_emu() {
         for twin in fixture_twins() {
             emu.sys().emu().register_twin_by_name(twin);
@@ -135,7 +160,7 @@ fn init() -> Result<Arc<Global>, Hip> {
         .join()
         .map_err(|_| NO_DEVICE)?;
     // The queue pool's budget: AQUEDUCT_MAX_HW_QUEUES, else the configuration's (4).
-    if let Some(n) = opts.max_hw_queues {
+    if let Some(n) = options.max_hw_queues {
         for d in 0..rt.backend().device_count() {
             let _ = rt.set_max_hw_queues(d, n);
         }

@@ -17,6 +17,7 @@
 //!   `<<<>>>` call configuration), as hipcc-generated host code calls it.
 //! - `graph`: graphs built node by node, executables and their updates, over core's graphs.
 //! - `mempool`: stream-ordered allocation over core's [`aqueduct::MemPools`].
+//! - `peer`: several GPUs: peer access and peer copies.
 //! - `device`, `properties`, `stream`, `capture`, `memory`, `launch`, `context`: the exported
 //!   functions. This
 //!   layer checks what only C has — NULL out-pointers, in the order HIP checks them — converts
@@ -35,6 +36,7 @@ mod graph;
 mod launch;
 mod memory;
 mod mempool;
+mod peer;
 mod properties;
 mod register;
 mod stream;

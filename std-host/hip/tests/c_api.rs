@@ -100,9 +100,15 @@ fn build_with(name: &str, static_lib: bool, extra: &[String]) -> PathBuf {
 
 /// Runs `exe args` on the emulated GPU, killing it after a minute.
 fn run(exe: &Path, args: &[&str]) -> Output {
+    run_env(exe, args, &[])
+}
+
+/// As [`run`], with extra environment variables.
+fn run_env(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut child = Command::new(exe)
         .args(args)
         .env("AQUEDUCT_BACKEND", "emu")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -337,6 +343,12 @@ fn pageable_host_memory() {
 #[test]
 fn a_hundred_simultaneous_captures() {
     c_test("captures", &[]);
+}
+
+/// Two emulated GPUs.
+#[test]
+fn peer_access_and_copies_across_two_gpus() {
+    check("multigpu", &run_env(&build("multigpu", false), &[], &[("AQUEDUCT_EMU_GPUS", "2")]));
 }
 
 #[test]
