@@ -32,6 +32,10 @@ typedef void (*aqdHostKernel)(void** args, dim3 blockIdx, dim3 gridDim, dim3 blo
    copies. hipLaunchKernel(symbol, grid, block, args, sharedMem, stream) then enqueues a dispatch whose
    workgroups each call body once. */
 hipError_t aqdRegisterHostKernel(const void* symbol, aqdHostKernel body, unsigned int argCount, const size_t* argSizes);
+/* For aqueduct bench: count launches as hipLaunchKernel would make them, resolved and packed once
+   and enqueued by the core runtime directly (the floor of hipLaunchKernel's cost). */
+hipError_t aqdBenchCoreLaunch(const void* function, dim3 grid, dim3 block, void** args, size_t sharedMem,
+                              hipStream_t stream, unsigned int count);
 /* Execution ("green") contexts: streams created in one are detached when it is destroyed. */
 typedef struct aqdExecCtx_st* aqdExecCtx_t;
 hipError_t aqdExecCtxCreate(aqdExecCtx_t* ctx, int device);

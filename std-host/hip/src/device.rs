@@ -30,7 +30,9 @@ pub extern "C" fn hipSetDevice(device: c_int) -> i32 {
     api(|| {
         let g = global()?;
         let device = u32::try_from(device).map_err(|_| INVALID_DEVICE)?;
-        Ok(g.rt.set_device(device)?)
+        g.rt.set_device(device)?;
+        crate::launch::note_current_device(device);
+        Ok(())
     })
 }
 
@@ -70,6 +72,7 @@ pub extern "C" fn hipDeviceReset() -> i32 {
         let g = global()?;
         let device = g.rt.device()?;
         g.rt.device_reset()?;
+        crate::launch::invalidate_launches();
         let mut allocs = lock(&g.allocs);
         g.pools.device_reset(&*g.rt, device, |addr| {
             allocs.remove(&addr);

@@ -15,9 +15,12 @@
 //! `hipErrorInvalidKernelFile` instead of running it over a zeroed argument segment. Such a
 //! kernel can still be launched with a ready buffer through `extra`.
 
+use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-use aqueduct::KernelLaunch;
+use aqueduct::{KernelLaunch, StreamHandle};
 use aqueduct_kfd_emu::c_abi::AqdEmuCtx;
 use aqueduct_kfd_emu::kernels::Twin;
 use aqueduct_std::select::AnyBackend;
@@ -278,6 +281,7 @@ pub unsafe extern "C" fn aqdRegisterHostKernel(
         twin.kernarg_size = size;
         let object = emu.sys().emu().register_kernel(twin);
         lock(&g.host_kernels).insert(symbol as usize, HostKernel { object, args, kernarg_size });
+        invalidate_launches();
         Ok(())
     })
 }
@@ -299,9 +303,17 @@ pub unsafe extern "C" fn hipLaunchKernel(
 ) -> i32 {
     api(|| {
         let g = global()?;
+        // SAFETY: the caller's contract.
+        if let Some(r) = unsafe { launch_resolved(g, function, grid, block, args, shared_mem, stream) } {
+            return r;
+        }
         if !lock(&g.host_kernels).contains_key(&(function as usize)) {
             // SAFETY: the caller's contract.
-            return unsafe { crate::register::launch_registered(g, function, grid, block, args, shared_mem, stream) };
+            let r = unsafe { crate::register::launch_registered(g, function, grid, block, args, shared_mem, stream) };
+            if r.is_ok() {
+                remember_registered(g, function, stream);
+            }
+            return r;
         }
         let (object, seg) = {
             let kernels = lock(&g.host_kernels);
@@ -310,7 +322,255 @@ pub unsafe extern "C" fn hipLaunchKernel(
             (k.object, unsafe { pack(args as *const *const c_void, &k.args, k.kernarg_size)? })
         };
         let group = u32::try_from(shared_mem).map_err(|_| INVALID_VALUE)?;
-        launch(g, stream, Target { object, group, private: 0 }, grid, block, &seg)
+        launch(g, stream, Target { object, group, private: 0 }, grid, block, &seg)?;
+        remember_host_kernel(g, function, stream);
+        Ok(())
+    })
+}
+
+// ----- the launch fast path ----------------------------------------------------------------------
+//
+// `hipLaunchKernel` resolves a kernel handle to what its dispatch needs (kernel object, segment
+// sizes, argument layout) under the library's tables' locks. The calling thread remembers the
+// last few resolutions, each for a (handle, device) pair and stamped with an epoch that every
+// change to the tables (a host kernel registered again, a fat binary unregistered, a module
+// unloaded, a device reset) moves on; it also remembers the device of the last stream it
+// launched on (a handle value names one stream for its whole life) and its own current device.
+// A launch that finds all three goes straight to core, packing the arguments into a buffer the
+// thread reuses.
+
+/// Moves on whenever a resolution could change.
+static LAUNCH_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// Forgets every thread's remembered resolutions.
+pub(crate) fn invalidate_launches() {
+    // Ordering: Release pairs with the Acquire load in `launch_resolved`: a thread that sees the
+    // new epoch also sees the table change that moved it.
+    LAUNCH_EPOCH.fetch_add(1, Ordering::Release);
+}
+
+/// A kernel handle resolved for one device.
+struct Resolved {
+    key: usize,
+    device: u32,
+    epoch: u64,
+    object: u64,
+    group: u32,
+    private: u32,
+    /// Bytes of the kernel-argument segment.
+    total: usize,
+    layout: Arc<[(usize, usize)]>,
+}
+
+/// Resolutions a thread remembers.
+const REMEMBERED: usize = 8;
+
+/// What the calling thread remembers for its launches.
+struct LaunchCache {
+    resolved: Vec<Resolved>,
+    /// (stream handle, its device) of the last created stream launched on.
+    stream_device: (u64, u32),
+    /// The thread's current device as `hipSetDevice` left it (`None`: not known yet).
+    current_device: Option<u32>,
+    /// The kernel-argument segment of the last launch, and the kernel it was laid out for: the
+    /// bytes no argument covers are still zero, so the next launch of that kernel only writes
+    /// its arguments.
+    seg: Vec<u8>,
+    seg_key: Option<(usize, u32, u64)>,
+}
+
+std::thread_local! {
+    static LAUNCH_CACHE: RefCell<LaunchCache> = const {
+        RefCell::new(LaunchCache {
+            resolved: Vec::new(),
+            stream_device: (0, 0),
+            current_device: None,
+            seg: Vec::new(),
+            seg_key: None,
+        })
+    };
+}
+
+/// Notes the calling thread's current device (after a successful `hipSetDevice`).
+pub(crate) fn note_current_device(device: u32) {
+    let _ = LAUNCH_CACHE.try_with(|c| c.borrow_mut().current_device = Some(device));
+}
+
+/// The device work on `stream` runs on, from what the thread remembers when it can.
+fn device_of(g: &Global, c: &mut LaunchCache, stream: StreamHandle) -> HipResult<u32> {
+    if stream.0 <= 2 {
+        if let Some(d) = c.current_device {
+            return Ok(d);
+        }
+        let d = g.rt.device()?;
+        c.current_device = Some(d);
+        return Ok(d);
+    }
+    if c.stream_device.0 == stream.0 {
+        return Ok(c.stream_device.1);
+    }
+    let d = g.rt.stream_device(stream)?;
+    c.stream_device = (stream.0, d);
+    Ok(d)
+}
+
+/// Remembers a resolution for the stream's device (`None`: nothing to remember).
+fn remember(g: &Global, stream: Handle, epoch: u64, resolve: impl FnOnce(u32) -> Option<Resolved>) {
+    let _ = LAUNCH_CACHE.try_with(|c| {
+        let mut c = c.borrow_mut();
+        let Ok(device) = device_of(g, &mut c, stream_of(stream)) else { return };
+        let Some(mut r) = resolve(device) else { return };
+        r.epoch = epoch;
+        c.resolved.retain(|x| !(x.key == r.key && x.device == r.device));
+        if c.resolved.len() >= REMEMBERED {
+            c.resolved.remove(0);
+        }
+        c.resolved.push(r);
+    });
+}
+
+fn remember_host_kernel(g: &Global, function: *const c_void, stream: Handle) {
+    // Ordering: Acquire, as in `launch_resolved`; read before the tables, so a change made in
+    // between leaves this resolution already stale.
+    let epoch = LAUNCH_EPOCH.load(Ordering::Acquire);
+    remember(g, stream, epoch, |device| {
+        let kernels = lock(&g.host_kernels);
+        let k = kernels.get(&(function as usize))?;
+        Some(Resolved {
+            key: function as usize,
+            device,
+            epoch,
+            object: k.object,
+            group: 0,
+            private: 0,
+            total: k.kernarg_size,
+            layout: k.args.clone().into(),
+        })
+    });
+}
+
+fn remember_registered(g: &Global, function: *const c_void, stream: Handle) {
+    // Ordering: as in `remember_host_kernel`.
+    let epoch = LAUNCH_EPOCH.load(Ordering::Acquire);
+    remember(g, stream, epoch, |device| {
+        let f = crate::register::function_on(g, function as usize, device).ok()?;
+        let args = f.args.as_ref()?;
+        let explicit_end = args.iter().map(|&(o, s)| o.saturating_add(s)).max().unwrap_or(0);
+        Some(Resolved {
+            key: function as usize,
+            device,
+            epoch,
+            object: f.object,
+            group: f.group,
+            private: f.private,
+            total: f.kernarg_size.max(explicit_end),
+            layout: args.clone().into(),
+        })
+    });
+}
+
+/// `hipLaunchKernel` through what the thread remembers; `None` when it does not remember this
+/// kernel for the stream's device (the caller takes the full path, which reports any error).
+///
+/// # Safety
+/// As `hipLaunchKernel`.
+unsafe fn launch_resolved(
+    g: &Global,
+    function: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_mem: usize,
+    stream: Handle,
+) -> Option<HipResult> {
+    let s = stream_of(stream);
+    let shared = u32::try_from(shared_mem).ok()?;
+    // Ordering: Acquire pairs with `invalidate_launches`.
+    let epoch = LAUNCH_EPOCH.load(Ordering::Acquire);
+    LAUNCH_CACHE
+        .try_with(|c| {
+            let mut c = c.borrow_mut();
+            let device = device_of(g, &mut c, s).ok()?;
+            let c = &mut *c;
+            let r = c.resolved.iter().find(|r| r.key == function as usize && r.device == device && r.epoch == epoch)?;
+            let key = (r.key, r.device, r.epoch);
+            if c.seg_key != Some(key) || c.seg.len() != r.total {
+                c.seg.clear();
+                c.seg.resize(r.total, 0);
+                c.seg_key = Some(key);
+            }
+            let seg = &mut c.seg;
+            let packed = (|| {
+                if !r.layout.is_empty() {
+                    if args.is_null() {
+                        return Err(INVALID_VALUE);
+                    }
+                    for (i, &(off, size)) in r.layout.iter().enumerate() {
+                        // SAFETY: the caller's contract: `args` holds one pointer per argument.
+                        let p = unsafe { *args.add(i) };
+                        if p.is_null() {
+                            return Err(INVALID_VALUE);
+                        }
+                        let dst = seg.get_mut(off..off + size).ok_or(INVALID_VALUE)?;
+                        // SAFETY: the caller's contract: `p` is valid for `size` bytes.
+                        dst.copy_from_slice(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), size) });
+                    }
+                }
+                Ok(())
+            })();
+            Some(packed.and_then(|()| {
+                let (grid, workgroup) = geometry(grid, block)?;
+                let launch = KernelLaunch {
+                    kernel_object: r.object,
+                    grid,
+                    workgroup,
+                    group_segment_size: r.group.saturating_add(shared),
+                    private_segment_size: r.private,
+                    kernarg: seg,
+                };
+                Ok(g.rt.launch_kernel(s, &launch)?)
+            }))
+        })
+        .ok()
+        .flatten()
+}
+
+/// `aqdBenchCoreLaunch`: the floor `aqueduct bench` puts beside `hipLaunchKernel` — `count`
+/// launches of the same kernel, geometry and arguments on `stream`, resolved and packed once
+/// here and then enqueued by core's `launch_kernel` alone.
+///
+/// # Safety
+/// As `hipLaunchKernel`.
+#[no_mangle]
+pub unsafe extern "C" fn aqdBenchCoreLaunch(
+    function: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_mem: usize,
+    stream: Handle,
+    count: c_uint,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let s = stream_of(stream);
+        let f = resolve(g, function, g.rt.stream_device(s)?)?;
+        // SAFETY: the caller's contract.
+        let seg = unsafe { module_kernarg(&f, args, std::ptr::null_mut())? };
+        let (grid, workgroup) = geometry(grid, block)?;
+        let shared = u32::try_from(shared_mem).map_err(|_| INVALID_VALUE)?;
+        let launch = KernelLaunch {
+            kernel_object: f.object,
+            grid,
+            workgroup,
+            group_segment_size: f.group.saturating_add(shared),
+            private_segment_size: f.private,
+            kernarg: &seg,
+        };
+        for _ in 0..count {
+            g.rt.launch_kernel(s, &launch)?;
+        }
+        Ok(())
     })
 }
 
@@ -612,6 +872,7 @@ pub extern "C" fn hipModuleUnload(module: Handle) -> i32 {
     api(|| {
         let g = global()?;
         let i = untag(module, MODULE_TAG).ok_or(INVALID_HANDLE)?;
+        invalidate_launches();
         unload(g, i)
     })
 }

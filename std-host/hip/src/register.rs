@@ -448,6 +448,7 @@ pub unsafe extern "C" fn __hipUnregisterFatBinary(modules: *mut *mut c_void) {
         reg.variables.retain(|_, v| v.binary != h);
         b
     };
+    crate::launch::invalidate_launches();
     if let Some(g) = global_if_created() {
         if !SYNCHRONIZED.swap(true, Ordering::AcqRel) {
             let _ = g.rt.device_synchronize();

@@ -408,3 +408,32 @@ fn readme_example() {
     assert!(out.contains("4 nodes: host[0] = 111, host[255] = 110"), "{out}");
     assert!(out.contains("last error: hipErrorIllegalState"), "{out}");
 }
+
+/// `aqueduct bench` loads this library and reports `hipLaunchKernel` beside core's enqueue of
+/// the same launch (values are not judged here: figures live in the benchmark, not in tests).
+#[test]
+fn bench_reports_the_launch_cost_of_the_c_abi_beside_cores() {
+    let lib = lib_dir();
+    let mut c = Command::new(env!("CARGO"));
+    c.args(["build", "-q", "-p", "aqueduct-std", "--bin", "aqueduct"]).current_dir(manifest());
+    if lib.file_name().is_some_and(|n| n == "release") {
+        c.arg("--release");
+    }
+    let out = c.output().expect("cargo build");
+    assert!(out.status.success(), "building aqueduct failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(lib.join("aqueduct"))
+        .args(["bench", "--short", "--samples", "1", "--json", "--backend", "emu"])
+        .env("AQUEDUCT_HIP_LIB", lib.join("libaqueduct_hip.so"))
+        .output()
+        .expect("aqueduct bench");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    for (figure, floor) in [("hip_launch_kernel", "core_launch"), ("hip_launch_kernel_hipcc", "core_launch_hipcc")] {
+        let at =
+            stdout.find(&format!("\"name\":\"{figure}\"")).unwrap_or_else(|| panic!("{figure} missing:\n{stdout}"));
+        let start = stdout[..at].rfind('{').unwrap_or(0);
+        let entry = &stdout[start..at + stdout[at..].find('}').unwrap_or(0)];
+        assert!(entry.contains(&format!("\"floor\":\"{floor}\"")), "{entry}");
+        assert!(!entry.contains("\"ratio\":null") && !entry.contains("\"ns\":null"), "{entry}");
+    }
+}

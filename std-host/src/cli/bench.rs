@@ -12,6 +12,9 @@
 //! bouncing one cache line, [`ping_pong_floor`]), and `validate_handle_1` for the 1024 case.
 //! Each figure is the median of its samples.
 //!
+//! The HIP figures (`hip_launch_kernel`, `hip_launch_kernel_hipcc`, each beside core's enqueue of
+//! the same launch in the same library) come from [`super::bench_hip`].
+//!
 //! Every timed operation's result is checked: a failure ends the run with an error naming the
 //! operation, so a failing operation can never pass as a fast one. The report names the backend
 //! actually selected (not the one asked for) and the device, and lists the floors.
@@ -394,7 +397,7 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Re
     if let Some(err) = dev.take_sticky_error() {
         return Err(format!("a drop failed: {err}"));
     }
-    let floors = vec![
+    let mut floors = vec![
         Floor { name: "packet", ns: packet, what: "aqueduct::floor::PacketFloor::submit, ns per packet" },
         Floor { name: "copy", ns: copy, what: "copying 1001 64-byte packets, ns per packet" },
         Floor { name: "copy_100", ns: copy100, what: "copying 100 64-byte packets, ns per packet" },
@@ -402,6 +405,11 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Re
     ];
     // The queue pool and the lock-free submit path, on core's loopback.
     figures.extend(super::bench_pool::figures(samples, bench.short, packet)?);
+    // The HIP library's launch cost against core's, in that library's own runtime.
+    if let Some((hip_figures, hip_floors)) = super::bench_hip::figures(samples, bench.short)? {
+        figures.extend(hip_figures);
+        floors.extend(hip_floors);
+    }
     Ok(Report { backend: dev.backend_kind().name(), device, floors, figures })
 }
 

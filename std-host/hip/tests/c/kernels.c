@@ -27,6 +27,12 @@ static void geometry(void **args, dim3 blockIdx, dim3 gridDim, dim3 blockDim) {
     out[i] = g;
 }
 
+/* Replaces geometry's body below: marks out[0] only. */
+static void mark(void **args, dim3 blockIdx, dim3 gridDim, dim3 blockDim) {
+    struct geom_out *out = *(struct geom_out **)args[0];
+    out[0].dx = 1000u + *(unsigned char *)args[1];
+}
+
 static char saxpy_symbol, geometry_symbol, unregistered_symbol;
 
 int main(int argc, char **argv) {
@@ -88,6 +94,12 @@ int main(int argc, char **argv) {
     OK(hipLaunchKernel(&geometry_symbol, g3, b3, gargs, 0, hipStreamPerThread));
     OK(hipStreamSynchronize(hipStreamPerThread));
     TRUE(out[7].dx == 10);
+    /* Registering a symbol again replaces its body, also for the launches that follow at once. */
+    OK(aqdRegisterHostKernel(&geometry_symbol, mark, 2, geometry_sizes));
+    tag = 3;
+    OK(hipLaunchKernel(&geometry_symbol, g3, b3, gargs, 0, hipStreamPerThread));
+    OK(hipStreamSynchronize(hipStreamPerThread));
+    TRUE(out[0].dx == 1003 && out[7].dx == 10);
 
     /* Captured: the graph runs the kernel at each launch, with the captured arguments. */
     hipGraph_t g;
