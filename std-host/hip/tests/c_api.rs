@@ -56,8 +56,22 @@ fn amdhip64_dir() -> &'static Path {
     })
 }
 
+/// This run's folder for built programs (`aqueduct-hip-tests-<pid>` in the temporary folder).
+/// The first call removes the folders of earlier runs whose process is gone: each holds some
+/// 50 MB of programs and bundles.
 fn out_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("aqueduct-hip-tests-{}", std::process::id()));
+    static SWEPT: OnceLock<()> = OnceLock::new();
+    let tmp = std::env::temp_dir();
+    SWEPT.get_or_init(|| {
+        for e in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("aqueduct-hip-tests-")) else { continue };
+            if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    });
+    let d = tmp.join(format!("aqueduct-hip-tests-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
