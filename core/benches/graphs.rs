@@ -1,5 +1,5 @@
-//! Graph benchmarks for DESIGN.md's "Performance budget", each beside its floor measured in the
-//! same run:
+//! Graph benchmarks for the "Performance budget" of docs/architecture.md, each beside its floor
+//! measured in the same run:
 //!
 //! - **capture + instantiate**, per node: begin a capture, launch `n` kernels into it, end it,
 //!   instantiate the graph (destroying both afterwards, outside the timing); floor: copying the

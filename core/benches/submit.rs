@@ -1,5 +1,5 @@
-//! Submit-path benchmarks for DESIGN.md's "Performance budget", each figure beside the floor
-//! measured in the same process run.
+//! Submit-path benchmarks for the "Performance budget" of docs/architecture.md, each figure beside
+//! the floor measured in the same process run.
 //!
 //! Criterion groups first, then a summary table from a quick `Instant` loop (best of 5):
 //!

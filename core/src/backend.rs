@@ -2,8 +2,8 @@
 //!
 //! A backend provides hardware queues (ring memory, read/write indices, a doorbell), signals,
 //! memory, the built-in copy/fill kernels, a host-function service, waits with timeouts and a
-//! clock. It knows nothing of streams, events or capture (DESIGN.md rule 4): core turns every
-//! stream operation into AQL packets and publishes them with [`crate::aql::AqlRing`].
+//! clock. It knows nothing of streams, events or capture (docs/architecture.md rule 4): core turns
+//! every stream operation into AQL packets and publishes them with [`crate::aql::AqlRing`].
 
 use core::ffi::c_void;
 use core::ptr::NonNull;

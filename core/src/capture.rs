@@ -1,4 +1,4 @@
-//! Stream-capture vocabulary: statuses, modes, dependency sets (hip-semantics.md §4).
+//! Stream-capture vocabulary: statuses, modes, dependency sets (docs/hip-semantics.md §4).
 //!
 //! The capture state machine itself lives with the stream table in [`Runtime`](crate::Runtime);
 //! this module holds the value types it is made of and its one transition function.

@@ -1,4 +1,4 @@
-//! Event flags and handles (`hipEventCreateWithFlags` rules of hip-semantics.md §2.4).
+//! Event flags and handles (`hipEventCreateWithFlags` rules of docs/hip-semantics.md §2.4).
 
 use crate::error::{Error, Result};
 

@@ -630,7 +630,7 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
 
     fn ring_doorbell(&self, queue: &LoopbackQueue, index: u64) {
         if let Some(qm) = self.mem.queues.get(queue.0 as usize) {
-            // Ordering: Release, after the packets' Release headers (kfd-aql.md §2 ordering).
+            // Ordering: Release, after the packets' Release headers (docs/kfd-aql.md §2 ordering).
             // Producers never ring backwards, and indices may wrap, so this is a plain store.
             qm.doorbell.store(index.wrapping_add(1), Ordering::Release);
         }

@@ -72,7 +72,7 @@ impl Priority {
         self as i32
     }
 
-    /// The amdkfd queue priority (0..15) HIP's three levels map to (kfd-aql.md §0 item 8).
+    /// The amdkfd queue priority (0..15) HIP's three levels map to (docs/kfd-aql.md §0 item 8).
     pub const fn kfd_queue_priority(self) -> u32 {
         match self {
             Priority::Low => 0,

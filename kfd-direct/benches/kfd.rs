@@ -1,5 +1,5 @@
-//! kfd-direct on the emulated GPU beside the floors of DESIGN.md's performance budget, all
-//! measured in this run:
+//! kfd-direct on the emulated GPU beside the floors of the performance budget
+//! (docs/architecture.md), all measured in this run:
 //!
 //! - enqueue one kernel dispatch through core and kfd-direct (ring in a GTT buffer, doorbell in
 //!   the mapped doorbell slice) beside the **packet floor** (atomic add on a 64-bit write index,

@@ -1,4 +1,4 @@
-//! The AMDHSA code-object loader (kfd-aql.md §6), `no_std` over the `object` crate.
+//! The AMDHSA code-object loader (docs/kfd-aql.md §6), `no_std` over the `object` crate.
 //!
 //! 1. Checks: ELF64, `EM_AMDGPU`, `ELFOSABI_AMDGPU_HSA`, code object V4–V6, and the
 //!    `EF_AMDGPU_MACH` of `e_flags` against the device's gfx target.

@@ -1,4 +1,4 @@
-//! Typed amdkfd ioctls (kfd-aql.md §1.3) and GPU buffers (§1.4) over a [`Sys`].
+//! Typed amdkfd ioctls (docs/kfd-aql.md §1.3) and GPU buffers (§1.4) over a [`Sys`].
 //!
 //! Each call fills the real argument struct from [`crate::abi`] and issues it through
 //! [`Driver::ioctl`], which takes the request as a type ([`abi::Ioctl`]) whose argument struct is

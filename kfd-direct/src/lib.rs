@@ -2,7 +2,7 @@
 //!
 //! An [`aqueduct::Backend`] that drives AMD GPUs straight through amdkfd: no ROCr, no libhsakmt,
 //! no libc. Core writes AQL packets into rings this crate creates in GPU-visible memory, and
-//! rings doorbells this crate maps into the process. Specification: `shared/reference/kfd-aql.md`
+//! rings doorbells this crate maps into the process. Specification: `docs/kfd-aql.md`
 //! (cited as §n).
 //!
 //! ## Layers

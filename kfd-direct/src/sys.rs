@@ -3,7 +3,7 @@
 //! GPU (`EmuSys`, behind the `emu` feature).
 //!
 //! The trait is deliberately small — the calls a kfd-direct runtime needs and nothing else
-//! (kfd-aql.md §1.2): `open`/`close` of `/dev/kfd` and the DRM render node, `ioctl` by full
+//! (docs/kfd-aql.md §1.2): `open`/`close` of `/dev/kfd` and the DRM render node, `ioctl` by full
 //! request number, `mmap`/`munmap` of the three kinds of mapping the driver protocol uses, and a
 //! whole-file read for sysfs. Two helpers that are not device calls ride along: the process id
 //! (fork detection, §0 item 10) and a monotonic clock (wait deadlines).
@@ -18,7 +18,7 @@ pub use aqueduct_kfd_abi::Errno;
 /// Result of a system call.
 pub type SysResult<T> = core::result::Result<T, Errno>;
 
-/// The kinds of mapping the driver protocol needs (kfd-aql.md §1.4, §2).
+/// The kinds of mapping the driver protocol needs (docs/kfd-aql.md §1.4, §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mapping {
     /// Reserve address space: `PROT_NONE`, `MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE`, at an

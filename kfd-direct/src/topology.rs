@@ -1,4 +1,4 @@
-//! GPU discovery from the sysfs topology (kfd-aql.md §5) and the queue-buffer sizes the kernel
+//! GPU discovery from the sysfs topology (docs/kfd-aql.md §5) and the queue-buffer sizes the kernel
 //! derives from it (§1.5).
 //!
 //! Nodes are probed in numeric order (`nodes/0`, `nodes/1`, … until one is missing), which is

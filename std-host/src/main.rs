@@ -41,7 +41,8 @@ enum Cmd {
         #[arg(long, default_value = "auto", value_parser = parse_backend)]
         backend: BackendKind,
     },
-    /// Every figure of DESIGN.md's performance budget beside its floor, measured in this run.
+    /// Every figure of the performance budget (docs/architecture.md) beside its floor, measured in
+    /// this run.
     Bench {
         /// Backend: auto, kfd, rocr or emu.
         #[arg(long, default_value = "auto", value_parser = parse_backend)]

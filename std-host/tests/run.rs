@@ -1,4 +1,5 @@
-//! `aqueduct run` on the emulated GPU with Debian's unmodified ROCm 5.2 (rocr-on-emu.md stage 1).
+//! `aqueduct run` on the emulated GPU with Debian's unmodified ROCm 5.2 (docs/rocm-on-emu.md
+//! stage 1).
 
 use std::path::Path;
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! Stream capture (hip-semantics.md §2.3, §4): begin/end errors in HIP's order, the shape of
+//! Stream capture (docs/hip-semantics.md §2.3, §4): begin/end errors in HIP's order, the shape of
 //! captured graphs (linear, fork/join, concurrent joins, self-waits), capture info, dependency
 //! updates, thread modes, cross-capture waits, the prohibited calls and what they invalidate,
 //! the legacy stream during a blocking capture, and destroying members of a capture.

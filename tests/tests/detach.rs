@@ -1,6 +1,6 @@
-//! Execution contexts and detach (hip-semantics.md §2.6, §4.8): once a context is destroyed its
-//! streams answer every guarded API with `StreamDetached` (argument errors that come first still
-//! win), keep their getters, report a capture that was live as Invalidated, and can still be
+//! Execution contexts and detach (docs/hip-semantics.md §2.6, §4.8): once a context is destroyed
+//! its streams answer every guarded API with `StreamDetached` (argument errors that come first
+//! still win), keep their getters, report a capture that was live as Invalidated, and can still be
 //! destroyed. Null, legacy and per-thread streams never detach; events recorded before keep
 //! working; a detach during a capture invalidates that whole capture and nothing else.
 

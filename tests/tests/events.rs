@@ -1,4 +1,4 @@
-//! Events (hip-semantics.md §2.4) and cross-stream waits (`hipStreamWaitEvent`, §2.2): flag
+//! Events (docs/hip-semantics.md §2.4) and cross-stream waits (`hipStreamWaitEvent`, §2.2): flag
 //! rules, record/query/synchronize, elapsed time, events outliving their streams, and the
 //! barrier-AND packets a wait publishes.
 

@@ -1,8 +1,8 @@
-//! Graphs (hip-semantics.md §2.5 graph rows): instantiate and launch on the loopback. Nodes run in
-//! dependency order with barrier-AND packets on node signals where the DAG joins; executables
-//! relaunch, overlap a still-running launch, follow the null stream's implicit synchronisation,
-//! and carry host-function, event-record and event-wait nodes. Plus the error codes of
-//! graph/exec creation, destruction, instantiation and launch.
+//! Graphs (docs/hip-semantics.md §2.5 graph rows): instantiate and launch on the loopback. Nodes
+//! run in dependency order with barrier-AND packets on node signals where the DAG joins;
+//! executables relaunch, overlap a still-running launch, follow the null stream's implicit
+//! synchronisation, and carry host-function, event-record and event-wait nodes. Plus the error
+//! codes of graph/exec creation, destruction, instantiation and launch.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -1,4 +1,4 @@
-//! Handle validation (hip-semantics.md §2.1, §2.4): stale handles after destroy and after slot
+//! Handle validation (docs/hip-semantics.md §2.1, §2.4): stale handles after destroy and after slot
 //! reuse, garbage handles, kinds mixed up, full tables, unique stream ids.
 
 use aqueduct::loopback::Loopback;

@@ -1,6 +1,7 @@
-//! The null stream's implicit synchronisation (hip-semantics.md §3): the three hip-tests cases,
-//! the barrier-value packets on progress points that implement rules 1 and 2, non-blocking and per-thread streams, and the
-//! host-side query/synchronize differences between `0`, `hipStreamLegacy` and device sync.
+//! The null stream's implicit synchronisation (docs/hip-semantics.md §3): the three hip-tests
+//! cases, the barrier-value packets on progress points that implement rules 1 and 2, non-blocking
+//! and per-thread streams, and the host-side query/synchronize differences between `0`,
+//! `hipStreamLegacy` and device sync.
 //!
 //! Work is held back with `wait_value32` on a host u32 ("gate") so the loopback, which runs
 //! packets as soon as it can, leaves it pending until the test opens the gate.

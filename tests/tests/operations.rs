@@ -1,4 +1,4 @@
-//! Stream operations (hip-semantics.md §2.2, §2.5, §3 rule 9): host functions in stream order,
+//! Stream operations (docs/hip-semantics.md §2.2, §2.5, §3 rule 9): host functions in stream order,
 //! `hipStreamWrite/WaitValue32/64` with every comparison and their parameter errors, copies and
 //! fills, and destroying a stream that still has work.
 

@@ -1,4 +1,4 @@
-//! Stream management parameters and exact HIP error codes (hip-semantics.md §2.2): creation
+//! Stream management parameters and exact HIP error codes (docs/hip-semantics.md §2.2): creation
 //! flags, priority clamping, getters on `0` / `hipStreamLegacy` / `hipStreamPerThread`, CU masks
 //! and destroy of the special handles.
 

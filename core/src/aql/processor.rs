@@ -1,5 +1,6 @@
 //! The one packet-processing step, shared by core's loopback backend and the emulator's command
-//! processor (DESIGN.md rule 3; behaviour as kfd-aql.md §3.4 describes the CP firmware).
+//! processor (docs/architecture.md rule 3; behaviour as docs/kfd-aql.md §3.4 describes the CP
+//! firmware).
 //!
 //! [`step`] looks at the packet at the read index and either leaves the queue as it is (nothing
 //! published, INVALID slot, unmet barrier or dependency), or runs the packet through a

@@ -1,4 +1,4 @@
-//! Execution (green) contexts and detach (hip-semantics.md §2.6, §4.8).
+//! Execution (green) contexts and detach (docs/hip-semantics.md §2.6, §4.8).
 //!
 //! A context owns a subset of a device's CUs and the streams created in it. Destroying the
 //! context detaches those streams: a capture they take part in is invalidated with all its

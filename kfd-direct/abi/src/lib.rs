@@ -2,7 +2,7 @@
 //! the queue-side structures the command processor reads (`amd_queue_t`, `hsa_queue_t`, the CWSR
 //! header).
 //!
-//! Layouts follow `linux/kfd_ioctl.h` (KFD ABI 1.17; kfd-aql.md §1.3) and ROCr's
+//! Layouts follow `linux/kfd_ioctl.h` (KFD ABI 1.17; docs/kfd-aql.md §1.3) and ROCr's
 //! `amd_hsa_queue.h` / `hsa.h` (§4.2, §4.3). Every struct is `repr(C)` with `const` size and
 //! offset assertions here; the emulator's test suite additionally compares them with the system
 //! headers (`kfd-direct/emu/tests/layout.rs`). Packets and `amd_signal_t` are not repeated here:
@@ -13,7 +13,7 @@
 //!
 //! The crate is `#![no_std]` without dependencies (`defmt` is optional): the kfd-direct backend (`aqueduct-kfd`) and its
 //! emulator (`aqueduct-kfd-emu`) both build on it, so the emulator never links the backend it
-//! emulates for (DESIGN.md).
+//! emulates for (docs/architecture.md).
 
 #![no_std]
 
@@ -516,7 +516,7 @@ pub mod wait_result {
     pub const FAIL: u32 = 2;
 }
 
-/// KFD queue exception codes (`KFD_EC_*`, kfd-aql.md §7) and the mask macro.
+/// KFD queue exception codes (`KFD_EC_*`, docs/kfd-aql.md §7) and the mask macro.
 pub mod exception {
     /// `EC_QUEUE_WAVE_MEMORY_VIOLATION`.
     pub const QUEUE_WAVE_MEMORY_VIOLATION: u32 = 5;
@@ -623,7 +623,7 @@ pub struct HsaQueue {
     pub id: u64,
 }
 
-/// `amd_queue_t` (256 bytes, 64-byte aligned). Offsets per kfd-aql.md §4.3.
+/// `amd_queue_t` (256 bytes, 64-byte aligned). Offsets per docs/kfd-aql.md §4.3.
 #[repr(C, align(64))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AmdQueue {
@@ -720,7 +720,7 @@ pub struct CwsrHeader {
     pub reserved1: u32,
 }
 
-/// AMDHSA kernel descriptor (`llvm_amdhsa_kernel_descriptor_t`, 64 bytes; kfd-aql.md §6).
+/// AMDHSA kernel descriptor (`llvm_amdhsa_kernel_descriptor_t`, 64 bytes; docs/kfd-aql.md §6).
 #[repr(C, align(64))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KernelDescriptor {

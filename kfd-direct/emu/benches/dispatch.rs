@@ -1,5 +1,5 @@
-//! Benchmarks of the emulated GPU (DESIGN.md "Performance budget"), each beside its floor
-//! measured in the same run:
+//! Benchmarks of the emulated GPU (docs/architecture.md, "Performance budget"), each beside its
+//! floor measured in the same run:
 //!
 //! - `cp/empty_kernels`: empty-kernel dispatches per second through the packet processor and
 //!   the workers (batches of 256 barrier-bit packets, one doorbell per batch, the last one's

@@ -1,4 +1,4 @@
-//! An AQL queue as the device sees it (kfd-aql.md §2, §3.4, §4.1, §4.3): where its ring,
+//! An AQL queue as the device sees it (docs/kfd-aql.md §2, §3.4, §4.1, §4.3): where its ring,
 //! doorbell and `amd_queue_t` live, its scheduling parameters, and the two things every engine
 //! does to it — complete a packet's signal and retire the packet in order.
 //!
@@ -7,10 +7,10 @@
 //! The packet processor consumes the ring through its private *launch* index
 //! ([`RingState::launch`]); the `read_dispatch_id` the process sees (at `amd_queue_t + 128`) is
 //! advanced only over a contiguous run of completed packets — in order on completion, the
-//! conservative model of kfd-aql.md §3.4. Packets complete out of order when they may (no barrier
-//! bit, or work-groups finishing on different workers); [`AqlQueue::retire`] keeps a window of
-//! [`WINDOW`] launched packets as a bit mask above the read index, so the producer never reuses a
-//! slot before every packet up to it has completed. A slot keeps its packet until it retires
+//! conservative model of docs/kfd-aql.md §3.4. Packets complete out of order when they may (no
+//! barrier bit, or work-groups finishing on different workers); [`AqlQueue::retire`] keeps a window
+//! of [`WINDOW`] launched packets as a bit mask above the read index, so the producer never reuses
+//! a slot before every packet up to it has completed. A slot keeps its packet until it retires
 //! (then its header becomes INVALID), so the pending packets of a stopped queue stay readable.
 
 use std::ptr::NonNull;
@@ -267,7 +267,7 @@ impl AqlQueue {
         self.doorbell_pause.store(until, Ordering::Relaxed);
     }
 
-    /// The doorbell value: packets up to it are published (kfd-aql.md §2).
+    /// The doorbell value: packets up to it are published (docs/kfd-aql.md §2).
     pub(crate) fn read_doorbell(&self) -> u64 {
         // SAFETY: as in `doorbell_rung`.
         let d = unsafe { self.doorbell.as_ref() };
@@ -351,7 +351,7 @@ impl AqlQueue {
         }
         let run = r.done.trailing_ones();
         if run > 0 {
-            // Retired slots get an INVALID header (kfd-aql.md §3.4 "Retirement"): until then a
+            // Retired slots get an INVALID header (docs/kfd-aql.md §3.4 "Retirement"): until then a
             // slot keeps its packet, so a stopped queue's pending packets stay readable.
             for k in 0..u64::from(run) {
                 let i = (r.next.wrapping_add(k) & (u64::from(r.packets) - 1)) as usize;
@@ -392,7 +392,7 @@ impl AqlQueue {
         drop(self.lock_retire());
     }
 
-    /// Completes a packet's signal (kfd-aql.md §3.4 "Completion", §4.1): timestamps when
+    /// Completes a packet's signal (docs/kfd-aql.md §3.4 "Completion", §4.1): timestamps when
     /// `profiling`, an atomic decrement by one, then the event mailbox and the interrupt.
     /// `Err(va)`: the signal or its mailbox is not mapped on the device (a memory fault).
     pub(crate) fn complete_signal(
@@ -508,7 +508,7 @@ impl Dispatch {
         [(n % cx) as u32, ((n / cx) % cy) as u32, (n / (cx * cy)) as u32]
     }
 
-    /// Completes the dispatch after its last work-group (kfd-aql.md §3.4 "Completion"), on
+    /// Completes the dispatch after its last work-group (docs/kfd-aql.md §3.4 "Completion"), on
     /// whichever engine thread ran that work-group. A queue that stopped meanwhile gets nothing
     /// more. `Err(va)`: the signal or its mailbox is not mapped (a VM fault, reported by the
     /// caller after the packet retired).

@@ -1,4 +1,4 @@
-//! The twins the emulator brings along (kfd-aql.md §9 "kernels"; rocr-on-emu.md §4.2):
+//! The twins the emulator brings along (docs/kfd-aql.md §9 "kernels"; docs/rocm-on-emu.md §4.2):
 //!
 //! - aqueduct's own copy, fill and write-value kernels ([`builtin_twins`]), bound to fixed kernel
 //!   objects ([`builtin_object`]) and, by kfd-direct and the preload, to the symbol names of the

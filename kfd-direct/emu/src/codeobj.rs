@@ -1,4 +1,4 @@
-//! AMDHSA code objects (kfd-aql.md §6): ELF checks, kernel descriptors, and a minimal image
+//! AMDHSA code objects (docs/kfd-aql.md §6): ELF checks, kernel descriptors, and a minimal image
 //! builder for loaders in tests (place every `PT_LOAD` segment at `base + p_vaddr`, apply
 //! `R_AMDGPU_RELATIVE64` / `R_AMDGPU_ABS64` relocations).
 //!

@@ -1,5 +1,6 @@
 //! One emulated GPU as its engines share it: the node, the memory pool, the twin registry and
-//! clock, the lists of AQL and SDMA queues, and what happens when a queue fails (kfd-aql.md §7):
+//! clock, the lists of AQL and SDMA queues, and what happens when a queue fails
+//! (docs/kfd-aql.md §7):
 //!
 //! - an invalid packet or dispatch halts the queue: the exception mask `1 << (ec - 1)` is ORed
 //!   into the 64-bit word at the CWSR header's `err_payload_addr`, the header's `err_event_id`
@@ -308,7 +309,7 @@ impl Device {
 
     /// What the CP firmware itself does on a queue error (the path ROCr uses when the driver
     /// has no exception reporting): store a legacy error code into the `amd_queue_t`'s
-    /// `queue_inactive_signal` and post its event (kfd-aql.md §7).
+    /// `queue_inactive_signal` and post its event (docs/kfd-aql.md §7).
     fn report_legacy(&self, q: &AqlQueue, ec: u32) {
         let code: i64 = match ec {
             exception::QUEUE_PACKET_DISPATCH_DIM_INVALID => 0x2,

@@ -1,8 +1,8 @@
-//! The DRM render node as libdrm_amdgpu sees it (rocr-on-emu.md §3.2, §4.9): `DRM_IOCTL_VERSION`
-//! (driver `amdgpu` 3.x), `DRM_IOCTL_GET_CLIENT` (authenticated) and `DRM_IOCTL_AMDGPU_INFO`
-//! with `ACCEL_WORKING`, `DEV_INFO` (truncated to the caller's `return_size`) and
-//! `READ_MMR_REG` for `GB_ADDR_CONFIG`. Every other DRM request is `EINVAL`, as amdgpu answers a
-//! query it does not know.
+//! The DRM render node as libdrm_amdgpu sees it (docs/rocm-on-emu.md §3.2, §4.9):
+//! `DRM_IOCTL_VERSION` (driver `amdgpu` 3.x), `DRM_IOCTL_GET_CLIENT` (authenticated) and
+//! `DRM_IOCTL_AMDGPU_INFO` with `ACCEL_WORKING`, `DEV_INFO` (truncated to the caller's
+//! `return_size`) and `READ_MMR_REG` for `GB_ADDR_CONFIG`. Every other DRM request is `EINVAL`, as
+//! amdgpu answers a query it does not know.
 
 use std::ffi::c_void;
 

@@ -1,4 +1,4 @@
-//! KFD events (kfd-aql.md §1.6, `kfd_events.c` semantics): the event page and its mailbox
+//! KFD events (docs/kfd-aql.md §1.6, `kfd_events.c` semantics): the event page and its mailbox
 //! slots, signal / memory / hardware-exception events, set/reset, and `WAIT_EVENTS` with
 //! any/all, auto-reset, event age and timeouts.
 //!

@@ -1,5 +1,5 @@
 //! Emulated GPU memory: the backing pool, the per-process buffer table (GPUVM), the translation
-//! snapshots the engines use, and the memory view kernels see (kfd-aql.md §1.4, §9 "memory").
+//! snapshots the engines use, and the memory view kernels see (docs/kfd-aql.md §1.4, §9 "memory").
 //!
 //! # Model
 //!

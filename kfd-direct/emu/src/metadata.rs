@@ -1,8 +1,8 @@
-//! AMDGPU code-object metadata (kfd-aql.md §6; rocr-on-emu.md §4.2): the `NT_AMDGPU_METADATA`
-//! note (owner `AMDGPU`, type 32) of code objects v3 and later is a MessagePack map whose
-//! `amdhsa.kernels` array describes each kernel: `.name`, `.symbol`, `.kernarg_segment_size`
-//! and `.args`, every argument with its `.offset`, `.size` and `.value_kind` (`by_value`,
-//! `global_buffer`, …, and the `hidden_*` kinds the runtime fills in).
+//! AMDGPU code-object metadata (docs/kfd-aql.md §6; docs/rocm-on-emu.md §4.2): the
+//! `NT_AMDGPU_METADATA` note (owner `AMDGPU`, type 32) of code objects v3 and later is a
+//! MessagePack map whose `amdhsa.kernels` array describes each kernel: `.name`, `.symbol`,
+//! `.kernarg_segment_size` and `.args`, every argument with its `.offset`, `.size` and
+//! `.value_kind` (`by_value`, `global_buffer`, …, and the `hidden_*` kinds the runtime fills in).
 //!
 //! The note is found through the program headers with the `object` crate, so the same code
 //! reads an ELF file and an image a loader copied into device memory (whose first `PT_LOAD`

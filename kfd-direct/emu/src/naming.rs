@@ -1,4 +1,4 @@
-//! Naming the kernels a foreign runtime dispatches (rocr-on-emu.md §4.2), so they can be bound
+//! Naming the kernels a foreign runtime dispatches (docs/rocm-on-emu.md §4.2), so they can be bound
 //! to host twins without the runtime telling the emulator anything:
 //!
 //! 1. ROCr's own blit kernels (raw ISA behind a synthetic `amd_kernel_code_t`, entry offset 256)

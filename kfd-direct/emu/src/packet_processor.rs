@@ -1,7 +1,7 @@
-//! The packet processor: the emulator's reading of the AQL rules (kfd-aql.md §3, §3.4, §9
+//! The packet processor: the emulator's reading of the AQL rules (docs/kfd-aql.md §3, §3.4, §9
 //! "packet processor"), written for the emulator alone. It shares the packet *layouts* with core
 //! (`aqueduct::aql`'s packet structs), never core's processing step: running core's packets here
-//! checks core's producer against an independent consumer (DESIGN.md rule 3).
+//! checks core's producer against an independent consumer (docs/architecture.md rule 3).
 //!
 //! # The rules, as implemented
 //!
@@ -52,7 +52,7 @@ use crate::memory::{MemView, Translation, TranslationCache};
 use crate::sdma::SdmaQueue;
 use crate::twin::Twin;
 
-/// AQL header fields (kfd-aql.md §3.1), decoded here from the bit layout.
+/// AQL header fields (docs/kfd-aql.md §3.1), decoded here from the bit layout.
 mod header {
     /// Bits 7:0: the packet type.
     pub(super) const TYPE_MASK: u16 = 0xff;
@@ -318,7 +318,7 @@ impl PacketProcessor {
                     header::AMD_PM4_IB => Ok(0),
                     _ => Err(Some(Failure::Queue(exception::QUEUE_PACKET_UNSUPPORTED))),
                 },
-                // GPU AQL queues advertise KERNEL_DISPATCH only (kfd-aql.md §3.2).
+                // GPU AQL queues advertise KERNEL_DISPATCH only (docs/kfd-aql.md §3.2).
                 header::AGENT_DISPATCH => Err(Some(Failure::Queue(exception::QUEUE_PACKET_UNSUPPORTED))),
                 _ => Err(Some(Failure::Queue(exception::QUEUE_PACKET_RESERVED))),
             };

@@ -1,5 +1,5 @@
-//! The twin registry (DESIGN.md rule 6; kfd-aql.md §9 "kernels"): which host twin runs for a
-//! dispatched kernel object.
+//! The twin registry (docs/architecture.md rule 6; docs/kfd-aql.md §9 "kernels"): which host twin
+//! runs for a dispatched kernel object.
 //!
 //! A kernel object is resolved, in order:
 //!

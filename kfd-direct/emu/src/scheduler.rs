@@ -1,6 +1,6 @@
-//! Compute units and the threads of an emulated GPU (kfd-aql.md §3.4, §9 "concurrency";
-//! DESIGN.md rule 5): the work-group scheduler, and the engine threads that run the packet
-//! processor and work-groups.
+//! Compute units and the threads of an emulated GPU (docs/kfd-aql.md §3.4, §9 "concurrency";
+//! docs/architecture.md rule 5): the work-group scheduler, and the engine threads that run the
+//! packet processor and work-groups.
 //!
 //! # Compute-unit workers
 //!

@@ -1,6 +1,6 @@
 //! The SDMA v4 engine: user-mode SDMA queues as ROCr 5.2's `BlitSdmaV4` drives them
-//! (rocr-on-emu.md §3.3, §4.5; packet layouts from ROCr's `sdma_registers.h`, ring protocol from
-//! its `amd_blit_sdma.cpp`; queue setup from amdkfd's SDMA MQDs).
+//! (docs/rocm-on-emu.md §3.3, §4.5; packet layouts from ROCr's `sdma_registers.h`, ring protocol
+//! from its `amd_blit_sdma.cpp`; queue setup from amdkfd's SDMA MQDs).
 //!
 //! # Ring protocol
 //!

@@ -1,4 +1,4 @@
-//! The sysfs topology tree (`/sys/devices/virtual/kfd/kfd/topology`, kfd-aql.md §5) and the
+//! The sysfs topology tree (`/sys/devices/virtual/kfd/kfd/topology`, docs/kfd-aql.md §5) and the
 //! per-node queue sizes the kernel derives from it (§1.5).
 //!
 //! Node 0 is the CPU (`gpu_id 0`, `simd_count 0`); nodes 1.. are GPUs built from a
@@ -142,7 +142,7 @@ impl GpuProfile {
 }
 
 /// Queue-buffer sizes the kernel computes for a node (`kfd_queue_ctx_save_restore_size`,
-/// kfd-aql.md §1.5).
+/// docs/kfd-aql.md §1.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueSizes {
     /// Required `ctl_stack_size`.

@@ -1,5 +1,5 @@
-//! The Rust twin API (DESIGN.md rule 6; kfd-aql.md §9 "kernels"): a kernel on the emulator is a
-//! host function run once per work-group, bound to a kernel object.
+//! The Rust twin API (docs/architecture.md rule 6; docs/kfd-aql.md §9 "kernels"): a kernel on the
+//! emulator is a host function run once per work-group, bound to a kernel object.
 //!
 //! A twin receives the dispatch geometry, its work-group id, the kernel-argument bytes and a
 //! [`MemView`] of device memory. A twin bound to a kernel of a code object also gets the

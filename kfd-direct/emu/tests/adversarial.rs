@@ -1,5 +1,5 @@
-//! Adversarial mode (kfd-aql.md §9 "concurrency"): barrier-less dispatches overlap and complete
-//! out of order, seeded and reproducible, so a missing barrier bit fails a test.
+//! Adversarial mode (docs/kfd-aql.md §9 "concurrency"): barrier-less dispatches overlap and
+//! complete out of order, seeded and reproducible, so a missing barrier bit fails a test.
 
 mod common;
 

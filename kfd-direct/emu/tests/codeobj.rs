@@ -1,5 +1,5 @@
 //! Real AMDHSA code objects (built by fixtures/build-fixtures.sh with clang-15 and lld-15) load
-//! and dispatch their host twins (kfd-aql.md §6; DESIGN.md rule 6).
+//! and dispatch their host twins (docs/kfd-aql.md §6; docs/architecture.md rule 6).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! The GPU runs queues and work-groups concurrently, within the AQL rules (kfd-aql.md §3.4):
+//! The GPU runs queues and work-groups concurrently, within the AQL rules (docs/kfd-aql.md §3.4):
 //! dispatches of different queues overlap; on one queue a packet without the barrier bit may
 //! start while earlier ones run and one with it never does; a blocked barrier-AND holds its own
 //! queue only; when workers are busy, higher-priority queues' work-groups start first; a CU mask

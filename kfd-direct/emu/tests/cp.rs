@@ -1,4 +1,4 @@
-//! Packet-processor semantics, one test each (kfd-aql.md §3.4, §4.1, §2).
+//! Packet-processor semantics, one test each (docs/kfd-aql.md §3.4, §4.1, §2).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! The driver model: every ioctl validation rule and errno (kfd-aql.md §1, §1.5, §2, §9).
+//! The driver model: every ioctl validation rule and errno (docs/kfd-aql.md §1, §1.5, §2, §9).
 
 mod common;
 

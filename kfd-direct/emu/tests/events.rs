@@ -1,4 +1,4 @@
-//! KFD events: the user event page, signal events, set/reset, WAIT_EVENTS (kfd-aql.md §1.6).
+//! KFD events: the user event page, signal events, set/reset, WAIT_EVENTS (docs/kfd-aql.md §1.6).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Fault injection, each with its observable outcome (kfd-aql.md §7).
+//! Fault injection, each with its observable outcome (docs/kfd-aql.md §7).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! The sysfs topology tree: CPU node plus a configurable number of GPU nodes (kfd-aql.md §5).
+//! The sysfs topology tree: CPU node plus a configurable number of GPU nodes (docs/kfd-aql.md §5).
 
 use aqueduct_kfd_emu::topology::{parse_properties, TOPOLOGY_CLASS_ROOT, TOPOLOGY_ROOT};
 use aqueduct_kfd_emu::{Emu, EmuConfig, Errno, GpuProfile};

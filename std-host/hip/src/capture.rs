@@ -1,4 +1,4 @@
-//! Stream capture (hip-semantics.md §2.3, §2.5, §4): begin/end, status queries, dependency
+//! Stream capture (docs/hip-semantics.md §2.3, §2.5, §4): begin/end, status queries, dependency
 //! updates, the thread's capture mode. The graph a capture records is core's until the capture
 //! ends; then [`crate::graph`] takes it over under the same handle. Graph nodes get C handles
 //! from the node table in [`crate::global`].

@@ -1,4 +1,4 @@
-//! Execution ("green") contexts (hip-semantics.md §2.6): streams created in one are detached
+//! Execution ("green") contexts (docs/hip-semantics.md §2.6): streams created in one are detached
 //! when it is destroyed; later work on them answers `hipErrorStreamDetached`.
 
 use std::ffi::{c_int, c_uint};

@@ -1,5 +1,5 @@
 //! Streams and events: creation and destruction, getters, query and synchronisation, event
-//! waits, host callbacks and the stream memory operations (hip-semantics.md §2.2, §2.4).
+//! waits, host callbacks and the stream memory operations (docs/hip-semantics.md §2.2, §2.4).
 
 use std::ffi::{c_int, c_uint, c_ulonglong, c_void};
 

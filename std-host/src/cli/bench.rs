@@ -1,5 +1,5 @@
-//! `aqueduct bench`: every figure of DESIGN.md's performance budget beside its floor, measured
-//! in the same run (the methods of core's and kfd-direct's benchmark harnesses).
+//! `aqueduct bench`: every figure of the performance budget (docs/architecture.md) beside its
+//! floor, measured in the same run (the methods of core's and kfd-direct's benchmark harnesses).
 //!
 //! Figures on the selected device: `enqueue_dispatch` (a chunk of launches, then an untimed
 //! synchronise), `graph_launch_per_node_1000`, `capture_instantiate_per_node` (100-node
@@ -45,7 +45,7 @@ pub struct Figure {
     pub floor: Option<&'static str>,
     /// The floor in nanoseconds.
     pub floor_ns: Option<f64>,
-    /// DESIGN.md's target.
+    /// The target in docs/architecture.md.
     pub target: &'static str,
 }
 

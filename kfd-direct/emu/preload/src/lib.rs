@@ -2,7 +2,7 @@
 //!
 //! An `LD_PRELOAD` library that puts the aqueduct emulated AMD GPU ([`aqueduct_kfd_emu::Emu`])
 //! under a foreign, unmodified process — Debian's ROCm 5.2 `libhsakmt`, ROCr and HIP, or
-//! `rocminfo` (specification: `shared/reference/rocr-on-emu.md` §1–§2).
+//! `rocminfo` (specification: `docs/rocm-on-emu.md` §1–§2).
 //!
 //! What it routes to the emulator living inside the process:
 //!

@@ -1,5 +1,5 @@
 //! Debian's unmodified HIP 5.2 (libamdhip64) on the emulated gfx90a through the preload
-//! library (rocr-on-emu.md stages 4 and 5, and the fault paths).
+//! library (docs/rocm-on-emu.md stages 4 and 5, and the fault paths).
 
 mod common;
 

@@ -1,5 +1,5 @@
 //! Debian's unmodified ROCr 5.2 on the emulated gfx90a through the preload library
-//! (rocr-on-emu.md stages 2 and 3).
+//! (docs/rocm-on-emu.md stages 2 and 3).
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! The older amdkfd ioctls that ROCm 5.2's libhsakmt issues on top of the upstream set the
-//! driver model implements (rocr-on-emu.md §3.1): memory policy, the pre-`_NEW` aperture query,
-//! scratch backing, tile configuration, the trap handler, XNACK mode and available memory.
+//! driver model implements (docs/rocm-on-emu.md §3.1): memory policy, the pre-`_NEW` aperture
+//! query, scratch backing, tile configuration, the trap handler, XNACK mode and available memory.
 //! Each is validated the way `kfd_chardev.c` validates it (an unknown `gpu_id` is `EINVAL`);
 //! none changes what the command processor does. Anything else is unknown (`EINVAL`), which
 //! includes the DKMS debugger ioctl 0x82, so ROCr falls back to its legacy queue-error path.

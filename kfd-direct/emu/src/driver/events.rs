@@ -1,4 +1,4 @@
-//! Events (kfd-aql.md §1.6): the event page (user-allocated or the kernel's), creation and
+//! Events (docs/kfd-aql.md §1.6): the event page (user-allocated or the kernel's), creation and
 //! `WAIT_EVENTS`; the event model itself is `crate::events`.
 
 use crate::abi::{self, limits, mmap_offset, CreateEventArgs, EventData, WaitEventsArgs};

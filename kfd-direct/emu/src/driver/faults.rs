@@ -1,4 +1,4 @@
-//! Fault injection and observation (reliability catalogue, kfd-aql.md §7): failing ioctls,
+//! Fault injection and observation (reliability catalogue, docs/kfd-aql.md §7): failing ioctls,
 //! memory faults, device resets, the death of a device's engine, and the state tests read.
 
 use std::sync::atomic::Ordering;

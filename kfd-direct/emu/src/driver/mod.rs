@@ -1,6 +1,6 @@
 //! The ioctl front end. [`Emu`]: the emulated machine as a process sees it — `open`, `ioctl`,
 //! `mmap`/`munmap`, `close` and sysfs reads — and the amdkfd driver model behind the ioctls
-//! (kfd-aql.md §1, §2, §1.5, §1.6, §7, §9 "ioctl layer"). One `impl Emu` over several files,
+//! (docs/kfd-aql.md §1, §2, §1.5, §1.6, §7, §9 "ioctl layer"). One `impl Emu` over several files,
 //! one per behaviour: the process's GPU memory (`vm`), queues (`queues`), events (`events`),
 //! kernels and code objects (`kernels`), fault injection and observation (`faults`), and the
 //! older ioctls of ROCm 5.2's thunk ([`dialect`]).

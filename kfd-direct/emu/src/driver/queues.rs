@@ -1,4 +1,4 @@
-//! Queues (kfd-aql.md §1.5): creation with the queue-buffer checks, destruction, updates, CU
+//! Queues (docs/kfd-aql.md §1.5): creation with the queue-buffer checks, destruction, updates, CU
 //! masks; AQL queues go to the device's packet processor, SDMA queues to its SDMA engine.
 
 use std::sync::atomic::Ordering;

@@ -1,4 +1,4 @@
-//! The process's GPU memory (kfd-aql.md §1.4): VM acquisition, apertures, allocation, mapping,
+//! The process's GPU memory (docs/kfd-aql.md §1.4): VM acquisition, apertures, allocation, mapping,
 //! and the doorbell and MMIO pages.
 
 use std::collections::BTreeSet;
