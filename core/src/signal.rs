@@ -137,7 +137,7 @@ impl AmdSignal {
     }
 
     /// Completes the signal for a packet that finished: the packet processor's side of the
-    /// protocol (what the CP does at the end of a packet, docs/kfd-aql.md, "Signals").
+    /// protocol (what the CP does at the end of a packet, docs/kfd-aql.md §3.4 "Completion").
     ///
     /// Stores `timestamps` (start, end) when given (profiling), decrements `value` by one, and
     /// then, when the signal has an event mailbox, calls `post(mailbox, event_id)`, which writes

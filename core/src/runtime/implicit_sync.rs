@@ -1,5 +1,5 @@
-//! The null stream's implicit synchronisation (`docs/hip-semantics.md`, "Null stream") and the
-//! signals of host functions.
+//! The null stream's implicit synchronisation (`docs/hip-semantics.md`, "Implicit
+//! synchronisation") and the signals of host functions.
 //!
 //! Rule 1: work on the null stream waits for everything enqueued before it on the device's
 //! blocking streams, destroyed ones whose work is still pending included. Rule 2: work on a

@@ -792,8 +792,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     }
 }
 
-/// Fence before a doorbell: the packets' headers are visible first (docs/kfd-aql.md, "Publish
-/// protocol"); a backend whose doorbell sits in write-combined memory adds its own.
+/// Fence before a doorbell: the packets' headers are visible first (docs/kfd-aql.md, "Ring
+/// publish protocol"); a backend whose doorbell sits in write-combined memory adds its own.
 fn doorbell_fence() {
     core::sync::atomic::fence(CoreOrdering::Release);
 }
