@@ -332,6 +332,33 @@ fn destroying_an_executable_lets_its_pending_launch_finish() {
 }
 
 #[test]
+fn instantiate_reuses_the_slots_of_destroyed_executables_whose_launches_finished() {
+    // The runtime holds two executables. Both are destroyed while their launches are pending;
+    // once the launches finish, instantiation takes their slots back, with no later destroy.
+    let rt = leaked_runtime();
+    let k = register(rt.backend());
+    let s = rt.stream_create(0).unwrap();
+    let c = cell32(0);
+    let g = diamond(rt, k.inc, c);
+    let gt = gate(rt, s);
+    for _ in 0..2 {
+        let x = rt.graph_instantiate(g).unwrap();
+        rt.graph_launch(x, s).unwrap();
+        rt.graph_exec_destroy(x).unwrap();
+    }
+    assert_eq!(rt.graph_instantiate(g), Err(Error::OutOfMemory), "both launches still pending");
+    open(gt);
+    rt.stream_synchronize(s).unwrap();
+    assert_eq!(c.load(Ordering::SeqCst), 8);
+    let x = rt.graph_instantiate(g).unwrap();
+    rt.graph_launch(x, s).unwrap();
+    rt.stream_synchronize(s).unwrap();
+    assert_eq!(c.load(Ordering::SeqCst), 12);
+    rt.graph_exec_destroy(x).unwrap();
+    rt.graph_destroy(g).unwrap();
+}
+
+#[test]
 fn host_function_and_event_record_nodes_run_in_launched_graphs() {
     let rt = leaked_runtime();
     let k = register(rt.backend());
