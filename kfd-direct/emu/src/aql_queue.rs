@@ -414,6 +414,7 @@ impl AqlQueue {
             sig.start_ts.store(start, Ordering::Relaxed);
             sig.end_ts.store(end, Ordering::Relaxed);
         }
+        crate::tsan::release(handle.wrapping_add(8));
         // Ordering: AcqRel: the packet's effects happen-before any waiter that sees the value.
         sig.value.fetch_sub(1, Ordering::AcqRel);
         // Ordering: Relaxed; mailbox and id are set up before the signal is used.
@@ -443,7 +444,9 @@ impl AqlQueue {
         // SAFETY: 8 live, aligned bytes inside a mapped BO.
         let v = unsafe { std::sync::atomic::AtomicI64::from_ptr(p.cast()) };
         // Ordering: Acquire pairs with the decrement or store that set the value.
-        Ok(v.load(Ordering::Acquire))
+        let value = v.load(Ordering::Acquire);
+        crate::tsan::acquire(handle.wrapping_add(8));
+        Ok(value)
     }
 }
 

@@ -69,6 +69,7 @@ mod registry;
 mod scheduler;
 mod sdma;
 pub mod topology;
+mod tsan;
 pub mod twin;
 
 pub use driver::{default_cus, dialect, Emu, EmuConfig, EmuStats, Fd, QueueState, FIRST_FD};

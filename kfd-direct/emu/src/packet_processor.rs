@@ -267,6 +267,8 @@ impl PacketProcessor {
                 waits = true;
                 break None;
             }
+            // The same hand-over at the VA the producer stored to (ThreadSanitizer builds only).
+            crate::tsan::acquire(ring.va.wrapping_add((index & (u64::from(ring.packets) - 1)) * 64));
             if ty > header::BARRIER_OR {
                 break Some(Failure::Queue(exception::QUEUE_PACKET_RESERVED));
             }
