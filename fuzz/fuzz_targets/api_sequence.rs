@@ -96,7 +96,8 @@ fuzz_target!(|ops: Vec<Op>| {
                 let capturing = rt.stream_is_capturing(s).map_or(true, |c| c != aqueduct::CaptureStatus::None);
                 if rt.launch_kernel(s, &KernelLaunch { kernel_object: k, grid: [1; 3], workgroup: [1; 3], group_segment_size: 0, private_segment_size: 0, kernarg: &[] }).is_ok() {
                     if capturing {
-                        maybe_captured += 1;
+                        // Saturating: a graph launch before it set the count to "unknown" (MAX).
+                        maybe_captured = maybe_captured.saturating_add(1);
                     } else {
                         accepted += 1;
                     }
