@@ -1207,11 +1207,13 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
     }
 
     fn ring_doorbell(&self, queue: &KfdQueue, index: u64) {
-        // Ordering: Release fence: the packets' headers are visible before the doorbell (§2).
-        core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
-        // SAFETY: the doorbell slot of a live queue, mapped until the backend drops; a 64-bit
-        // store of the last packet's index (doorbell type 2).
-        unsafe { core::ptr::write_volatile(queue.doorbell.as_ptr(), index) };
+        // SAFETY: the doorbell slot of a live queue, 8-byte aligned and mapped until the backend
+        // drops. It is only ever stored to atomically: streams that share a queue ring it from
+        // several threads at once (a plain store would be a data race).
+        let doorbell = unsafe { AtomicU64::from_ptr(queue.doorbell.as_ptr()) };
+        // Ordering: Release: the packets' headers are visible before the doorbell (§2); a 64-bit
+        // store of the last packet's index (doorbell type 2), as ROCr's screlease store.
+        doorbell.store(index, Ordering::Release);
     }
 
     fn queue_fault(&self, queue: &KfdQueue) -> Option<Error> {
