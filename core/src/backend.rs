@@ -110,6 +110,9 @@ pub enum BuiltinKernel {
     Fill,
     /// Store a 32- or 64-bit value; kernarg [`WriteValueArgs`].
     WriteValue,
+    /// The conditional-node scheduler; kernarg
+    /// [`SchedulerArgs`](crate::conditional::SchedulerArgs) (see [`crate::conditional`]).
+    GraphScheduler,
 }
 
 /// Kernel arguments of [`BuiltinKernel::Copy`].
@@ -210,6 +213,12 @@ pub unsafe trait Backend {
 
     /// The kernel object of a built-in kernel on `device`.
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64>;
+    /// The doorbell of `queue` as a device-side producer (the conditional-node scheduler) rings
+    /// it; `None` (the default) where the device cannot, and conditional nodes are then
+    /// `NotSupported`.
+    fn device_doorbell(&self, _queue: &Self::Queue) -> Option<crate::conditional::DeviceDoorbell> {
+        None
+    }
 
     /// Arranges for `f` to run on the host once `start` reaches 0, after which `done` is set to 0.
     fn host_call(&self, start: SignalHandle, done: SignalHandle, f: HostFn) -> Result<()>;

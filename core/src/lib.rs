@@ -54,6 +54,7 @@ mod fmt;
 pub mod aql;
 pub mod backend;
 pub mod capture;
+pub mod conditional;
 pub mod config;
 pub mod error;
 pub mod event;

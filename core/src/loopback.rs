@@ -253,10 +253,19 @@ fn builtin_write_value(d: &Dispatch) -> core::result::Result<(), QueueFault> {
     Ok(())
 }
 
-const BUILTINS: [(BuiltinKernel, KernelFn); 3] = [
+fn builtin_graph_scheduler(d: &Dispatch) -> core::result::Result<(), QueueFault> {
+    // SAFETY: core's graph instantiation writes SchedulerArgs.
+    let a: crate::conditional::SchedulerArgs = unsafe { d.args() };
+    // SAFETY: the executable that published the dispatch keeps its frame, bodies, signals and
+    // body queue live until its launches are done.
+    unsafe { crate::conditional::run_scheduler(a) }
+}
+
+const BUILTINS: [(BuiltinKernel, KernelFn); 4] = [
     (BuiltinKernel::Copy, builtin_copy),
     (BuiltinKernel::Fill, builtin_fill),
     (BuiltinKernel::WriteValue, builtin_write_value),
+    (BuiltinKernel::GraphScheduler, builtin_graph_scheduler),
 ];
 
 impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize>
@@ -737,6 +746,15 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
         }
         let i = BUILTINS.iter().position(|(k, _)| *k == kernel).ok_or(Error::NotSupported)?;
         Ok(KERNEL_OBJECT_BASE + i as u64 * 64)
+    }
+
+    fn device_doorbell(&self, queue: &LoopbackQueue) -> Option<crate::conditional::DeviceDoorbell> {
+        let qm = self.mem.queues.get(queue.0 as usize)?;
+        // The loopback's doorbell word holds the index of the last packet plus one.
+        Some(crate::conditional::DeviceDoorbell {
+            address: core::ptr::from_ref(&qm.doorbell).expose_provenance() as u64,
+            offset: 1,
+        })
     }
 
     fn host_call(&self, start: SignalHandle, done: SignalHandle, f: HostFn) -> Result<()> {

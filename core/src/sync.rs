@@ -199,6 +199,11 @@ mod slots {
             self.mask
         }
 
+        /// The first slot.
+        pub(crate) fn base(&self) -> NonNull<u8> {
+            self.base
+        }
+
         #[inline(always)]
         fn slot(&self, index: u64) -> *mut u8 {
             // `index & mask < size`, so the slot lies inside the ring (raw's contract).
@@ -334,6 +339,13 @@ mod slots {
 
         pub(crate) fn mask(&self) -> u64 {
             self.mask
+        }
+
+        /// The first slot.
+        pub(crate) fn base(&self) -> NonNull<u8> {
+            match self.kind {
+                Kind::Raw(b) | Kind::Loom(b) => b,
+            }
         }
 
         fn raw_slot(base: NonNull<u8>, index: u64, mask: u64) -> *mut u8 {

@@ -55,3 +55,82 @@ __kernel void aqueduct_write_value(__global uchar *dst, ulong value, uint width,
     else
         __atomic_store_n((__global uint *)dst, (uint)value, __ATOMIC_RELEASE);
 }
+
+// The conditional-node scheduler (core/src/conditional.rs; docs/conditional-graphs.md): reads
+// the node's condition word and publishes into the node's body queue either the chosen body's
+// prebuilt packets and the frame's follow packet (the tail dispatch for WHILE, the exit barrier
+// otherwise), or the exit barrier alone, then rings that queue's doorbell. SchedulerArgs
+// { frame, role, reserved }; the SchedulerFrame offsets below are core's (checked there).
+#define FRAME_CONDITION 32
+#define FRAME_KIND 40
+#define FRAME_BODY_COUNT 44
+#define FRAME_BODIES 48
+#define BODY_BYTES 24
+#define FRAME_RING 240
+#define FRAME_DOORBELL 272
+#define FRAME_TAIL 320
+#define FRAME_EXIT 384
+#define KIND_IF 0
+#define KIND_WHILE 1
+#define KIND_SWITCH 2
+#define ROLE_TAIL 1
+
+static void publish(__global uchar *frame, __global const uint *packets, uint len, __global const uint *last) {
+    __global ulong *ring = (__global ulong *)(frame + FRAME_RING);
+    __global uint *base = (__global uint *)ring[0];
+    ulong size = ((__global uint *)ring)[2];
+    __global ulong *write_index = (__global ulong *)ring[2];
+    __global ulong *read_index = (__global ulong *)ring[3];
+    __global ulong *bell = (__global ulong *)(frame + FRAME_DOORBELL);
+    ulong n = (ulong)len + 1;
+    // One body is in flight per body queue and the instantiation sized the ring for it; a ring
+    // without room is a broken executable: stop the queue.
+    ulong w = __atomic_load_n(write_index, __ATOMIC_RELAXED);
+    if (w + n - __atomic_load_n(read_index, __ATOMIC_ACQUIRE) > size)
+        __builtin_trap();
+    __atomic_store_n(write_index, w + n, __ATOMIC_RELAXED);
+    for (ulong k = 0; k < n; k++) {
+        __global const uint *src = k < len ? packets + 16 * k : last;
+        __global uint *dst = base + 16 * ((w + k) & (size - 1));
+        for (int d = 1; d < 16; d++)
+            dst[d] = src[d];
+        __atomic_store_n(dst, src[0], __ATOMIC_RELEASE);
+    }
+    __atomic_store_n((__global ulong *)bell[0], w + n - 1 + bell[1], __ATOMIC_RELEASE);
+}
+
+__kernel void aqueduct_graph_scheduler(__global uchar *frame, uint role, uint reserved) {
+    if (global_id() != 0)
+        return;
+    __global uint *words = (__global uint *)frame;
+    __global uint *cond = (__global uint *)(*(__global ulong *)(frame + FRAME_CONDITION));
+    uint kind = words[FRAME_KIND / 4];
+    uint count = words[FRAME_BODY_COUNT / 4];
+    uint value = __atomic_load_n(cond, __ATOMIC_ACQUIRE);
+    int body = -1;
+    if (kind == KIND_IF)
+        body = value != 0 ? 0 : (count == 2 ? 1 : -1);
+    else if (kind == KIND_WHILE)
+        body = value != 0 ? 0 : -1;
+    else if (kind == KIND_SWITCH)
+        body = value < count ? (int)value : -1;
+    else
+        __builtin_trap();
+    if (role == ROLE_TAIL && kind != KIND_WHILE)
+        __builtin_trap();
+    __global const uint *exit = (__global const uint *)(frame + FRAME_EXIT);
+    if (body < 0) {
+        publish(frame, exit, 0, exit);
+        return;
+    }
+    __global uchar *b = frame + FRAME_BODIES + BODY_BYTES * body;
+    __global const uint *packets = (__global const uint *)(*(__global ulong *)b);
+    uint len = *(__global uint *)(b + 8);
+    uint resets = *(__global uint *)(b + 12);
+    __global ulong *reset = (__global ulong *)(*(__global ulong *)(b + 16));
+    // Body signals start at 1 before every publication (amd_signal_t.value at offset 8).
+    for (uint k = 0; k < resets; k++)
+        __atomic_store_n((__global long *)(reset[k] + 8), 1, __ATOMIC_RELEASE);
+    __global const uint *follow = (__global const uint *)(frame + (kind == KIND_WHILE ? FRAME_TAIL : FRAME_EXIT));
+    publish(frame, packets, len, follow);
+}

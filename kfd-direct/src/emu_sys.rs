@@ -55,10 +55,11 @@ impl core::fmt::Debug for EmuSys {
 
 /// Names under which the blit kernels' twins are registered (the kernels' symbol names in
 /// `blit/blit.cl`).
-pub const BLIT_TWIN_NAMES: [(BuiltinKernel, &str); 3] = [
+pub const BLIT_TWIN_NAMES: [(BuiltinKernel, &str); 4] = [
     (BuiltinKernel::Copy, "aqueduct_copy"),
     (BuiltinKernel::Fill, "aqueduct_fill"),
     (BuiltinKernel::WriteValue, "aqueduct_write_value"),
+    (BuiltinKernel::GraphScheduler, "aqueduct_graph_scheduler"),
 ];
 
 impl EmuSys {
@@ -144,6 +145,10 @@ impl EmuSys {
 }
 
 impl Sys for EmuSys {
+    fn device_doorbells(&self) -> bool {
+        true
+    }
+
     fn open(&self, path: &str) -> SysResult<RawFd> {
         self.push(Call::Open(path.into()));
         let fd = self.emu.open(path, libc::O_RDWR | libc::O_CLOEXEC)?;

@@ -161,7 +161,7 @@ struct Gpu {
     sizes: QueueSizes,
     lds_base: u64,
     scratch_base: u64,
-    blit: [u64; 3],
+    blit: [u64; 4],
 }
 
 /// A queue as core holds it: the slot and the two pointers the hot paths need.
@@ -378,7 +378,7 @@ impl<S: Sys> Kfd<S> {
                 sizes: n.props.queue_sizes(),
                 lds_base: 0,
                 scratch_base: 0,
-                blit: [0; 3],
+                blit: [0; 4],
             };
             if k.gpus.push(gpu).is_err() {
                 let _ = k.drv.sys().close(fd);
@@ -495,8 +495,9 @@ impl<S: Sys> Kfd<S> {
         let h = self.load_code_object(gpu as u32, elf)?;
         let st = self.state.lock();
         let co = st.code_objects.get(usize::from(h.0)).and_then(|c| c.as_ref()).ok_or(KfdError::KernelNotFound)?;
-        let mut blit = [0u64; 3];
-        for (slot, name) in blit.iter_mut().zip(["aqueduct_copy", "aqueduct_fill", "aqueduct_write_value"]) {
+        let mut blit = [0u64; 4];
+        let names = ["aqueduct_copy", "aqueduct_fill", "aqueduct_write_value", "aqueduct_graph_scheduler"];
+        for (slot, name) in blit.iter_mut().zip(names) {
             *slot = co.kernel(name).ok_or(KfdError::KernelNotFound)?.kernel_object;
         }
         drop(st);
@@ -1216,6 +1217,14 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
         doorbell.store(index, Ordering::Release);
     }
 
+    fn device_doorbell(&self, queue: &KfdQueue) -> Option<aqueduct::conditional::DeviceDoorbell> {
+        // Doorbell type 2: the 64-bit index of the last packet (as ring_doorbell stores it).
+        self.sys().device_doorbells().then(|| aqueduct::conditional::DeviceDoorbell {
+            address: queue.doorbell.as_ptr().expose_provenance() as u64,
+            offset: 0,
+        })
+    }
+
     fn queue_fault(&self, queue: &KfdQueue) -> Option<Error> {
         // After fork the child must not touch the inherited ring or doorbell (KFD answers
         // EBADF, the doorbell page is VM_DONTCOPY): every stream reports the fork.
@@ -1327,6 +1336,7 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
             BuiltinKernel::Copy => 0,
             BuiltinKernel::Fill => 1,
             BuiltinKernel::WriteValue => 2,
+            BuiltinKernel::GraphScheduler => 3,
         };
         match g.blit.get(i).copied() {
             Some(0) | None => Err(Error::NotSupported),

@@ -79,6 +79,13 @@ pub trait Sys: Clone + Send + Sync + 'static {
     /// a debugger through `r_debug`. Real systems ignore it; the emulator binds the host twins
     /// of the object's kernels.
     fn code_object_loaded(&self, _elf: &[u8]) {}
+    /// Whether device code can store to this process's doorbell mappings, as the
+    /// conditional-graph scheduler kernel does. The emulator's kernels run in this process, so
+    /// it can; a real GPU would need the doorbell page mapped into its VM, which this backend does
+    /// not do, so real systems say no and conditional graph nodes are `NotSupported` there.
+    fn device_doorbells(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(target_os = "linux")]

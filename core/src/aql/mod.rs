@@ -10,4 +10,4 @@ mod ring;
 
 pub use packet::*;
 pub use processor::{step, Outcome, PacketExecutor, QueueFault, Step};
-pub use ring::{AqlRing, Reservation, DEFAULT_ROOM_SPINS};
+pub use ring::{AqlRing, Reservation, RingAddresses, DEFAULT_ROOM_SPINS};

@@ -43,6 +43,37 @@ use crate::sync::{unless_planted, Ordering, SlotMemory};
 /// How many times a producer re-reads the read index before a full ring is reported.
 pub const DEFAULT_ROOM_SPINS: u32 = 1 << 16;
 
+/// A ring's memory as plain addresses (C layout; see [`AqlRing::addresses`]).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RingAddresses {
+    /// The first slot (64-byte aligned).
+    pub base: u64,
+    /// Slots, a power of two.
+    pub size: u32,
+    /// Reserved, 0.
+    pub reserved: u32,
+    /// The 64-bit write index.
+    pub write_index: u64,
+    /// The 64-bit read index.
+    pub read_index: u64,
+}
+
+impl RingAddresses {
+    /// The ring these addresses describe.
+    ///
+    /// # Safety
+    /// The addresses must describe a live ring as [`AqlRing::new`] requires.
+    pub unsafe fn ring(&self) -> Result<AqlRing> {
+        let base = NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(self.base as usize));
+        let w = NonNull::new(core::ptr::with_exposed_provenance_mut::<AtomicU64>(self.write_index as usize));
+        let r = NonNull::new(core::ptr::with_exposed_provenance_mut::<AtomicU64>(self.read_index as usize));
+        let (Some(base), Some(w), Some(r)) = (base, w, r) else { return Err(Error::InvalidValue) };
+        // SAFETY: the caller's contract.
+        unsafe { AqlRing::new(base, self.size, w, r) }
+    }
+}
+
 /// A view of an AQL ring buffer and its two indices in shared memory.
 ///
 /// `AqlRing` is a plain descriptor (pointers and a size); copies of it describe the same ring.
@@ -99,6 +130,18 @@ impl AqlRing {
             write_index: NonNull::from(&mem.write_index),
             read_index: NonNull::from(&mem.read_index),
         })
+    }
+
+    /// The ring's memory as addresses, for a producer that is not this process's code (the
+    /// conditional-node scheduler on the device): slots, size in packets, write and read index.
+    pub fn addresses(&self) -> RingAddresses {
+        RingAddresses {
+            base: self.slots.base().as_ptr().expose_provenance() as u64,
+            size: self.size() as u32,
+            reserved: 0,
+            write_index: self.write_index.as_ptr().expose_provenance() as u64,
+            read_index: self.read_index.as_ptr().expose_provenance() as u64,
+        }
     }
 
     /// Ring size in packets.

@@ -1,6 +1,7 @@
 //! The twins the emulator brings along (docs/kfd-aql.md §9 "kernels"; docs/rocm-on-emu.md §4.2):
 //!
-//! - aqueduct's own copy, fill and write-value kernels ([`builtin_twins`]), bound to fixed kernel
+//! - aqueduct's own copy, fill, write-value and conditional-graph scheduler kernels
+//!   ([`builtin_twins`]), bound to fixed kernel
 //!   objects ([`builtin_object`]) and, by kfd-direct and the preload, to the symbol names of the
 //!   blit code objects;
 //! - ROCr's blit kernels ([`rocr_blit_twin`]), which the registry recognises by their code;
@@ -12,6 +13,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use aqueduct::backend::{CopyArgs, FillArgs, WriteValueArgs};
+use aqueduct::conditional::{run_scheduler, SchedulerArgs, SchedulerFrame};
 use aqueduct::BuiltinKernel;
 
 use crate::memory::{KernelError, MemView};
@@ -28,6 +30,7 @@ pub const fn builtin_object(k: BuiltinKernel) -> u64 {
             BuiltinKernel::Copy => 0,
             BuiltinKernel::Fill => 64,
             BuiltinKernel::WriteValue => 128,
+            BuiltinKernel::GraphScheduler => 192,
         }
 }
 
@@ -40,10 +43,27 @@ fn read_args<T: Copy>(kernarg: &[u8]) -> Result<T, KernelError> {
     Ok(unsafe { std::ptr::read_unaligned(kernarg.as_ptr().cast::<T>()) })
 }
 
-/// The built-in copy, fill and write-value twins (kernel-argument layouts from core's
-/// [`aqueduct::backend`]). Each is dispatched as a single work-group.
-pub fn builtin_twins() -> [(BuiltinKernel, Twin); 3] {
+/// The built-in copy, fill, write-value and conditional-graph scheduler twins (kernel-argument
+/// layouts from core's [`aqueduct::backend`] and [`aqueduct::conditional`]). Each is dispatched
+/// as a single work-group.
+pub fn builtin_twins() -> [(BuiltinKernel, Twin); 4] {
     [
+        (
+            BuiltinKernel::GraphScheduler,
+            Twin::new("__aqueduct_graph_scheduler", size_of::<SchedulerArgs>() as u32, |ctx, wg| {
+                if wg != [0, 0, 0] {
+                    return Ok(());
+                }
+                let a: SchedulerArgs = read_args(ctx.kernarg)?;
+                // The frame is device memory mapped on this device, as the kernel's loads need.
+                ctx.mem.ptr(a.frame, size_of::<SchedulerFrame>() as u64)?;
+                // SAFETY: the frame, its bodies, signals and body queue belong to a live
+                // executable (the dispatch is one of its packets). Twins run in the process
+                // that owns the memory, where the runtime's host-visible allocations, rings and
+                // doorbells sit at the addresses the frame holds: core's scheduler runs as is.
+                unsafe { run_scheduler(a) }.map_err(|_| KernelError::Trap)
+            }),
+        ),
         (
             BuiltinKernel::Copy,
             Twin::new("__aqueduct_copy", size_of::<CopyArgs>() as u32, |ctx, _| {

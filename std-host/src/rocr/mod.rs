@@ -793,6 +793,8 @@ unsafe impl Backend for Rocr {
             BuiltinKernel::Copy => 0,
             BuiltinKernel::Fill => 1,
             BuiltinKernel::WriteValue => 2,
+            // No blit scheduler kernel yet: conditional graph nodes run on the loopback only.
+            BuiltinKernel::GraphScheduler => return Err(Error::NotSupported),
         };
         match g.blit.get(i).copied() {
             Some(0) | None => Err(Error::NotSupported),

@@ -70,6 +70,7 @@ pub fn blit_twins() -> Vec<Twin> {
                 BuiltinKernel::Copy => "aqueduct_copy",
                 BuiltinKernel::Fill => "aqueduct_fill",
                 BuiltinKernel::WriteValue => "aqueduct_write_value",
+                BuiltinKernel::GraphScheduler => "aqueduct_graph_scheduler",
             };
             Twin { name: Arc::from(name), ..twin }
         })
