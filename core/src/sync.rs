@@ -131,6 +131,15 @@ pub mod atomic {
                     }
                 }
 
+                /// `fetch_min`.
+                #[track_caller]
+                pub fn fetch_min(&self, v: $int, order: Ordering) -> $int {
+                    match &self.0 {
+                        Inner::Plain(a) => a.fetch_min(v, order),
+                        Inner::Loom(a) => a.fetch_min(v, order),
+                    }
+                }
+
                 /// `compare_exchange`.
                 #[track_caller]
                 pub fn compare_exchange(
