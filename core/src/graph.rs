@@ -26,6 +26,7 @@
 
 use crate::aql::Condition;
 use crate::backend::{Backend, HostFn};
+use crate::conditional::ConditionalNode;
 use crate::error::{Error, Result};
 use crate::host_array::HostArray;
 
@@ -91,6 +92,8 @@ pub enum NodeKind {
     },
     /// The free of a graph allocation (a captured `hipFreeAsync`); an ordering point.
     MemFree(u64),
+    /// A conditional node (IF, WHILE, SWITCH) and its body graphs (docs/conditional-graphs.md).
+    Conditional(ConditionalNode),
 }
 
 impl NodeKind {
@@ -105,6 +108,7 @@ impl NodeKind {
             NodeKind::EventWait(_) => "event-wait",
             NodeKind::MemAlloc { .. } => "mem-alloc",
             NodeKind::MemFree(_) => "mem-free",
+            NodeKind::Conditional(_) => "conditional",
         }
     }
 }

@@ -13,10 +13,12 @@
 //! barrier completes. Launches of one executable are ordered, as CUDA orders them: on another
 //! stream, behind a wait on the progress point of the previous launch.
 
+use super::conditional::{entry_packets, BuiltList, CondParts, MAX_HANDLES};
 use super::submit::{dispatch_packet, Batch, Spec, MAX_BATCH};
 use super::{KernelLaunch, Recorded, Runtime, SlotState, St};
 use crate::aql::{BarrierPacket, BarrierValuePacket, FenceScope, Header, Packet, PacketType, RawPacket};
 use crate::backend::{Backend, BuiltinArgs, BuiltinKernel, HostFn, WriteValueArgs};
+use crate::conditional::ConditionalHandle;
 use crate::config::{Config, Slot, Table};
 use crate::error::{Error, Result};
 use crate::graph::{DispatchNode, Graph, NodeId, NodeKind, Planned};
@@ -66,10 +68,13 @@ pub struct GraphSlot {
     /// The capture recording into this graph, if any.
     pub(super) capture: Option<u8>,
     pub(super) graph: Graph,
+    /// Conditional handles created on this graph (their cells go with it).
+    pub(super) handles: heapless::Vec<ConditionalHandle, MAX_HANDLES>,
 }
 
 impl Slot for GraphSlot {
-    const EMPTY: Self = GraphSlot { generation: Generation::new(), capture: None, graph: Graph::new() };
+    const EMPTY: Self =
+        GraphSlot { generation: Generation::new(), capture: None, graph: Graph::new(), handles: heapless::Vec::new() };
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -101,6 +106,9 @@ pub struct ExecSlot {
     /// is done.
     busy: Option<(usize, u64)>,
     launches: u64,
+    /// What the conditional nodes own (frames, bodies, their signals; body queues are in the
+    /// runtime's body-queue table).
+    cond: CondParts,
 }
 
 impl Slot for ExecSlot {
@@ -115,14 +123,21 @@ impl Slot for ExecSlot {
         patches: heapless::Vec::new(),
         busy: None,
         launches: 0,
+        cond: CondParts::new(),
     };
 }
 
-fn header(ty: PacketType, barrier: bool) -> u16 {
+/// The slot of a live graph among `slots`.
+pub(super) fn graph_index(slots: &[GraphSlot], g: GraphHandle) -> Result<usize> {
+    let l = table::lookup(GRAPH_TAG, g.0, slots, |s| s.generation);
+    table::require(l, Error::InvalidValue, Error::InvalidValue)
+}
+
+pub(super) fn header(ty: PacketType, barrier: bool) -> u16 {
     Header::new(ty, barrier, FenceScope::System, FenceScope::System).0
 }
 
-fn raw<P: Packet>(p: &P) -> RawPacket {
+pub(super) fn raw<P: Packet>(p: &P) -> RawPacket {
     RawPacket(*p.words())
 }
 
@@ -147,8 +162,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// The slot of a live graph; null, stale and garbage handles are all `InvalidValue`, as
     /// `hipGraphDestroy` answers them.
     pub(super) fn graph_slot(st: &St<C>, g: GraphHandle) -> Result<usize> {
-        let l = table::lookup(GRAPH_TAG, g.0, st.graphs.slots(), |s| s.generation);
-        table::require(l, Error::InvalidValue, Error::InvalidValue)
+        graph_index(st.graphs.slots(), g)
     }
 
     /// Takes a free graph slot with an empty graph.
@@ -158,6 +172,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         slot.generation.occupy();
         slot.capture = None;
         slot.graph.clear();
+        slot.handles.clear();
         Ok(i)
     }
 
@@ -169,6 +184,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 g.generation.vacate();
                 g.capture = None;
                 g.graph.clear();
+                self.free_handles(g);
             }
         }
     }
@@ -241,9 +257,10 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
     /// Adds a node that carries no kernel arguments — empty, host function, event record or
     /// wait, wait-value — after `deps`; a dispatch is `InvalidValue` (its arguments go through
-    /// [`Self::graph_add_kernel_node`]).
+    /// [`Self::graph_add_kernel_node`]), and so is a conditional node (through
+    /// [`Self::graph_add_conditional_node`]).
     pub fn graph_add_node(&self, g: GraphHandle, deps: &[NodeId], kind: NodeKind) -> Result<NodeId> {
-        if matches!(kind, NodeKind::Dispatch(_)) {
+        if matches!(kind, NodeKind::Dispatch(_) | NodeKind::Conditional(_)) {
             return Err(Error::InvalidValue);
         }
         self.with_graph_mut(g, |b, gr| gr.add_node(b, kind, deps, C::GRAPH_NODES))
@@ -338,6 +355,22 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// Flattens graph `gi` into exec slot `x`.
     fn build_exec(&self, st: &mut St<C>, gi: usize, x: usize, device: u32) -> Result<()> {
         let b = &self.backend;
+        // Conditional nodes first: their body queues, frames and bodies.
+        let mut cond = CondParts::new();
+        let mut built = BuiltList::new();
+        let mut defaults: heapless::Vec<RawPacket, { super::conditional::MAX_COND_NODES }> = heapless::Vec::new();
+        let made = self.build_conditionals(st, gi, x, device, &mut cond, &mut built).and_then(|()| {
+            self.default_packets(device, &mut cond, |p| defaults.push(p).map_err(|_| Error::NotSupported))
+        });
+        let scheduler = match made {
+            Ok(()) if !built.is_empty() => b.builtin_kernel(device, BuiltinKernel::GraphScheduler),
+            Ok(()) => Ok(0),
+            Err(e) => Err(e),
+        };
+        if let Some(e) = st.execs.slots_mut().get_mut(x) {
+            e.cond = cond;
+        }
+        let scheduler = scheduler?;
         let super::Structure { graphs, execs, .. } = st;
         let graph = &mut graphs.slots_mut().get_mut(gi).ok_or(Error::InvalidValue)?.graph;
         let exec = execs.slots_mut().get_mut(x).ok_or(Error::OutOfMemory)?;
@@ -372,12 +405,15 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             }
         }
         let kernarg = exec.kernarg.address();
-        let max_packets = nodes.saturating_mul(4).saturating_add(16);
+        let max_packets = nodes.saturating_mul(4).saturating_add(16 + defaults.len());
         exec.packets.reserve(b, device, nodes + 1, max_packets)?;
         let signals = exec.signals.as_slice().get(..count).unwrap_or(&[]);
         let sig = |slot: Option<u16>| -> u64 { slot.and_then(|k| signals.get(usize::from(k))).map_or(0, |h| h.0) };
         let packets = &mut exec.packets;
         let patches = &mut exec.patches;
+        for p in &defaults {
+            packets.push(b, device, *p, max_packets)?;
+        }
         graph.plan(|step| {
             match step {
                 Planned::Wait { slots, barrier } => {
@@ -389,10 +425,16 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                     w.header = header(PacketType::BarrierAnd, barrier);
                     packets.push(b, device, raw(&w), max_packets)?;
                 }
-                Planned::Node { kind, barrier, signal, .. } => {
+                Planned::Node { node, kind, barrier, signal } => {
                     let done = sig(signal);
                     let first = packets.len() as u32;
                     match kind {
+                        NodeKind::Conditional(_) => {
+                            let b0 = built.iter().find(|(n, _)| *n == node).map(|(_, b)| *b).unwrap_or_default();
+                            for p in entry_packets(scheduler, b0, barrier, done) {
+                                packets.push(b, device, p, max_packets)?;
+                            }
+                        }
                         NodeKind::Empty | NodeKind::EventWait(_) | NodeKind::MemAlloc { .. } | NodeKind::MemFree(_) => {
                             // An event wait's dependency is patched per launch.
                             let mut w = BarrierPacket::and([0; 5], done);
@@ -463,6 +505,9 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// Ends executable `x` (its launches are done). Its memory and node signals stay with the
     /// slot for the next executable.
     fn release_exec(&self, st: &mut St<C>, x: usize) {
+        let Some(e) = st.execs.slots_mut().get_mut(x) else { return };
+        let mut cond = core::mem::replace(&mut e.cond, CondParts::new());
+        self.release_conditionals(x, &mut cond);
         let Some(e) = st.execs.slots_mut().get_mut(x) else { return };
         e.packets.clear();
         e.kernarg.clear();
@@ -598,11 +643,16 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         // never waits on the host for an earlier one.
         let exec = st.execs.slots().get(xi).ok_or(Error::InvalidValue)?;
         let used = exec.signals.as_slice().get(..exec.used_signals).unwrap_or(&[]);
-        let object =
-            if !used.is_empty() { self.backend.builtin_kernel(exec.device, BuiltinKernel::WriteValue)? } else { 0 };
+        // The done signals of top-level conditional nodes are reset with the node signals.
+        let top = exec.cond.top_done.as_slice();
+        let object = if !used.is_empty() || !top.is_empty() {
+            self.backend.builtin_kernel(exec.device, BuiltinKernel::WriteValue)?
+        } else {
+            0
+        };
         self.publish(slot, &mut inner, batch.as_slice())?;
         let packet = dispatch_packet(object, [1, 1, 1], [1, 1, 1], 0, 0);
-        for chunk in used.chunks(MAX_BATCH) {
+        for chunk in used.chunks(MAX_BATCH).chain(top.chunks(MAX_BATCH)) {
             // WriteValueArgs { dst: the signal's value (offset 8), value: 1, width: 8 }.
             let mut args = [[0u8; 32]; MAX_BATCH];
             for (a, s) in args.iter_mut().zip(chunk) {

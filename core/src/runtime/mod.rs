@@ -40,6 +40,9 @@ use portable_atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 #[cfg(feature = "capture")]
 mod capture;
 #[cfg(feature = "capture")]
+#[allow(unsafe_code)]
+mod conditional;
+#[cfg(feature = "capture")]
 mod context;
 mod event;
 #[cfg(feature = "capture")]
@@ -553,6 +556,9 @@ pub struct Runtime<B: Backend, K: ThreadKeys, C: Config = crate::config::Default
     captures_live: AtomicU32,
     structure: lock_api::Mutex<K::RawMutex, Structure<C>>,
     host_signals: lock_api::Mutex<K::RawMutex, HostSignals<C>>,
+    /// Body queues of conditional nodes, dedicated to their executables (outside the pool).
+    #[cfg(feature = "capture")]
+    body_queues: lock_api::Mutex<K::RawMutex, conditional::BodyQueues<B::Queue>>,
 }
 
 impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
@@ -593,6 +599,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 <K::RawMutex as lock_api::RawMutex>::INIT,
                 HostSignals { slots: <C::HostSignals as Table<HostSignalSlot>>::EMPTY, cursor: 0 },
             ),
+            #[cfg(feature = "capture")]
+            body_queues: lock_api::Mutex::const_new(<K::RawMutex as lock_api::RawMutex>::INIT, heapless::Vec::new()),
         }
     }
 

@@ -932,7 +932,7 @@ fn captured_kind(g: &Global, core: GraphHandle, id: NodeId, device: u32) -> HipR
         NodeKind::MemFree(a) => Kind::MemFree(a),
         NodeKind::Host(HostFn::Plain { func, data }) => Kind::Host { func, data: data as usize },
         NodeKind::Host(_) => raw(Vec::new(), Some(TYPE_HOST)),
-        NodeKind::WaitValue(_) => raw(Vec::new(), None),
+        NodeKind::WaitValue(_) | NodeKind::Conditional(_) => raw(Vec::new(), None),
         NodeKind::Dispatch(d) => {
             let mut args = vec![0u8; d.arg_len as usize];
             g.rt.graph_node_args(core, id, &mut args)?;
