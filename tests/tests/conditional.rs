@@ -430,3 +430,27 @@ fn body_queues_are_dedicated_and_outside_the_stream_pools_budget() {
     }
     rt.graph_exec_destroy(x).unwrap();
 }
+
+#[test]
+fn a_handle_lives_while_any_graph_using_it_does() {
+    let f = fx();
+    let rt = f.rt;
+    let src = cell32(1);
+    let hits = cell32(0);
+    // The handle is made on `owner`, its node added to `g`; `owner` goes first.
+    let owner = rt.graph_create().unwrap();
+    let h = rt.graph_conditional_handle_create(owner, 0, 0).unwrap();
+    let g = rt.graph_create().unwrap();
+    let set = f.kernel(g, &[], f.set_from, &[h.0, addr32(src)]);
+    f.cond(g, &[set], h, If, &[f.inc_body(hits)]);
+    // SAFETY: `owner` and `g` each hold a reference to the cell.
+    let cell = unsafe { h.cell() };
+    assert_eq!(cell.refs.load(Ordering::SeqCst), 2);
+    rt.graph_destroy(owner).unwrap();
+    // The cell is still g's, and the graph runs.
+    assert_eq!(cell.refs.load(Ordering::SeqCst), 1);
+    f.run(g);
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    assert_eq!(cell.refs.load(Ordering::SeqCst), 1, "the destroyed executable dropped its reference");
+    rt.graph_destroy(g).unwrap();
+}

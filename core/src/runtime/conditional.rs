@@ -129,7 +129,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     }
 
     /// Adds a conditional node after `deps`. The handle must be one a live graph created and
-    /// not used by another node; bodies must be live graphs other than `g`.
+    /// not used by another node; bodies must be live graphs other than `g`. Graph `g` then
+    /// holds a reference to the handle's cell as well.
     pub fn graph_add_conditional_node(&self, g: GraphHandle, deps: &[NodeId], node: ConditionalNode) -> Result<NodeId> {
         let mut st = self.lock();
         let gi = Self::graph_slot(&st, g)?;
@@ -149,7 +150,24 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             return Err(Error::InvalidValue);
         }
         let slot = st.graphs.slots_mut().get_mut(gi).ok_or(Error::InvalidValue)?;
-        let id = slot.graph.add_node(&self.backend, NodeKind::Conditional(node), deps, C::GRAPH_NODES)?;
+        // The node's graph owns the cell too (the handle may be another graph's, the parent of
+        // a body), so the cell outlives whichever of them goes first.
+        let shared = !slot.handles.contains(&node.handle);
+        if shared {
+            slot.handles.push(node.handle).map_err(|_| Error::OutOfMemory)?;
+        }
+        let id = match slot.graph.add_node(&self.backend, NodeKind::Conditional(node), deps, C::GRAPH_NODES) {
+            Ok(id) => id,
+            Err(e) => {
+                if shared {
+                    slot.handles.pop();
+                }
+                return Err(e);
+            }
+        };
+        if shared {
+            cell.acquire();
+        }
         cell.bound.store(1, CoreOrdering::Relaxed);
         Ok(id)
     }
