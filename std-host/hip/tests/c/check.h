@@ -17,6 +17,7 @@
 #pragma weak hipStreamGetDevice
 #pragma weak hipEventRecordWithFlags
 #pragma weak hipDeviceSetLimit
+#pragma weak hipLaunchHostFunc
 #endif
 
 /* Set (non-empty) only for the run on Debian's HIP 5.2: checks where HIP 5.2 behaves
