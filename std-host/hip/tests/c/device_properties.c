@@ -21,7 +21,10 @@ int main(void) {
     TRUE(sizeof *p == 792);
     TRUE(p->totalGlobalMem == 64ull << 30);
     TRUE(p->sharedMemPerBlock == 65536 && p->maxSharedMemoryPerMultiProcessor == 65536);
-    TRUE(p->regsPerBlock == 131072);
+    const int hip52 = expect_hip52();
+    /* Registers per block: HIP 5.2 reports 65536; the newest HIP 131072 (gfx90a: 512
+       addressable VGPRs x 4 SIMDs x 64 lanes). */
+    TRUE(p->regsPerBlock == (hip52 ? 65536 : 131072));
     TRUE(p->warpSize == 64);
     TRUE(p->maxThreadsPerBlock == 1024 && p->maxThreadsDim[0] == 1024 && p->maxThreadsDim[2] == 1024);
     TRUE(p->maxGridSize[0] == 2147483647 && p->maxGridSize[2] == 2147483647);
@@ -38,9 +41,12 @@ int main(void) {
     TRUE(p->concurrentKernels == 1 && p->canMapHostMemory == 1 && p->integrated == 0);
     TRUE(p->pciDomainID == 0 && p->pciBusID == 3 && p->pciDeviceID == 0);
     TRUE(strncmp(p->gcnArchName, "gfx90a:sramecc+:xnack", 21) == 0);
-    TRUE(p->hdpMemFlushCntl == NULL && p->hdpRegFlushCntl == NULL);
-    TRUE(p->textureAlignment == 256 && p->maxTexture1D == 0);
-    TRUE(p->ECCEnabled == 0 && p->cooperativeLaunch == 0 && p->managedMemory == 0);
+    /* HIP 5.2 hands out the HDP flush registers, reports textures (maxTexture1D 16384, image
+       support), cooperative launch and managed memory; aqueduct maps no HDP register and has
+       none of those features, so it answers NULL and 0. */
+    NEWER_HIP(TRUE(p->hdpMemFlushCntl == NULL && p->hdpRegFlushCntl == NULL));
+    TRUE(p->textureAlignment == 256 && p->maxTexture1D == (hip52 ? 16384 : 0));
+    TRUE(p->ECCEnabled == 0 && p->cooperativeLaunch == hip52 && p->managedMemory == hip52);
     TRUE(p->pageableMemoryAccess == 0 && p->pageableMemoryAccessUsesHostPageTables == 0);
     printf("name: %s\n", p->name);
 
@@ -51,7 +57,7 @@ int main(void) {
         {hipDeviceAttributeClockRate, p->clockRate},
         {hipDeviceAttributeComputeMode, p->computeMode},
         {hipDeviceAttributeConcurrentKernels, p->concurrentKernels},
-        {hipDeviceAttributeCooperativeLaunch, p->cooperativeLaunch},
+        {hipDeviceAttributeCooperativeLaunch, p->cooperativeLaunch}, /* see above */
         {hipDeviceAttributeIntegrated, p->integrated},
         {hipDeviceAttributeL2CacheSize, p->l2CacheSize},
         {hipDeviceAttributeComputeCapabilityMajor, p->major},
@@ -67,7 +73,7 @@ int main(void) {
         {hipDeviceAttributeMultiprocessorCount, 104},
         {hipDeviceAttributePciBusId, 3},
         {hipDeviceAttributePciDeviceId, 0},
-        {hipDeviceAttributeMaxRegistersPerBlock, 131072},
+        {hipDeviceAttributeMaxRegistersPerBlock, p->regsPerBlock},
         {hipDeviceAttributeMaxSharedMemoryPerBlock, 65536},
         {hipDeviceAttributeTotalConstantMemory, 2147483647},
         {hipDeviceAttributeWarpSize, 64},
@@ -75,12 +81,14 @@ int main(void) {
         {hipDeviceAttributeClockInstructionRate, p->clockInstructionRate},
         {hipDeviceAttributeMaxSharedMemoryPerMultiprocessor, 65536},
         {hipDeviceAttributeCanUseStreamWaitValue, 1},
-        {hipDeviceAttributeImageSupport, 0},
+        {hipDeviceAttributeImageSupport, hip52},
         {hipDeviceAttributePhysicalMultiProcessorCount, 104},
-        {hipDeviceAttributeManagedMemory, 0},
+        {hipDeviceAttributeManagedMemory, p->managedMemory},
         {hipDeviceAttributePageableMemoryAccess, 0},
     };
     for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
+        /* HIP 5.2 does not answer hipDeviceAttributeClockInstructionRate (hipErrorInvalidValue). */
+        if (hip52 && attrs[i].a == hipDeviceAttributeClockInstructionRate) continue;
         int v = -12345;
         EXPECT(hipDeviceGetAttribute(&v, attrs[i].a, 0), hipSuccess);
         if (v != attrs[i].want) {
@@ -90,7 +98,7 @@ int main(void) {
     }
     void *hdp = (void *)1;
     OK(hipDeviceGetAttribute((int *)&hdp, hipDeviceAttributeHdpMemFlushCntl, 0));
-    TRUE(hdp == NULL);
+    NEWER_HIP(TRUE(hdp == NULL)); /* as hdpMemFlushCntl above */
     int v;
     EXPECT(hipDeviceGetAttribute(NULL, hipDeviceAttributeWarpSize, 0), hipErrorInvalidValue);
     EXPECT(hipDeviceGetAttribute(&v, hipDeviceAttributeWarpSize, 7), hipErrorInvalidDevice);
@@ -101,17 +109,25 @@ int main(void) {
     /* Limits. */
     size_t limit = 0;
     EXPECT(hipDeviceGetLimit(NULL, hipLimitMallocHeapSize), hipErrorInvalidValue);
-    EXPECT(hipDeviceGetLimit(&limit, (enum hipLimit_t)3), hipErrorInvalidValue);
+    /* An unknown limit: HIP 5.2 answers hipErrorUnsupportedLimit, the newest HIP
+       hipErrorInvalidValue. */
+    EXPECT(hipDeviceGetLimit(&limit, (enum hipLimit_t)3), hip52 ? hipErrorUnsupportedLimit : hipErrorInvalidValue);
     EXPECT(hipDeviceGetLimit(&limit, hipLimitPrintfFifoSize), hipErrorUnsupportedLimit);
     OK(hipDeviceGetLimit(&limit, hipLimitMallocHeapSize));
     TRUE(limit == p->totalGlobalMem);
-    OK(hipDeviceGetLimit(&limit, hipLimitStackSize)); /* hipLimitStackSize in newer HIP */
-    TRUE(limit == 0);
-    OK(hipDeviceSetLimit(hipLimitMallocHeapSize, 1 << 20));
-    EXPECT(hipDeviceSetLimit(hipLimitMallocHeapSize, p->totalGlobalMem + 1), hipErrorInvalidValue);
-    EXPECT(hipDeviceSetLimit(hipLimitPrintfFifoSize, 1 << 20), hipErrorUnsupportedLimit);
-    OK(hipDeviceSetLimit(hipLimitStackSize, 0));
-    EXPECT(hipDeviceSetLimit(hipLimitStackSize, 4096), hipErrorInvalidValue);
-    EXPECT(hipDeviceSetLimit((enum hipLimit_t)3, 0), hipErrorInvalidValue);
+    /* hipLimitStackSize and hipDeviceSetLimit are newer HIP's: HIP 5.2 answers the former
+       hipErrorUnsupportedLimit and has not the latter. */
+    if (!hip52) {
+        OK(hipDeviceGetLimit(&limit, hipLimitStackSize));
+        TRUE(limit == 0);
+        OK(hipDeviceSetLimit(hipLimitMallocHeapSize, 1 << 20));
+        EXPECT(hipDeviceSetLimit(hipLimitMallocHeapSize, p->totalGlobalMem + 1), hipErrorInvalidValue);
+        EXPECT(hipDeviceSetLimit(hipLimitPrintfFifoSize, 1 << 20), hipErrorUnsupportedLimit);
+        OK(hipDeviceSetLimit(hipLimitStackSize, 0));
+        EXPECT(hipDeviceSetLimit(hipLimitStackSize, 4096), hipErrorInvalidValue);
+        EXPECT(hipDeviceSetLimit((enum hipLimit_t)3, 0), hipErrorInvalidValue);
+    } else {
+        EXPECT(hipDeviceGetLimit(&limit, hipLimitStackSize), hipErrorUnsupportedLimit);
+    }
     DONE("device_properties");
 }
