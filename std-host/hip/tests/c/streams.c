@@ -27,6 +27,11 @@ static void on_host(void *data) {
     a->seen->total += a->amount;
 }
 
+/* HIP 5.2 has no hipLaunchHostFunc: there a callback adds the amount instead. */
+static hipError_t host_func(hipStream_t stream, struct add *a) {
+    return expect_hip52() ? hipStreamAddCallback(stream, on_callback, a, 0) : hipLaunchHostFunc(stream, on_host, a);
+}
+
 int main(void) {
     hipStream_t s, nb, hi, lo, cu;
     unsigned int flags = 99;
@@ -69,20 +74,24 @@ int main(void) {
     TRUE(prio == 0);
     OK(hipStreamGetPriority(cu, &prio));
     TRUE(prio == 0);
+    /* hipStreamGetId, hipStreamGetDevice and hipStreamLegacy are newer HIP's (none in 5.2). */
+    const int hip52 = expect_hip52();
     unsigned long long id1 = 0, id2 = 0, id0 = 0, idl = 1;
-    EXPECT(hipStreamGetId(s, NULL), hipErrorInvalidValue);
-    OK(hipStreamGetId(s, &id1));
-    OK(hipStreamGetId(nb, &id2));
-    TRUE(id1 != 0 && id2 != 0 && id1 != id2);
-    OK(hipStreamGetId(0, &id0));
-    OK(hipStreamGetId(hipStreamLegacy, &idl));
-    TRUE(id0 == idl);
     hipDevice_t dev = -1;
-    EXPECT(hipStreamGetDevice(s, NULL), hipErrorInvalidValue);
-    OK(hipStreamGetDevice(s, &dev));
-    TRUE(dev == 0);
-    OK(hipStreamGetDevice(0, &dev));
-    TRUE(dev == 0);
+    if (!hip52) {
+        EXPECT(hipStreamGetId(s, NULL), hipErrorInvalidValue);
+        OK(hipStreamGetId(s, &id1));
+        OK(hipStreamGetId(nb, &id2));
+        TRUE(id1 != 0 && id2 != 0 && id1 != id2);
+        OK(hipStreamGetId(0, &id0));
+        OK(hipStreamGetId(hipStreamLegacy, &idl));
+        TRUE(id0 == idl);
+        EXPECT(hipStreamGetDevice(s, NULL), hipErrorInvalidValue);
+        OK(hipStreamGetDevice(s, &dev));
+        TRUE(dev == 0);
+        OK(hipStreamGetDevice(0, &dev));
+        TRUE(dev == 0);
+    }
     int cus = 0;
     OK(hipDeviceGetAttribute(&cus, hipDeviceAttributeMultiprocessorCount, 0));
     unsigned int words = (cus + 31) / 32, got[8] = {0};
@@ -96,16 +105,19 @@ int main(void) {
 
     /* Destroy: 0, legacy and per-thread are not destroyable; a destroyed stream is stale. */
     EXPECT(hipStreamDestroy(0), hipErrorInvalidHandle);
-    EXPECT(hipStreamDestroy(hipStreamLegacy), hipErrorInvalidHandle);
+    NEWER_HIP(EXPECT(hipStreamDestroy(hipStreamLegacy), hipErrorInvalidHandle));
     EXPECT(hipStreamDestroy(hipStreamPerThread), hipErrorInvalidHandle);
     OK(hipStreamDestroy(cu));
-    EXPECT(hipStreamDestroy(cu), hipErrorContextIsDestroyed);
-    EXPECT(hipStreamQuery(cu), hipErrorContextIsDestroyed);
-    EXPECT(hipStreamSynchronize(cu), hipErrorContextIsDestroyed);
-    EXPECT(hipStreamGetPriority(cu, &prio), hipErrorContextIsDestroyed);
-    EXPECT(hipStreamGetId(cu, &id1), hipErrorInvalidHandle);
-    EXPECT(hipStreamGetDevice(cu, &dev), hipErrorContextIsDestroyed);
-    EXPECT(hipStreamQuery((hipStream_t)0xdead0000), hipErrorInvalidHandle);
+    /* HIP 5.2 dereferences a stale or garbage stream handle (the process crashes). */
+    if (!hip52) {
+        EXPECT(hipStreamDestroy(cu), hipErrorContextIsDestroyed);
+        EXPECT(hipStreamQuery(cu), hipErrorContextIsDestroyed);
+        EXPECT(hipStreamSynchronize(cu), hipErrorContextIsDestroyed);
+        EXPECT(hipStreamGetPriority(cu, &prio), hipErrorContextIsDestroyed);
+        EXPECT(hipStreamGetId(cu, &id1), hipErrorInvalidHandle);
+        EXPECT(hipStreamGetDevice(cu, &dev), hipErrorContextIsDestroyed);
+        EXPECT(hipStreamQuery((hipStream_t)0xdead0000), hipErrorInvalidHandle);
+    }
 
     /* Query and synchronize around a stream blocked on a value in pinned memory. */
     unsigned int *flag;
@@ -116,29 +128,32 @@ int main(void) {
     *word64 = 0;
     OK(hipStreamQuery(s));
     EXPECT(hipStreamWaitValue32(s, NULL, 1, hipStreamWaitValueEq, 0xffffffff), hipErrorInvalidValue);
-    EXPECT(hipStreamWaitValue32(s, flag, 1, 9, 0xffffffff), hipErrorInvalidValue);
+    /* HIP 5.2 does not check the wait's operation nor the write's flags: it queues the wait
+       (which never completes) or the write. */
+    NEWER_HIP(EXPECT(hipStreamWaitValue32(s, flag, 1, 9, 0xffffffff), hipErrorInvalidValue));
     OK(hipStreamWaitValue32(s, flag, 1, hipStreamWaitValueEq, 0xffffffff));
     OK(hipStreamWriteValue64(s, word64, 0x1122334455667788ull, 0));
     EXPECT(hipStreamQuery(s), hipErrorNotReady);
     EXPECT(hipStreamQuery(0), hipErrorNotReady); /* 0 covers the blocking streams */
-    OK(hipStreamQuery(hipStreamLegacy));         /* legacy: the null stream only */
+    NEWER_HIP(OK(hipStreamQuery(hipStreamLegacy))); /* legacy: the null stream only */
     OK(hipStreamQuery(nb));
-    EXPECT(hipGetLastError(), hipErrorInvalidValue); /* hipErrorNotReady is not recorded */
+    /* hipErrorNotReady is not recorded; HIP 5.2 records every call's result, successes too. */
+    EXPECT(hipGetLastError(), hip52 ? hipSuccess : hipErrorInvalidValue);
     *flag = 1;
     OK(hipStreamSynchronize(s));
     TRUE(*word64 == 0x1122334455667788ull);
     OK(hipStreamWriteValue32(nb, flag, 7, 0));
     EXPECT(hipStreamWriteValue32(nb, NULL, 7, 0), hipErrorInvalidValue);
-    EXPECT(hipStreamWriteValue64(nb, word64, 7, 5), hipErrorInvalidValue);
+    NEWER_HIP(EXPECT(hipStreamWriteValue64(nb, word64, 7, 5), hipErrorInvalidValue));
     EXPECT(hipStreamWaitValue64(nb, NULL, 0x10, hipStreamWaitValueGte, ~0ull), hipErrorInvalidValue);
-    EXPECT(hipStreamWaitValue64(nb, word64, 0x10, 7, ~0ull), hipErrorInvalidValue);
+    NEWER_HIP(EXPECT(hipStreamWaitValue64(nb, word64, 0x10, 7, ~0ull), hipErrorInvalidValue));
     OK(hipStreamWaitValue64(nb, word64, 0x10, hipStreamWaitValueGte, ~0ull));
     OK(hipStreamWaitValue32(nb, flag, 4, hipStreamWaitValueAnd, 0xffffffff));
     OK(hipStreamWaitValue64(nb, word64, 0, hipStreamWaitValueNor, 0xff));
     OK(hipStreamSynchronize(nb));
     TRUE(*flag == 7);
     OK(hipStreamSynchronize(0));
-    OK(hipStreamSynchronize(hipStreamLegacy));
+    NEWER_HIP(OK(hipStreamSynchronize(hipStreamLegacy)));
     OK(hipStreamSynchronize(hipStreamPerThread));
 
     /* Callbacks and host functions run in stream order. */
@@ -146,28 +161,30 @@ int main(void) {
     struct add one = {&seen, 1}, ten = {&seen, 10};
     EXPECT(hipStreamAddCallback(s, NULL, &one, 0), hipErrorInvalidValue);
     EXPECT(hipStreamAddCallback(s, on_callback, &one, 1), hipErrorInvalidValue);
-    EXPECT(hipLaunchHostFunc(s, NULL, &one), hipErrorInvalidValue);
+    NEWER_HIP(EXPECT(hipLaunchHostFunc(s, NULL, &one), hipErrorInvalidValue));
     *flag = 0;
     OK(hipStreamWaitValue32(s, flag, 1, hipStreamWaitValueEq, 0xffffffff));
     OK(hipStreamAddCallback(s, on_callback, &one, 0));
-    OK(hipLaunchHostFunc(s, on_host, &ten));
+    OK(host_func(s, &ten));
     TRUE(seen.total == 0);
     *flag = 1;
     OK(hipStreamSynchronize(s));
     TRUE(seen.total == 11);
     TRUE(seen.stream == s && seen.status == hipSuccess);
-    OK(hipLaunchHostFunc(0, on_host, &ten));
+    OK(host_func(0, &ten));
     OK(hipStreamAddCallback(hipStreamPerThread, on_callback, &one, 0));
     OK(hipDeviceSynchronize());
     TRUE(seen.total == 22);
-    TRUE(seen.stream == hipStreamPerThread);
+    /* HIP 5.2 passes a callback on hipStreamPerThread the per-thread stream's own handle. */
+    NEWER_HIP(TRUE(seen.stream == hipStreamPerThread));
 
     /* Events. */
     hipEvent_t a, b, untimed, e;
     EXPECT(hipEventCreate(NULL), hipErrorInvalidValue);
     EXPECT(hipEventCreateWithFlags(NULL, 0), hipErrorInvalidValue);
     EXPECT(hipEventCreateWithFlags(&e, 0x08000000), hipErrorInvalidValue);
-    EXPECT(hipEventCreateWithFlags(&e, hipEventInterprocess), hipErrorInvalidValue);
+    /* HIP 5.2 creates an interprocess event without hipEventDisableTiming. */
+    NEWER_HIP(EXPECT(hipEventCreateWithFlags(&e, hipEventInterprocess), hipErrorInvalidValue));
     EXPECT(hipEventCreateWithFlags(&e, hipEventReleaseToDevice | hipEventReleaseToSystem), hipErrorInvalidValue);
     OK(hipEventCreate(&a));
     OK(hipEventCreateWithFlags(&b, hipEventBlockingSync));
@@ -176,8 +193,8 @@ int main(void) {
     OK(hipEventQuery(a)); /* never recorded */
     OK(hipEventSynchronize(a));
     EXPECT(hipEventRecord(NULL, s), hipErrorInvalidHandle);
-    EXPECT(hipEventRecordWithFlags(a, s, 2), hipErrorInvalidValue);
-    EXPECT(hipEventRecordWithFlags(NULL, s, 2), hipErrorInvalidValue);
+    NEWER_HIP(EXPECT(hipEventRecordWithFlags(a, s, 2), hipErrorInvalidValue)); /* none in 5.2 */
+    NEWER_HIP(EXPECT(hipEventRecordWithFlags(NULL, s, 2), hipErrorInvalidValue));
     float ms = -1;
     EXPECT(hipEventElapsedTime(NULL, a, b), hipErrorInvalidValue);
     EXPECT(hipEventElapsedTime(&ms, NULL, b), hipErrorInvalidHandle);
@@ -185,13 +202,14 @@ int main(void) {
     *flag = 0;
     OK(hipEventRecord(a, s));
     OK(hipStreamWaitValue32(s, flag, 1, hipStreamWaitValueEq, 0xffffffff));
-    OK(hipEventRecordWithFlags(b, s, 0));
+    OK(hip52 ? hipEventRecord(b, s) : hipEventRecordWithFlags(b, s, 0));
     OK(hipEventRecord(untimed, s));
     EXPECT(hipEventQuery(b), hipErrorNotReady);
     EXPECT(hipEventElapsedTime(&ms, a, b), hipErrorNotReady);
     /* A wait on b holds nb back until s passes the record. */
     EXPECT(hipStreamWaitEvent(nb, a, 2), hipErrorInvalidValue);
-    EXPECT(hipStreamWaitEvent(nb, NULL, 2), hipErrorInvalidValue);
+    /* HIP 5.2 checks the event before the flags. */
+    EXPECT(hipStreamWaitEvent(nb, NULL, 2), hip52 ? hipErrorInvalidHandle : hipErrorInvalidValue);
     EXPECT(hipStreamWaitEvent(nb, NULL, 0), hipErrorInvalidHandle);
     OK(hipStreamWaitEvent(nb, b, 0));
     EXPECT(hipStreamQuery(nb), hipErrorNotReady);
@@ -238,9 +256,10 @@ int main(void) {
     OK(hipEventSynchronize(e));
     EXPECT(hipEventDestroy(NULL), hipErrorInvalidHandle);
     OK(hipEventDestroy(e));
-    EXPECT(hipEventDestroy(e), hipErrorContextIsDestroyed);
-    EXPECT(hipEventQuery(e), hipErrorContextIsDestroyed);
-    EXPECT(hipEventSynchronize((hipEvent_t)0x4242), hipErrorInvalidHandle);
+    /* HIP 5.2 dereferences a stale or garbage event handle (the process crashes). */
+    NEWER_HIP(EXPECT(hipEventDestroy(e), hipErrorContextIsDestroyed));
+    NEWER_HIP(EXPECT(hipEventQuery(e), hipErrorContextIsDestroyed));
+    NEWER_HIP(EXPECT(hipEventSynchronize((hipEvent_t)0x4242), hipErrorInvalidHandle));
     /* An event recorded on a stream destroyed since: waiting on it is a no-op. */
     OK(hipEventRecord(e = untimed, lo));
     OK(hipStreamDestroy(lo));
