@@ -68,54 +68,60 @@ int main(int argc, char **argv) {
     OK(hipMemcpy(hu, ua, sizeof hu, hipMemcpyDeviceToHost));
     TRUE(hu[0] == 9 && hu[N - 1] == 9);
 
-    /* The image without readable metadata: kernelParams cannot be laid out. */
-    OK(hipModuleLoadData(&bad, broken));
-    OK(hipModuleGetFunction(&bad_fill, bad, "fill_u32"));
-    OK(hipModuleGetFunction(&bad_add, bad, "vector_add"));
-    value = 5;
-    EXPECT(hipModuleLaunchKernel(bad_fill, N / 256, 1, 1, 256, 1, 1, 0, s, fill_args, NULL),
-           hipErrorInvalidKernelFile);
-    EXPECT(hipModuleLaunchKernel(bad_fill, N / 256, 1, 1, 256, 1, 1, 0, s, NULL, NULL), hipErrorInvalidKernelFile);
-    OK(hipStreamSynchronize(s));
-    OK(hipStreamQuery(s));
-    OK(hipMemcpy(hu, ua, sizeof hu, hipMemcpyDeviceToHost));
-    TRUE(hu[0] == 9 && hu[N - 1] == 9); /* the failed launches ran nothing */
+    /* HIP 5.2 aborts the process when a kernel's metadata is missing ("Cannot find Symbol"). */
+    if (!expect_hip52()) {
+        /* The image without readable metadata: kernelParams cannot be laid out. */
+        OK(hipModuleLoadData(&bad, broken));
+        OK(hipModuleGetFunction(&bad_fill, bad, "fill_u32"));
+        OK(hipModuleGetFunction(&bad_add, bad, "vector_add"));
+        value = 5;
+        EXPECT(hipModuleLaunchKernel(bad_fill, N / 256, 1, 1, 256, 1, 1, 0, s, fill_args, NULL),
+               hipErrorInvalidKernelFile);
+        EXPECT(hipModuleLaunchKernel(bad_fill, N / 256, 1, 1, 256, 1, 1, 0, s, NULL, NULL), hipErrorInvalidKernelFile);
+        OK(hipStreamSynchronize(s));
+        OK(hipStreamQuery(s));
+        OK(hipMemcpy(hu, ua, sizeof hu, hipMemcpyDeviceToHost));
+        TRUE(hu[0] == 9 && hu[N - 1] == 9); /* the failed launches ran nothing */
 
-    /* `extra` carries its own layout, so that launch still runs: c = a + b. */
-    OK(hipMemset(ub, 0, N * 4));
-    struct { unsigned *a, *b, *c; unsigned n; } packed = {ua, ub, uc, N};
-    size_t packed_size = sizeof packed;
-    void *extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, &packed, HIP_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
-                     HIP_LAUNCH_PARAM_END};
-    OK(hipModuleLaunchKernel(bad_add, N / 64, 1, 1, 64, 1, 1, 0, s, NULL, extra));
-    OK(hipStreamSynchronize(s));
-    OK(hipMemcpy(hu, uc, sizeof hu, hipMemcpyDeviceToHost));
-    TRUE(hu[0] == 9 && hu[N - 1] == 9);
-    OK(hipModuleUnload(bad));
+        /* `extra` carries its own layout, so that launch still runs: c = a + b. */
+        OK(hipMemset(ub, 0, N * 4));
+        struct { unsigned *a, *b, *c; unsigned n; } packed = {ua, ub, uc, N};
+        size_t packed_size = sizeof packed;
+        void *extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, &packed, HIP_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
+                         HIP_LAUNCH_PARAM_END};
+        OK(hipModuleLaunchKernel(bad_add, N / 64, 1, 1, 64, 1, 1, 0, s, NULL, extra));
+        OK(hipStreamSynchronize(s));
+        OK(hipMemcpy(hu, uc, sizeof hu, hipMemcpyDeviceToHost));
+        TRUE(hu[0] == 9 && hu[N - 1] == 9);
+        OK(hipModuleUnload(bad));
+    }
     OK(hipModuleUnload(good));
 
-    /* Header arithmetic: a section table whose end wraps past 2^64. */
-    hipModule_t m;
-    elf_header();
-    put64(hdr + 0x28, UINT64_MAX - 100); /* e_shoff */
-    put16(hdr + 0x3a, 64);               /* e_shentsize */
-    put16(hdr + 0x3c, 4);                /* e_shnum */
-    EXPECT(hipModuleLoadData(&m, hdr), hipErrorInvalidImage);
-    /* Program header entries smaller than an ELF64 program header. */
-    elf_header();
-    put64(hdr + 0x20, 64); /* e_phoff */
-    put16(hdr + 0x36, 8);  /* e_phentsize */
-    put16(hdr + 0x38, 1);  /* e_phnum */
-    EXPECT(hipModuleLoadData(&m, hdr), hipErrorInvalidImage);
-    /* A section whose sh_offset + sh_size wraps. */
-    elf_header();
-    put64(hdr + 0x28, 64); /* e_shoff */
-    put16(hdr + 0x3a, 64);
-    put16(hdr + 0x3c, 1);
-    hdr[64 + 4] = 1;                     /* SHT_PROGBITS */
-    put64(hdr + 64 + 0x18, UINT64_MAX);  /* sh_offset */
-    put64(hdr + 64 + 0x20, 2);           /* sh_size */
-    EXPECT(hipModuleLoadData(&m, hdr), hipErrorInvalidImage);
+    /* HIP 5.2 reads through ELF header fields that wrap (the process crashes). */
+    if (!expect_hip52()) {
+        /* Header arithmetic: a section table whose end wraps past 2^64. */
+        hipModule_t m;
+        elf_header();
+        put64(hdr + 0x28, UINT64_MAX - 100); /* e_shoff */
+        put16(hdr + 0x3a, 64);               /* e_shentsize */
+        put16(hdr + 0x3c, 4);                /* e_shnum */
+        EXPECT(hipModuleLoadData(&m, hdr), hipErrorInvalidImage);
+        /* Program header entries smaller than an ELF64 program header. */
+        elf_header();
+        put64(hdr + 0x20, 64); /* e_phoff */
+        put16(hdr + 0x36, 8);  /* e_phentsize */
+        put16(hdr + 0x38, 1);  /* e_phnum */
+        EXPECT(hipModuleLoadData(&m, hdr), hipErrorInvalidImage);
+        /* A section whose sh_offset + sh_size wraps. */
+        elf_header();
+        put64(hdr + 0x28, 64); /* e_shoff */
+        put16(hdr + 0x3a, 64);
+        put16(hdr + 0x3c, 1);
+        hdr[64 + 4] = 1;                     /* SHT_PROGBITS */
+        put64(hdr + 64 + 0x18, UINT64_MAX);  /* sh_offset */
+        put64(hdr + 64 + 0x20, 2);           /* sh_size */
+        EXPECT(hipModuleLoadData(&m, hdr), hipErrorInvalidImage);
+    }
 
     OK(hipFree(ua));
     OK(hipFree(ub));
