@@ -9,19 +9,21 @@
 //! `tests/c/check.h`, each with a comment naming the difference; README lists them under
 //! "Where aqueduct differs from HIP 5.2"). Aqueduct's run never sets it.
 //!
-//! Standard-only and run here: `device_memory`, `scale`, `threads` (+ those below as they
-//! qualify). Not here: `captures`, `detach`, `graph_nodes`, `kernels`, `memory_api`, `mempool`,
-//! `multigpu`, `pageable`, `readme_example` and `stress` call aqueduct's extensions (host kernels
-//! through `aqdRegisterHostKernel`, execution contexts), which Debian's HIP has not; the others
-//! are listed at [`EXCLUDED`] with the reason.
+//! Standard-only and run here: `capture_graph`, `device_memory`, `device_properties`,
+//! `module_metadata`, `scale`, `streams`, `threads`. Not here:
+//! - `captures`, `detach`, `graph_nodes`, `kernels`, `memory_api`, `mempool`, `multigpu`,
+//!   `pageable`, `readme_example` and `stress` call aqueduct's extensions (host kernels through
+//!   `aqdRegisterHostKernel`, execution contexts), which Debian's HIP has not;
+//! - `registration` is standard-only, but it is about the paths where HIP 5.2 ends the process:
+//!   a fat binary without a code object for the device (HIP 5.2 aborts with
+//!   hipErrorNoBinaryForGpu) and a NULL wrapper handed to `__hipRegisterFatBinary` (HIP 5.2
+//!   dereferences it). The hipcc-built program of `c_api.rs` covers the registration ABI on
+//!   aqueduct's `libamdhip64.so.5`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
-
-/// Standard-only C tests left out of the differential run, and why.
-pub const EXCLUDED: &[(&str, &str)] = &[];
 
 /// Fails (never skips) when a Debian package the tests need is missing.
 fn require(package: &str, file: &str) {
@@ -141,8 +143,41 @@ fn check(name: &str, runtime: &str, out: &Output) {
     assert!(stdout.contains(&format!("{name}: ok")), "{name} on {runtime} did not finish:\n{stdout}\n{stderr}");
 }
 
-/// Builds `tests/c/<name>.c` once and runs the binary on both runtimes.
+/// The emulator's C twins of its fixture kernels (`kfd-direct/emu/tests/c/twins.c`), for
+/// Debian's HIP, which loads them through `AQUEDUCT_TWINS` (aqueduct's library has its own).
+fn fixture_twins() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let emu = manifest().join("../../kfd-direct/emu");
+        let lib = out_dir().join("libfixture_twins.so");
+        let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
+        let out = Command::new("gcc")
+            .args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-I"])
+            .arg(emu.join("include"))
+            .arg(emu.join("tests/c/twins.c"))
+            .arg("-o")
+            .arg(&lib)
+            .output()
+            .expect("gcc");
+        assert!(out.status.success(), "gcc twins.c failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        lib
+    })
+}
+
+/// The emulator's clang-15 gfx90a fixture code object.
+fn fixture() -> String {
+    let path = manifest().join("../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
+    assert!(path.is_file(), "{} missing", path.display());
+    path.to_str().expect("utf-8 path").to_owned()
+}
+
+/// Builds `tests/c/<name>.c` once and runs the binary on both runtimes; `debian_env` is extra
+/// environment for the Debian run.
 fn differential(name: &str, args: &[&str]) {
+    differential_env(name, args, &[]);
+}
+
+fn differential_env(name: &str, args: &[&str], debian_env: &[(&str, &Path)]) {
     let exe = build(name);
 
     // Aqueduct's libamdhip64.so.5, as `aqueduct run --hip aqueduct` loads it; never under
@@ -159,8 +194,31 @@ fn differential(name: &str, args: &[&str]) {
         .env("LD_PRELOAD", profile_dir().join("libaqueduct_kfd_preload.so"))
         .env("AQUEDUCT_GPU", "gfx90a")
         .env("AQD_EXPECT_HIP52", "1")
-        .env_remove("LD_LIBRARY_PATH");
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("AQUEDUCT_TWINS");
+    c.envs(debian_env.iter().copied());
     check(name, "Debian's HIP 5.2", &run_command(c, Duration::from_secs(300)));
+}
+
+#[test]
+fn capture_graph_on_both_runtimes() {
+    differential("capture_graph", &[]);
+}
+
+#[test]
+fn device_properties_on_both_runtimes() {
+    require("libdrm-common", "/usr/share/libdrm/amdgpu.ids");
+    differential("device_properties", &[]);
+}
+
+#[test]
+fn module_metadata_on_both_runtimes() {
+    differential_env("module_metadata", &[&fixture()], &[("AQUEDUCT_TWINS", fixture_twins())]);
+}
+
+#[test]
+fn streams_on_both_runtimes() {
+    differential("streams", &[]);
 }
 
 #[test]
