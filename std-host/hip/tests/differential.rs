@@ -7,7 +7,7 @@
 //! Aqueduct follows the newest HIP. The Debian run alone sets `AQD_EXPECT_HIP52`, under which a
 //! test skips or accepts the checks where HIP 5.2 behaves differently (`NEWER_HIP` in
 //! `tests/c/check.h`, each with a comment naming the difference; README lists them under
-//! "Where aqueduct differs from HIP 5.2"). Aqueduct's run never sets it.
+//! "Where aqueduct's answer differs from HIP 5.2's"). Aqueduct's run never sets it.
 //!
 //! Standard-only and run here: `capture_graph`, `device_memory`, `device_properties`,
 //! `module_metadata`, `scale`, `streams`, `threads`. Not here:
@@ -183,6 +183,9 @@ fn differential_env(name: &str, args: &[&str], debian_env: &[(&str, &Path)]) {
     // Aqueduct's libamdhip64.so.5, as `aqueduct run --hip aqueduct` loads it; never under
     // AQD_EXPECT_HIP52.
     let dir = amdhip64_dir();
+    let ldd = Command::new("ldd").arg(&exe).env("LD_LIBRARY_PATH", dir).output().expect("ldd");
+    let ldd = String::from_utf8_lossy(&ldd.stdout);
+    assert!(ldd.contains(&format!("{}/libamdhip64.so.5", dir.display())), "{ldd}");
     let mut c = Command::new(&exe);
     c.args(args).env("LD_LIBRARY_PATH", dir).env("AQUEDUCT_BACKEND", "emu").env_remove("AQD_EXPECT_HIP52");
     c.env_remove("LD_PRELOAD");

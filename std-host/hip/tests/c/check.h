@@ -21,8 +21,9 @@
 #endif
 
 /* Set (non-empty) only for the run on Debian's HIP 5.2: checks where HIP 5.2 behaves
-   differently from the newest HIP are skipped there, each under NEWER_HIP with a comment naming
-   the difference (README, "Where aqueduct differs from HIP 5.2"). Never set on aqueduct's run. */
+   differently from the newest HIP are skipped there, each under NEWER_HIP (or taking 5.2's
+   answer through expect_hip52()) with a comment naming the difference (README, "Where
+   aqueduct's answer differs from HIP 5.2's"). Never set on aqueduct's run. */
 static inline int expect_hip52(void) {
     const char *v = getenv("AQD_EXPECT_HIP52");
     return v != NULL && *v != 0;
