@@ -73,9 +73,10 @@ fn amdhip64_dir() -> &'static Path {
     })
 }
 
-/// This run's folder for built programs.
+/// This run's folder for built programs (`aqueduct-hip-tests-<pid>`, the name `c_api.rs` uses:
+/// its first run removes the folders of processes that are gone, these included).
 fn out_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("aqueduct-hip-differential-{}", std::process::id()));
+    let d = std::env::temp_dir().join(format!("aqueduct-hip-tests-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
