@@ -616,6 +616,10 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
         let (ring, qm) = self.ring_of(q).ok_or(Error::OutOfMemory)?;
         // A fresh queue starts with every slot INVALID and, as HSA allows, its indices where the
         // previous user left them (they only ever grow).
+        // The consumer's last retire on this slot's previous queue stored the read index with
+        // Release; this Acquire load orders the pump's reads of the old packets before the new
+        // user's writes into the same ring memory.
+        let _retired = ring.read_index();
         ring.invalidate_all();
         let w = self.start_index.unwrap_or_else(|| ring.write_index());
         // Ordering: Release; nobody consumes this queue before it is handed out.
