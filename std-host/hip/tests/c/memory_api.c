@@ -4,6 +4,7 @@
 #include "check.h"
 
 #include <pthread.h>
+#include <time.h>
 #include <sched.h>
 
 static volatile int about_to_free, go, free_returned, violations, wrote;
@@ -21,13 +22,21 @@ static void slow_write(void **args, dim3 blockIdx, dim3 gridDim, dim3 blockDim) 
 }
 static char slow_symbol;
 
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
 /* Lets the held kernel go once main is about to free its buffer. A hipFree that waits cannot
-   return before this; one that did not wait would, and the bounded yield loop first gives it
-   the time to (it only makes that mistake visible: the correct order never depends on it). */
+   return before this; one that did not wait would, and the bounded wait first gives it up to
+   20 ms to (it only makes that mistake visible: the correct order never depends on it). The
+   bound is time, not a count of yields: on a loaded machine each yield can cost a time slice. */
 static void *releaser(void *arg) {
     (void)arg;
     while (!about_to_free) sched_yield();
-    for (long i = 0; i < 50000 && !free_returned; i++) sched_yield();
+    double start = now_ms();
+    while (!free_returned && now_ms() - start < 20.0) sched_yield();
     go = 1;
     return NULL;
 }
