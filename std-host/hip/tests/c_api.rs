@@ -3,9 +3,11 @@
 //! `libaqueduct_hip.a`), and run on the emulated GPU; it must exit 0 and print `<name>: ok`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
 
 /// Fails (never skips) when a Debian package the tests need is missing.
 fn require(package: &str, file: &str) {
@@ -119,32 +121,12 @@ fn run(exe: &Path, args: &[&str]) -> Output {
 
 /// As [`run`], with extra environment variables.
 fn run_env(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut child = Command::new(exe)
-        .args(args)
+    let mut c = Command::new(exe);
+    c.args(args)
         .env("AQUEDUCT_BACKEND", "emu")
         .env_remove("AQD_EXPECT_HIP52") // HIP 5.2's allowances never apply to aqueduct
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "{} hung\nstdout:\n{}\nstderr:\n{}",
-                exe.display(),
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        .envs(env.iter().copied());
+    common::run_command(c, Duration::from_secs(60))
 }
 
 /// Builds and runs one C test; returns its stdout.

@@ -11,8 +11,10 @@
 //! report fails the test.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+mod common;
 
 /// Fails (never skips) when a Debian package the test needs is missing.
 fn require(package: &str, file: &str) {
@@ -85,36 +87,14 @@ fn build(lib: &Path, tsan_rt: Option<&Path>) -> PathBuf {
 /// Runs `exe` on the emulated GPU, killing it if it hangs.
 fn run(exe: &Path, args: &[&str], tsan: bool) -> Output {
     let mut c = Command::new(exe);
-    c.args(args)
-        .env("AQUEDUCT_BACKEND", "emu")
-        .env_remove("LD_LIBRARY_PATH")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    c.args(args).env("AQUEDUCT_BACKEND", "emu").env_remove("LD_LIBRARY_PATH");
     if tsan {
         // The first report ends the run with TSAN's exit code (66).
         let extra = std::env::var("TSAN_OPTIONS").unwrap_or_default();
         c.env("TSAN_OPTIONS", format!("halt_on_error=1 second_deadlock_stack=1 {extra}"));
     }
-    let mut child = c.spawn().expect("spawn");
     // A hang guard, no timing claim: ThreadSanitizer slows the run down several times over.
-    let bound = Duration::from_secs(if tsan { 900 } else { 300 });
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > bound {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "{} hung\nstdout:\n{}\nstderr:\n{}",
-                exe.display(),
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::run_command(c, Duration::from_secs(if tsan { 900 } else { 300 }))
 }
 
 #[test]

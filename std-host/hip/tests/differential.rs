@@ -21,9 +21,12 @@
 //!   aqueduct's `libamdhip64.so.5`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
+use common::run_command;
 
 /// Fails (never skips) when a Debian package the tests need is missing.
 fn require(package: &str, file: &str) {
@@ -111,30 +114,6 @@ fn build(name: &str) -> PathBuf {
     let needs = String::from_utf8_lossy(&needs.stdout);
     assert!(needs.contains("NEEDED               libamdhip64.so.5"), "{needs}");
     exe
-}
-
-/// Runs `c`, killing it after `timeout`.
-fn run_command(mut c: Command, timeout: Duration) -> Output {
-    let exe = PathBuf::from(c.get_program());
-    c.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = c.spawn().expect("spawn");
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "{} hung for {timeout:?}\nstdout:\n{}\nstderr:\n{}",
-                exe.display(),
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn check(name: &str, runtime: &str, out: &Output) {

@@ -1,0 +1,29 @@
+//! Helpers shared by the C-program test harnesses of this crate.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `c`, killing it after `timeout`.
+pub fn run_command(mut c: Command, timeout: Duration) -> Output {
+    let exe = PathBuf::from(c.get_program());
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().expect("spawn");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "{} hung for {timeout:?}\nstdout:\n{}\nstderr:\n{}",
+                exe.display(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
