@@ -1,0 +1,323 @@
+//! Flattening graphs of this layer into core graphs: instantiation, and taking over captured graphs.
+
+use super::*;
+use crate::launch::handle_of_object;
+use aqueduct::backend::{CopyArgs, FillArgs};
+use aqueduct::{Backend, BuiltinKernel, HostFn, KernelLaunch, MemoryKind};
+
+// ----- building core graphs -------------------------------------------------------------------
+
+/// `dst[..n] = src[..n]` on the host, run as a host node.
+struct HostCopy {
+    dst: u64,
+    src: u64,
+    bytes: u64,
+}
+
+unsafe extern "C" fn host_copy(data: *mut c_void) {
+    // SAFETY: `data` is a `HostCopy` an executable owns for as long as it can run.
+    let c = unsafe { &*data.cast::<HostCopy>() };
+    // SAFETY: the copy's ends are host memory of the graph's user (pageable) and a pinned
+    // staging buffer of the executable, each at least `bytes` long.
+    unsafe { std::ptr::copy(c.src as usize as *const u8, c.dst as usize as *mut u8, c.bytes as usize) };
+}
+
+/// Staging buffers and host-copy records an executable owns.
+#[derive(Default)]
+pub(super) struct Staging {
+    buffers: Vec<u64>,
+    /// Boxed: host nodes hold their addresses, which must not move as the list grows.
+    #[allow(clippy::vec_box)]
+    copies: Vec<Box<HostCopy>>,
+}
+
+impl Staging {
+    pub(super) fn is_empty(&self) -> bool {
+        self.buffers.is_empty() && self.copies.is_empty()
+    }
+
+    pub(super) fn free(self, g: &Global) {
+        for b in self.buffers {
+            let _ = g.rt.backend().memory_free(b);
+        }
+    }
+}
+
+/// Flattens graphs into a core graph.
+pub(super) struct Build<'a> {
+    pub(super) g: &'a Global,
+    pub(super) core: GraphHandle,
+    pub(super) device: u32,
+    /// `None` while adding to a capture's graph: copies of pageable memory are recorded as
+    /// they are then, as a captured copy is.
+    pub(super) staging: Option<&'a mut Staging>,
+}
+
+impl Build<'_> {
+    fn builtin(&mut self, kernel: BuiltinKernel, args: &[u8], deps: &[NodeId]) -> HipResult<NodeId> {
+        let object = self.g.rt.backend().builtin_kernel(self.device, kernel)?;
+        let launch = KernelLaunch {
+            kernel_object: object,
+            grid: [1, 1, 1],
+            workgroup: [1, 1, 1],
+            group_segment_size: 0,
+            private_segment_size: 0,
+            kernarg: args,
+        };
+        Ok(self.g.rt.graph_add_kernel_node(self.core, deps, &launch)?)
+    }
+
+    fn device_copy(&mut self, dst: u64, src: u64, bytes: u64, deps: &[NodeId]) -> HipResult<NodeId> {
+        let a = CopyArgs { dst, src, bytes };
+        // SAFETY: CopyArgs is three u64s, no padding.
+        let b = unsafe { std::slice::from_raw_parts((&a as *const CopyArgs).cast::<u8>(), size_of::<CopyArgs>()) };
+        self.builtin(BuiltinKernel::Copy, b, deps)
+    }
+
+    fn host_copy(&mut self, dst: u64, src: u64, bytes: u64, deps: &[NodeId]) -> HipResult<NodeId> {
+        let staging = self.staging.as_mut().ok_or(NOT_SUPPORTED)?;
+        let c = Box::new(HostCopy { dst, src, bytes });
+        let data = (&*c as *const HostCopy).cast_mut().cast::<c_void>();
+        staging.copies.push(c);
+        let kind = NodeKind::Host(HostFn::Plain { func: host_copy, data });
+        Ok(self.g.rt.graph_add_node(self.core, deps, kind)?)
+    }
+
+    fn stage(&mut self, bytes: u64) -> HipResult<u64> {
+        let b = self.g.rt.backend().memory_alloc(self.device, bytes as usize, MemoryKind::Host)?;
+        match self.staging.as_mut() {
+            Some(s) => {
+                s.buffers.push(b);
+                Ok(b)
+            }
+            None => {
+                let _ = self.g.rt.backend().memory_free(b);
+                Err(NOT_SUPPORTED)
+            }
+        }
+    }
+
+    /// One row of a copy, staged where a side is pageable.
+    fn copy_row(&mut self, dst: u64, src: u64, bytes: u64, deps: &[NodeId]) -> HipResult<NodeId> {
+        if bytes == 0 {
+            return Ok(self.g.rt.graph_add_empty_node(self.core, deps)?);
+        }
+        let (d, s) = (self.g.is_device_reachable(dst, bytes), self.g.is_device_reachable(src, bytes));
+        if (d && s) || self.staging.is_none() {
+            return self.device_copy(dst, src, bytes, deps);
+        }
+        match (d, s) {
+            (true, false) => {
+                let b = self.stage(bytes)?;
+                let h = self.host_copy(b, src, bytes, deps)?;
+                self.device_copy(dst, b, bytes, &[h])
+            }
+            (false, true) => {
+                let b = self.stage(bytes)?;
+                let c = self.device_copy(b, src, bytes, deps)?;
+                self.host_copy(dst, b, bytes, &[c])
+            }
+            _ => self.host_copy(dst, src, bytes, deps),
+        }
+    }
+
+    /// One node after `deps`; returns the core node later nodes depend on.
+    pub(super) fn add(&mut self, kind: &Kind, deps: &[NodeId]) -> HipResult<NodeId> {
+        let rt = &self.g.rt;
+        match kind {
+            Kind::Empty => Ok(rt.graph_add_empty_node(self.core, deps)?),
+            Kind::Kernel(k) => {
+                let (grid, workgroup) = geometry(k.grid, k.block)?;
+                let launch = KernelLaunch {
+                    kernel_object: k.f.object,
+                    grid,
+                    workgroup,
+                    group_segment_size: k.f.group.saturating_add(k.shared_mem),
+                    private_segment_size: k.f.private,
+                    kernarg: k.bytes(),
+                };
+                Ok(rt.graph_add_kernel_node(self.core, deps, &launch)?)
+            }
+            Kind::Copy(c) => {
+                let mut ends = Vec::new();
+                for (dst, src, bytes) in c.rows() {
+                    ends.push(self.copy_row(dst, src, bytes, deps)?);
+                }
+                self.join(ends, deps)
+            }
+            Kind::Memset(m) => {
+                let mut ends = Vec::new();
+                for row in 0..m.height {
+                    let a = FillArgs {
+                        dst: m.dst + (row * m.pitch) as u64,
+                        count: m.width as u64,
+                        value: m.value,
+                        element_bytes: m.element_size,
+                    };
+                    // SAFETY: FillArgs is two u64s and two u32s, no padding.
+                    let b = unsafe {
+                        std::slice::from_raw_parts((&a as *const FillArgs).cast::<u8>(), size_of::<FillArgs>())
+                    };
+                    ends.push(self.builtin(BuiltinKernel::Fill, b, deps)?);
+                }
+                self.join(ends, deps)
+            }
+            Kind::Host { func, data } => {
+                let f = HostFn::Plain { func: *func, data: *data as *mut c_void };
+                Ok(rt.graph_add_node(self.core, deps, NodeKind::Host(f))?)
+            }
+            Kind::EventRecord(e) => Ok(rt.graph_add_node(self.core, deps, NodeKind::EventRecord(*e))?),
+            Kind::EventWait(e) => Ok(rt.graph_add_node(self.core, deps, NodeKind::EventWait(*e))?),
+            Kind::MemAlloc { address, bytes } => {
+                Ok(rt.graph_add_node(self.core, deps, NodeKind::MemAlloc { address: *address, bytes: *bytes })?)
+            }
+            Kind::MemFree(a) => Ok(rt.graph_add_node(self.core, deps, NodeKind::MemFree(*a))?),
+            Kind::Child(c) => {
+                let leaves = self.flatten(c, deps)?;
+                self.join(leaves, deps)
+            }
+            Kind::Raw(r) => match r.kind {
+                NodeKind::Dispatch(d) => {
+                    let launch = KernelLaunch {
+                        kernel_object: d.kernel_object,
+                        grid: d.grid,
+                        workgroup: d.workgroup,
+                        group_segment_size: d.group_segment_size,
+                        private_segment_size: d.private_segment_size,
+                        kernarg: &r.args,
+                    };
+                    Ok(rt.graph_add_kernel_node(self.core, deps, &launch)?)
+                }
+                other => Ok(rt.graph_add_node(self.core, deps, other)?),
+            },
+        }
+    }
+
+    /// The one node that follows `ends` (an empty join when there are several; when there are
+    /// none, an empty node after `deps`).
+    fn join(&mut self, ends: Vec<NodeId>, deps: &[NodeId]) -> HipResult<NodeId> {
+        match ends.as_slice() {
+            [one] => Ok(*one),
+            [] => Ok(self.g.rt.graph_add_empty_node(self.core, deps)?),
+            many => Ok(self.g.rt.graph_add_empty_node(self.core, many)?),
+        }
+    }
+
+    /// Adds `graph` with its roots after `entry`; returns the core nodes of its leaves. A
+    /// cycle is `hipErrorInvalidValue`.
+    fn flatten(&mut self, graph: &Graph, entry: &[NodeId]) -> HipResult<Vec<NodeId>> {
+        let order = graph.order().ok_or(INVALID_VALUE)?;
+        let mut exits: HashMap<u16, NodeId> = HashMap::new();
+        for &id in &order {
+            let preds = graph.deps(id);
+            let deps: Vec<NodeId> = if preds.is_empty() {
+                entry.to_vec()
+            } else {
+                preds.iter().filter_map(|p| exits.get(p).copied()).collect()
+            };
+            let exit = self.add(graph.kind(id)?, &deps)?;
+            exits.insert(id, exit);
+        }
+        Ok(order
+            .iter()
+            .filter(|&&id| graph.dependents(id).is_empty())
+            .filter_map(|id| exits.get(id).copied())
+            .collect())
+    }
+}
+
+/// Builds graph `graph` into a core graph and instantiates it on the calling thread's device.
+pub(super) fn instantiate(g: &Global, graph: &Graph, flags: u32) -> HipResult<(GraphExecHandle, Staging)> {
+    let device = g.rt.device()?;
+    let core = g.rt.graph_create()?;
+    let mut staging = Staging::default();
+    let built = Build { g, core, device, staging: Some(&mut staging) }.flatten(graph, &[]);
+    let result = built.and_then(|_| Ok(g.rt.graph_instantiate_with_flags(core, flags)?));
+    let _ = g.rt.graph_destroy(core);
+    match result {
+        Ok(x) => Ok((x, staging)),
+        Err(e) => {
+            staging.free(g);
+            Err(e)
+        }
+    }
+}
+
+// ----- captured graphs --------------------------------------------------------------------------
+
+/// What core node `id` of captured graph `core` is, as a node of this layer.
+pub(super) fn captured_kind(g: &Global, core: GraphHandle, id: NodeId, device: u32) -> HipResult<Kind> {
+    let kind = g.rt.graph_node_kind(core, id)?;
+    let raw = |args: Vec<u8>, ty| Kind::Raw(RawNode { kind, args, ty });
+    Ok(match kind {
+        NodeKind::Empty => Kind::Empty,
+        NodeKind::EventRecord(e) => Kind::EventRecord(e),
+        NodeKind::EventWait(e) => Kind::EventWait(e),
+        NodeKind::MemAlloc { address, bytes } => Kind::MemAlloc { address, bytes },
+        NodeKind::MemFree(a) => Kind::MemFree(a),
+        NodeKind::Host(HostFn::Plain { func, data }) => Kind::Host { func, data: data as usize },
+        NodeKind::Host(_) => raw(Vec::new(), Some(TYPE_HOST)),
+        NodeKind::WaitValue(_) | NodeKind::Conditional(_) => raw(Vec::new(), None),
+        NodeKind::Dispatch(d) => {
+            let mut args = vec![0u8; d.arg_len as usize];
+            g.rt.graph_node_args(core, id, &mut args)?;
+            let backend = g.rt.backend();
+            let builtin = |k| backend.builtin_kernel(device, k).ok() == Some(d.kernel_object);
+            if builtin(BuiltinKernel::Copy) && args.len() >= size_of::<CopyArgs>() {
+                // SAFETY: the arguments of a copy dispatch are a CopyArgs (length checked).
+                let a: CopyArgs = unsafe { std::ptr::read_unaligned(args.as_ptr().cast()) };
+                return Ok(Kind::Copy(CopyNode::linear(a.dst, a.src, a.bytes as usize, MEMCPY_DEFAULT)));
+            }
+            if builtin(BuiltinKernel::Fill) && args.len() >= size_of::<FillArgs>() {
+                // SAFETY: the arguments of a fill dispatch are a FillArgs (length checked).
+                let a: FillArgs = unsafe { std::ptr::read_unaligned(args.as_ptr().cast()) };
+                let width = a.count as usize;
+                let m = MemsetNode {
+                    dst: a.dst,
+                    element_size: a.element_bytes,
+                    height: 1,
+                    pitch: width,
+                    value: a.value,
+                    width,
+                };
+                return Ok(Kind::Memset(m));
+            }
+            let Some(func) = handle_of_object(g, d.kernel_object) else { return Ok(raw(args, None)) };
+            let Ok(f) = resolve(g, func, device) else { return Ok(raw(args, None)) };
+            let w = d.workgroup.map(|w| u32::from(w).max(1));
+            let block = Dim3 { x: w[0], y: w[1], z: w[2] };
+            let grid = Dim3 { x: d.grid[0] / w[0], y: d.grid[1] / w[1], z: d.grid[2] / w[2] };
+            let shared = d.group_segment_size.saturating_sub(f.group);
+            let by_buffer = f.args.is_none();
+            Kind::Kernel(KernelNode::from_parts(func as usize, grid, block, shared, f, &args, by_buffer))
+        }
+    })
+}
+
+/// Takes over the graph a capture recorded: the same handle then names a graph of this layer,
+/// with the same node ids (so node handles given out during the capture stay valid); core's
+/// graph is released.
+pub(crate) fn adopt_captured(g: &Global, core: GraphHandle) -> HipResult {
+    let device = g.rt.device()?;
+    let count = g.rt.graph_node_count(core)?;
+    let mut graph = Graph::default();
+    for i in 0..count {
+        graph.nodes.push(Some(captured_kind(g, core, NodeId(i as u16), device)?));
+    }
+    let mut edges = vec![(NodeId(0), NodeId(0)); 2 * count + 16];
+    let n = g.rt.graph_edges(core, &mut edges)?;
+    if n > edges.len() {
+        edges.resize(n, (NodeId(0), NodeId(0)));
+        g.rt.graph_edges(core, &mut edges)?;
+    }
+    graph.edges = edges.iter().take(n).map(|(f, t)| (f.0, t.0)).collect();
+    g.rt.graph_destroy(core)?;
+    let owns = graph.has_memory_nodes();
+    lock(&GRAPHS).map.insert(core.0, Entry::Owned(graph));
+    if owns {
+        lock(&MEM_OWNERS).insert(core.0, MemOwner { graph_alive: true, exec: None });
+    }
+    Ok(())
+}
+
+// ----- graphs ----------------------------------------------------------------------------------
