@@ -337,6 +337,10 @@ unsafe impl Backend for AnyBackend {
         each_q!(self, queue, b, q => b.ring_doorbell(q, index), ())
     }
 
+    fn device_doorbell(&self, queue: &AnyQueue) -> Option<aqueduct::conditional::DeviceDoorbell> {
+        each_q!(self, queue, b, q => b.device_doorbell(q), None)
+    }
+
     fn queue_fault(&self, queue: &AnyQueue) -> Option<Error> {
         each_q!(self, queue, b, q => b.queue_fault(q), Some(Error::InvalidHandle))
     }

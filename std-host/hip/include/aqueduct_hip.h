@@ -3,7 +3,8 @@
  * Include this instead of (or after) <hip/hip_runtime_api.h> (Debian's libamdhip64-dev, HIP 5.2;
  * compile with -D__HIP_PLATFORM_AMD__) and link with -laqueduct_hip instead of -lamdhip64. It adds
  * the newer HIP declarations the 5.2 header lacks and aqueduct's extensions: host kernels (what
- * the emulated GPU runs in place of GPU code) and execution ("green") contexts. */
+ * the emulated GPU runs in place of GPU code), execution ("green") contexts and conditional graph
+ * nodes (aqueduct_hip_device.h has the device-side setter). */
 #ifndef AQUEDUCT_HIP_H
 #define AQUEDUCT_HIP_H
 
@@ -41,6 +42,86 @@ typedef struct aqdExecCtx_st* aqdExecCtx_t;
 hipError_t aqdExecCtxCreate(aqdExecCtx_t* ctx, int device);
 hipError_t aqdExecCtxStreamCreate(aqdExecCtx_t ctx, hipStream_t* stream, unsigned int flags, int priority);
 hipError_t aqdExecCtxDestroy(aqdExecCtx_t ctx);
+
+/* Conditional graph nodes (CUDA 12.8's semantics, HIP-style names; docs/conditional-graphs.md).
+   A handle is the device address of a cell whose first 32-bit word is the condition. */
+typedef unsigned long long hipGraphConditionalHandle;
+typedef enum hipGraphConditionalNodeType {
+    hipGraphCondTypeIf = 0,     /* body 0 once if the value is not 0; with size 2, else body 1 */
+    hipGraphCondTypeWhile = 1,  /* body 0 while the value is not 0 (checked before each round) */
+    hipGraphCondTypeSwitch = 2  /* body `value` once; none if value >= size */
+} hipGraphConditionalNodeType;
+/* Flag of hipGraphConditionalHandleCreate: set the value to the default at every launch. */
+#define hipGraphCondAssignDefault 1
+/* hipGraphNodeParams.type of a conditional node: CUDA's value, unused in HIP 5.2's numbering. */
+#define hipGraphNodeTypeConditional ((hipGraphNodeType)13)
+
+typedef struct hipConditionalNodeParams {
+    hipGraphConditionalHandle handle;
+    hipGraphConditionalNodeType type;
+    unsigned int size;        /* number of bodies: WHILE 1, IF 1 or 2, SWITCH 1..8 */
+    hipGraph_t* phGraph_out;  /* out: the node's own array of `size` empty body graphs */
+} hipConditionalNodeParams;
+
+/* The other node kinds of hipGraphNodeParams (newer HIP's types, which HIP 5.2 lacks). */
+typedef struct hipMemcpyNodeParams {
+    int flags;  /* 0 */
+    int reserved[3];
+    hipMemcpy3DParms copyParams;
+} hipMemcpyNodeParams;
+typedef struct hipChildGraphNodeParams {
+    hipGraph_t graph;
+} hipChildGraphNodeParams;
+typedef struct hipEventWaitNodeParams {
+    hipEvent_t event;
+} hipEventWaitNodeParams;
+typedef struct hipEventRecordNodeParams {
+    hipEvent_t event;
+} hipEventRecordNodeParams;
+typedef struct hipMemAllocNodeParams {
+    hipMemPoolProps poolProps;
+    const hipMemAccessDesc* accessDescs;
+    size_t accessDescCount;
+    size_t bytesize;
+    void* dptr;
+} hipMemAllocNodeParams;
+typedef struct hipMemFreeNodeParams {
+    void* dptr;
+} hipMemFreeNodeParams;
+
+/* hipGraphAddNode's parameters (CUDA's and newer HIP's layout, 256 bytes). `type` takes HIP 5.2's
+   numbering (hipGraphNodeTypeKernel = 1 ...) and hipGraphNodeTypeConditional. */
+typedef struct hipGraphNodeParams {
+    hipGraphNodeType type;
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        hipKernelNodeParams kernel;
+        hipMemcpyNodeParams memcpy;
+        hipMemsetParams memset;
+        hipHostNodeParams host;
+        hipChildGraphNodeParams graph;
+        hipEventWaitNodeParams eventWait;
+        hipEventRecordNodeParams eventRecord;
+        hipMemAllocNodeParams alloc;
+        hipMemFreeNodeParams free;
+        hipConditionalNodeParams conditional;
+    };
+    long long reserved2;
+} hipGraphNodeParams;
+
+/* A handle on `graph` (the graph holding its node, or an ancestor of it) whose value starts at
+   defaultLaunchValue; flags 0 or hipGraphCondAssignDefault. */
+hipError_t hipGraphConditionalHandleCreate(hipGraphConditionalHandle* pHandle_out, hipGraph_t graph,
+                                           unsigned int defaultLaunchValue, unsigned int flags);
+/* Adds a node of any kind. For a conditional node the call creates `size` empty body graphs and
+   points nodeParams->conditional.phGraph_out at the node's array of them. */
+hipError_t hipGraphAddNode(hipGraphNode_t* pGraphNode, hipGraph_t graph, const hipGraphNode_t* pDependencies,
+                           size_t numDependencies, hipGraphNodeParams* nodeParams);
+/* Sets a handle's value (a release store of its word): what a host kernel on the emulated GPU
+   calls where GPU code calls hipGraphSetConditional (aqueduct_hip_device.h). No checks: the
+   handle must be live, as on the device. */
+void aqdGraphSetConditional(hipGraphConditionalHandle handle, unsigned int value);
 
 #ifdef __cplusplus
 }

@@ -364,6 +364,48 @@ fn graphs_built_node_by_node() {
 }
 
 #[test]
+fn conditional_nodes_if_while_switch() {
+    c_test("conditional", &[]);
+}
+
+/// `include/aqueduct_hip_device.h` compiled by clang-15 for gfx90a: `hipGraphSetConditional`
+/// must become a store to the handle's word with system-scope release order, which on gfx90a
+/// is an L2 write-back (`buffer_wbl2`) and a wait before the store.
+#[test]
+fn device_setter_is_a_system_scope_release_store() {
+    require("clang-15", "/usr/bin/clang-15");
+    require("libamdhip64-dev", "/usr/include/hip/hip_runtime_api.h");
+    let asm = out_dir().join("conditional_device.s");
+    {
+        let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
+        let out = Command::new("clang-15")
+            .args(["-x", "hip", "-nogpulib", "-nogpuinc", "-O2", "-D__HIP_PLATFORM_AMD__", "-I/usr/include"])
+            .arg(format!("-I{}", manifest().join("include").display()))
+            .args(["--cuda-device-only", "--offload-arch=gfx90a", "-S", "-o"])
+            .arg(&asm)
+            .arg(manifest().join("tests/c/conditional_device.hip"))
+            .output()
+            .expect("clang-15");
+        assert!(out.status.success(), "clang-15 failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = std::fs::read_to_string(&asm).expect("assembly");
+    let body: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("set_condition:"))
+        .take_while(|l| !l.contains("s_endpgm"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with(';') && !l.starts_with('.'))
+        .collect();
+    let wb = body.iter().position(|l| l.starts_with("buffer_wbl2"));
+    let store = body.iter().rposition(|l| l.contains("_store_dword"));
+    assert!(
+        matches!((wb, store), (Some(w), Some(s)) if w < s && body[w..s].iter().any(|l| l.starts_with("s_waitcnt"))),
+        "no release store in set_condition:\n{}",
+        body.join("\n")
+    );
+}
+
+#[test]
 fn copies_fills_pointers_and_free_lifetime() {
     c_test("memory_api", &[]);
 }

@@ -51,6 +51,8 @@ pub(super) struct Build<'a> {
     /// `None` while adding to a capture's graph: copies of pageable memory are recorded as
     /// they are then, as a captured copy is.
     pub(super) staging: Option<&'a mut Staging>,
+    /// Core graphs of conditional bodies, destroyed once the instantiation has read them.
+    pub(super) bodies: Vec<GraphHandle>,
 }
 
 impl Build<'_> {
@@ -172,6 +174,7 @@ impl Build<'_> {
                 Ok(rt.graph_add_node(self.core, deps, NodeKind::MemAlloc { address: *address, bytes: *bytes })?)
             }
             Kind::MemFree(a) => Ok(rt.graph_add_node(self.core, deps, NodeKind::MemFree(*a))?),
+            Kind::Conditional(c) => self.conditional(c, deps),
             Kind::Child(c) => {
                 let leaves = self.flatten(c, deps)?;
                 self.join(leaves, deps)
@@ -205,7 +208,7 @@ impl Build<'_> {
 
     /// Adds `graph` with its roots after `entry`; returns the core nodes of its leaves. A
     /// cycle is `hipErrorInvalidValue`.
-    fn flatten(&mut self, graph: &Graph, entry: &[NodeId]) -> HipResult<Vec<NodeId>> {
+    pub(super) fn flatten(&mut self, graph: &Graph, entry: &[NodeId]) -> HipResult<Vec<NodeId>> {
         let order = graph.order().ok_or(INVALID_VALUE)?;
         let mut exits: HashMap<u16, NodeId> = HashMap::new();
         for &id in &order {
@@ -231,9 +234,12 @@ pub(super) fn instantiate(g: &Global, graph: &Graph, flags: u32) -> HipResult<(G
     let device = g.rt.device()?;
     let core = g.rt.graph_create()?;
     let mut staging = Staging::default();
-    let built = Build { g, core, device, staging: Some(&mut staging) }.flatten(graph, &[]);
+    let mut build = Build { g, core, device, staging: Some(&mut staging), bodies: Vec::new() };
+    let built = build.flatten(graph, &[]);
     let result = built.and_then(|_| Ok(g.rt.graph_instantiate_with_flags(core, flags)?));
-    let _ = g.rt.graph_destroy(core);
+    for body in build.bodies.into_iter().chain([core]) {
+        let _ = g.rt.graph_destroy(body);
+    }
     match result {
         Ok(x) => Ok((x, staging)),
         Err(e) => {

@@ -329,7 +329,9 @@ const UPDATE_NOT_SUPPORTED: c_int = 6;
 
 /// Compares graphs for an update, node by node in topological order: a different node count
 /// or dependency count is `TopologyChanged`, a different type `NodeTypeChanged`, a copy of
-/// another kind `ParametersChanged`. On success, the pairs (old id, new id).
+/// another kind or a conditional node of another handle, type or body count
+/// `ParametersChanged`; child graphs and bodies compare the same way. On success, the pairs
+/// (old id, new id).
 fn compare(old: &Graph, new: &Graph) -> Result<Edges, Mismatch> {
     let (Some(a), Some(b)) = (old.order(), new.order()) else { return Err((UPDATE_TOPOLOGY_CHANGED, None)) };
     if a.len() != b.len() {
@@ -355,6 +357,14 @@ fn compare(old: &Graph, new: &Graph) -> Result<Edges, Mismatch> {
         }
         if let (Kind::Child(x), Kind::Child(y)) = (ka, kb) {
             compare(x, y).map_err(|(r, _)| (r, Some(j)))?;
+        }
+        if let (Kind::Conditional(x), Kind::Conditional(y)) = (ka, kb) {
+            if (x.handle, x.kind, x.bodies.len()) != (y.handle, y.kind, y.bodies.len()) {
+                return Err((UPDATE_PARAMETERS_CHANGED, Some(j)));
+            }
+            for (bx, by) in x.bodies.iter().zip(&y.bodies) {
+                compare(bx, by).map_err(|(r, _)| (r, Some(j)))?;
+            }
         }
         if old.deps(i).len() != new.deps(j).len() {
             return Err((UPDATE_TOPOLOGY_CHANGED, Some(j)));

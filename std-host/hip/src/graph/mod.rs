@@ -1,6 +1,6 @@
 //! Graphs built node by node (docs/hip-semantics.md, "Graphs"): kernel, copy, fill, host,
-//! child-graph, empty and event nodes; edges; queries; clones; per-node parameters in graphs
-//! and in executables; whole-graph update.
+//! child-graph, empty, event and conditional nodes; edges; queries; clones; per-node parameters
+//! in graphs and in executables; whole-graph update.
 //!
 //! # Model
 //!
@@ -133,6 +133,8 @@ const TYPE_EVENT_RECORD: c_int = 8;
 /// allocation; its 10 and 11 name symbol copies, which are reported as `Memcpy` here).
 const TYPE_MEM_ALLOC: c_int = 10;
 const TYPE_MEM_FREE: c_int = 11;
+/// `hipGraphNodeTypeConditional` (`aqueduct_hip.h`): CUDA's value, unused in HIP 5.2's numbering.
+const TYPE_CONDITIONAL: c_int = 13;
 
 /// `hipMemcpyDefault`, and the largest kind HIP accepts besides `DeviceToDeviceNoCU`.
 const MEMCPY_DEFAULT: c_uint = 4;
@@ -368,6 +370,8 @@ enum Kind {
     },
     /// The free of a graph allocation (captured `hipFreeAsync`).
     MemFree(u64),
+    /// IF, WHILE or SWITCH over body graphs (`conditional.rs`).
+    Conditional(CondNode),
     Raw(RawNode),
 }
 
@@ -384,6 +388,7 @@ impl Kind {
             Kind::EventRecord(_) => TYPE_EVENT_RECORD,
             Kind::MemAlloc { .. } => TYPE_MEM_ALLOC,
             Kind::MemFree(_) => TYPE_MEM_FREE,
+            Kind::Conditional(_) => TYPE_CONDITIONAL,
             Kind::Raw(r) => return r.ty,
         })
     }
@@ -469,10 +474,11 @@ impl Graph {
     }
 }
 
-/// A graph of this layer, or a view of the child graph inside a child-graph node.
+/// A graph of this layer, or a view of a graph inside a node of another: the child graph of a
+/// child-graph node (`body` `None`), or body `body` of a conditional node.
 enum Entry {
     Owned(Graph),
-    Child { parent: u64, node: u16 },
+    Child { parent: u64, node: u16, body: Option<usize> },
 }
 
 #[derive(Default)]
@@ -495,8 +501,9 @@ impl Graphs {
     fn get(&self, h: u64) -> Option<&Graph> {
         match self.map.get(&h)? {
             Entry::Owned(g) => Some(g),
-            Entry::Child { parent, node } => match self.get(*parent)?.kind(*node).ok()? {
-                Kind::Child(c) => Some(c),
+            Entry::Child { parent, node, body } => match (self.get(*parent)?.kind(*node).ok()?, body) {
+                (Kind::Child(c), None) => Some(c),
+                (Kind::Conditional(c), Some(b)) => c.bodies.get(*b),
                 _ => None,
             },
         }
@@ -505,8 +512,8 @@ impl Graphs {
     fn get_mut(&mut self, h: u64) -> Option<&mut Graph> {
         let mut path = Vec::new();
         let mut root = h;
-        while let Entry::Child { parent, node } = self.map.get(&root)? {
-            path.push(*node);
+        while let Entry::Child { parent, node, body } = self.map.get(&root)? {
+            path.push((*node, *body));
             root = *parent;
             if path.len() > 64 {
                 return None;
@@ -514,27 +521,27 @@ impl Graphs {
         }
         let Entry::Owned(root) = self.map.get_mut(&root)? else { return None };
         let mut g: &mut Graph = root;
-        for &node in path.iter().rev() {
-            match g.kind_mut(node).ok()? {
-                Kind::Child(c) => g = &mut **c,
+        for &(node, body) in path.iter().rev() {
+            match (g.kind_mut(node).ok()?, body) {
+                (Kind::Child(c), None) => g = &mut **c,
+                (Kind::Conditional(c), Some(b)) => g = c.bodies.get_mut(b)?,
                 _ => return None,
             }
         }
         Some(g)
     }
 
-    /// The handle of the child graph of node `node` of graph `parent`.
-    fn child_view(&mut self, parent: u64, node: u16) -> u64 {
-        let found = self
-            .map
-            .iter()
-            .find(|(_, e)| matches!(e, Entry::Child { parent: p, node: n } if *p == parent && *n == node));
+    /// The handle of the child graph (`body` `None`) or body of node `node` of graph `parent`.
+    fn view(&mut self, parent: u64, node: u16, body: Option<usize>) -> u64 {
+        let found = self.map.iter().find(
+            |(_, e)| matches!(e, Entry::Child { parent: p, node: n, body: b } if *p == parent && *n == node && *b == body),
+        );
         if let Some((&h, _)) = found {
             return h;
         }
         self.next += 1;
         let h = GRAPH_TAG | self.next;
-        self.map.insert(h, Entry::Child { parent, node });
+        self.map.insert(h, Entry::Child { parent, node, body });
         h
     }
 }
@@ -680,10 +687,12 @@ unsafe fn write_list(items: &[Handle], out: *mut Handle, count: *mut usize) -> H
 }
 
 mod build;
+mod conditional;
 mod exec;
 
 pub(crate) use build::adopt_captured;
 use build::{captured_kind, Build};
+use conditional::CondNode;
 
 /// `hipGraphCreate`: `flags` must be 0.
 ///
@@ -714,6 +723,7 @@ pub extern "C" fn hipGraphDestroy(graph: Handle) -> i32 {
             Some(Entry::Owned(_)) => {
                 graphs.map.remove(&h);
                 drop(graphs);
+                conditional::graph_gone(h);
                 owner_gone(g, h, true)
             }
             Some(Entry::Child { .. }) => Err(INVALID_VALUE),
@@ -726,7 +736,8 @@ pub extern "C" fn hipGraphDestroy(graph: Handle) -> i32 {
 }
 
 /// `hipGraphClone`: a deep copy (child graphs included) whose nodes keep their ids, so
-/// `hipGraphNodeFindInClone` finds them.
+/// `hipGraphNodeFindInClone` finds them. A graph with memory or conditional nodes is
+/// `hipErrorNotSupported` (as in CUDA).
 ///
 /// # Safety
 /// `clone` is NULL or valid for writes.
@@ -739,10 +750,11 @@ pub unsafe extern "C" fn hipGraphClone(clone: *mut Handle, graph: Handle) -> i32
         }
         let h = graph as usize as u64;
         let mut graphs = lock(&GRAPHS);
-        let mut copy = graphs.get(h).ok_or(INVALID_VALUE)?.clone();
-        if copy.has_memory_nodes() {
+        let original = graphs.get(h).ok_or(INVALID_VALUE)?;
+        if original.has_memory_nodes() || original.has_conditional_nodes() {
             return Err(NOT_SUPPORTED);
         }
+        let mut copy = original.clone();
         copy.origin = h;
         let c = graphs.insert(copy);
         // SAFETY: the caller's contract.
@@ -1087,7 +1099,7 @@ unsafe fn add_node(
         let ids = dep_ids(g, h, deps, |i| usize::from(i) < n)?;
         let ids: Vec<NodeId> = ids.into_iter().map(NodeId).collect();
         let device = g.rt.device()?;
-        Build { g, core, device, staging: None }.add(&kind, &ids)?.0
+        Build { g, core, device, staging: None, bodies: Vec::new() }.add(&kind, &ids)?.0
     };
     // SAFETY: the caller's contract.
     unsafe { put(node, node_handle(g, h, id)) }
@@ -1452,7 +1464,7 @@ fn child_kind(child: Handle) -> HipResult<Kind> {
         return Err(INVALID_VALUE);
     }
     with_graph(child, |c| {
-        if c.has_memory_nodes() {
+        if c.has_memory_nodes() || c.has_conditional_nodes() {
             return Err(NOT_SUPPORTED);
         }
         Ok(Kind::Child(Box::new(Graph { origin: 0, ..c.clone() })))
@@ -1460,7 +1472,8 @@ fn child_kind(child: Handle) -> HipResult<Kind> {
 }
 
 /// `hipGraphAddChildGraphNode`: the child is copied now; `hipGraphChildGraphNodeGetGraph`
-/// returns the copy.
+/// returns the copy. A child with memory or conditional nodes is `hipErrorNotSupported` (CUDA
+/// refuses both).
 ///
 /// # Safety
 /// As `hipGraphAddEmptyNode`.
@@ -1776,7 +1789,7 @@ pub unsafe extern "C" fn hipGraphChildGraphNodeGetGraph(node: Handle, graph: *mu
             Kind::Child(_) => {}
             _ => return Err(INVALID_VALUE),
         }
-        let h = graphs.child_view(gh, id);
+        let h = graphs.view(gh, id, None);
         // SAFETY: the caller's contract.
         unsafe { put(graph, handle(h)) }
     })
