@@ -441,11 +441,46 @@ fn hip_scale_4096_streams_16384_events_10000_node_graph() {
     println!("{rss}");
 }
 
+/// Asserts that README.md shows `tests/c/<name>.c` as one of its C blocks, verbatim but for the
+/// line printing `<name>: ok` (which only the test needs), so the README's examples are the
+/// programs these tests compile and run.
+fn readme_shows(name: &str) {
+    let readme = std::fs::read_to_string(manifest().join("../../README.md")).expect("README.md");
+    let mut blocks = Vec::new();
+    let mut block: Option<String> = None;
+    for line in readme.lines() {
+        match (&mut block, line) {
+            (None, "```c") => block = Some(String::new()),
+            (Some(b), "```") => {
+                blocks.push(std::mem::take(b));
+                block = None;
+            }
+            (Some(b), l) => {
+                b.push_str(l);
+                b.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    let file = std::fs::read_to_string(manifest().join(format!("tests/c/{name}.c"))).expect("example");
+    let ok = format!("printf(\"{name}: ok\\n\");");
+    let shown: String = file.lines().filter(|l| l.trim() != ok).flat_map(|l| [l, "\n"]).collect();
+    assert!(blocks.contains(&shown), "README.md does not show tests/c/{name}.c (less its `{ok}` line) as a C block");
+}
+
 #[test]
 fn readme_example() {
+    readme_shows("readme_example");
     let out = c_test("readme_example", &[]);
     assert!(out.contains("4 nodes: host[0] = 111, host[255] = 110"), "{out}");
     assert!(out.contains("last error: hipErrorIllegalState"), "{out}");
+}
+
+#[test]
+fn readme_while_example() {
+    readme_shows("readme_while");
+    let out = c_test("readme_while", &[]);
+    assert!(out.contains("x = 1 after 19 iterations"), "{out}");
 }
 
 /// `aqueduct bench` loads this library and reports `hipLaunchKernel` beside core's enqueue of

@@ -11,9 +11,10 @@
 //!
 //! Standard-only and run here: `capture_graph`, `device_memory`, `device_properties`,
 //! `module_metadata`, `scale`, `streams`, `threads`. Not here:
-//! - `captures`, `detach`, `graph_nodes`, `kernels`, `memory_api`, `mempool`, `multigpu`,
-//!   `pageable`, `readme_example` and `stress` call aqueduct's extensions (host kernels through
-//!   `aqdRegisterHostKernel`, execution contexts), which Debian's HIP has not;
+//! - `captures`, `conditional`, `detach`, `graph_nodes`, `kernels`, `memory_api`, `mempool`,
+//!   `multigpu`, `pageable`, `readme_example`, `readme_while` and `stress` call aqueduct's
+//!   extensions (host kernels through `aqdRegisterHostKernel`, execution contexts, conditional
+//!   nodes), which Debian's HIP has not;
 //! - `registration` is standard-only, but it is about the paths where HIP 5.2 ends the process:
 //!   a fat binary without a code object for the device (HIP 5.2 aborts with
 //!   hipErrorNoBinaryForGpu) and a NULL wrapper handed to `__hipRegisterFatBinary` (HIP 5.2
