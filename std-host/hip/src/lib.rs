@@ -3,7 +3,8 @@
 //! HIP's C ABI over aqueduct: `libaqueduct_hip.so` / `libaqueduct_hip.a` export the stream,
 //! event, capture, graph, memory and launch functions of `hip/hip_runtime_api.h` (HIP 5.2's
 //! header, Debian's `libamdhip64-dev`) with HIP's signatures, types and error values, plus the
-//! additions of `include/aqueduct_hip.h` (newer HIP functions, host kernels, execution contexts).
+//! additions of `include/aqueduct_hip.h` (newer HIP functions, host kernels, execution contexts,
+//! conditional graph nodes).
 //! A C program written against HIP links against this library instead of `libamdhip64`.
 //!
 //! ## Layers, and who validates what
@@ -15,7 +16,8 @@
 //!   selects (the emulated GPU by default), created on first use, with std-host's thread keys.
 //! - `register`: HIP's registration ABI (fat binaries, kernel handles, device variables, the
 //!   `<<<>>>` call configuration), as hipcc-generated host code calls it.
-//! - `graph`: graphs built node by node, executables and their updates, over core's graphs.
+//! - `graph`: graphs built node by node (conditional nodes too), executables and their updates,
+//!   over core's graphs.
 //! - `mempool`: stream-ordered allocation over core's [`aqueduct::MemPools`].
 //! - `peer`: several GPUs: peer access and peer copies.
 //! - `device`, `properties`, `stream`, `capture`, `memory`, `launch`, `context`: the exported

@@ -313,9 +313,9 @@ pub unsafe extern "C" fn hipGraphAddNode(
 }
 
 /// A conditional node of `p.size` new empty bodies after `deps`, with CUDA's checks: a type
-/// other than IF, WHILE, SWITCH or a size against its rule (WHILE 1, IF 1 or 2, SWITCH at least
-/// 1) is `hipErrorInvalidValue`, more than 8 bodies `hipErrorNotSupported`; the handle must have
-/// been created on `graph` or a graph it lies in, and serve no other node
+/// other than IF, WHILE, SWITCH or a size against its rule (WHILE one body, IF one or two,
+/// SWITCH any) is `hipErrorInvalidValue`, more than 8 bodies `hipErrorNotSupported`; the handle
+/// must have been created on `graph` or a graph it lies in, and serve no other node
 /// (`hipErrorInvalidValue`). Points `p.phGraph_out` at the node's array of body views.
 ///
 /// # Safety
