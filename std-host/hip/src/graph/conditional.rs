@@ -314,8 +314,8 @@ pub unsafe extern "C" fn hipGraphAddNode(
 
 /// A conditional node of `p.size` new empty bodies after `deps`, with CUDA's checks: a type
 /// other than IF, WHILE, SWITCH or a size against its rule (WHILE one body, IF one or two,
-/// SWITCH any) is `hipErrorInvalidValue`, more than 8 bodies `hipErrorNotSupported`; the handle
-/// must have been created on `graph` or a graph it lies in, and serve no other node
+/// SWITCH one or more) is `hipErrorInvalidValue`, more than 8 bodies `hipErrorNotSupported`; the
+/// handle must have been created on `graph` or a graph it lies in, and serve no other node
 /// (`hipErrorInvalidValue`). Points `p.phGraph_out` at the node's array of body views.
 ///
 /// # Safety
