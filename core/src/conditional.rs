@@ -73,7 +73,8 @@ pub struct ConditionalCell {
     pub default: AtomicU32,
     /// 0 or [`COND_ASSIGN_DEFAULT`].
     pub flags: AtomicU32,
-    /// 1 once a conditional node uses the handle (a handle serves one node).
+    /// 1 while a conditional node of a live graph uses the handle (a handle serves one node;
+    /// destroying that graph frees it for another).
     pub bound: AtomicU32,
     /// Owners: the graph that created the handle and every executable built with it. The cell
     /// is freed by the last (an executable outlives its graph, and its kernels still write the

@@ -379,6 +379,19 @@ fn conditional_errors() {
     let signals = rt.backend().signals_in_use();
     assert_eq!(rt.graph_instantiate(g).err(), Some(Error::NotSupported));
     assert_eq!(rt.backend().signals_in_use(), signals);
+    // Destroying the graph holding the node frees the handle for a node of another graph
+    // (the handle's graph, `owner`, keeps the cell alive).
+    rt.graph_destroy(g).unwrap();
+    rt.graph_destroy(body).unwrap();
+    let owner = rt.graph_create().unwrap();
+    let h = rt.graph_conditional_handle_create(owner, 0, 0).unwrap();
+    let empty = rt.graph_create().unwrap();
+    let (first, second) = (rt.graph_create().unwrap(), rt.graph_create().unwrap());
+    let node = ConditionalNode::new(h, If, &[empty.0]).unwrap();
+    rt.graph_add_conditional_node(first, &[], node).unwrap();
+    assert_eq!(rt.graph_add_conditional_node(second, &[], node).err(), Some(Error::InvalidValue));
+    rt.graph_destroy(first).unwrap();
+    rt.graph_add_conditional_node(second, &[], node).unwrap();
 }
 
 #[test]

@@ -172,6 +172,21 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         Ok(id)
     }
 
+    /// Graph `slot` is going: the handles its conditional nodes use may serve a node again
+    /// (in another graph; a layer that rebuilds its graphs into fresh core graphs relies on
+    /// it). Called before [`Self::free_handles`], while the graph still owns the cells.
+    pub(super) fn unbind_handles(slot: &GraphSlot) {
+        for id in 0..slot.graph.node_count() {
+            if let Some(NodeKind::Conditional(c)) = slot.graph.node(NodeId(id as u16)).map(|n| n.kind) {
+                // SAFETY: the graph holding a conditional node owns a reference to its cell
+                // (taken when the node was added), so the cell is live.
+                let cell = unsafe { c.handle.cell() };
+                // Ordering: Relaxed; the structural lock orders node additions and removals.
+                cell.bound.store(0, CoreOrdering::Relaxed);
+            }
+        }
+    }
+
     /// Drops a graph's ownership of its conditional handles (when the graph goes); cells no
     /// executable uses any more are freed.
     pub(super) fn free_handles(&self, slot: &mut GraphSlot) {

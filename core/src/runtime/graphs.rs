@@ -183,6 +183,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             if g.generation.live {
                 g.generation.vacate();
                 g.capture = None;
+                Self::unbind_handles(g);
                 g.graph.clear();
                 self.free_handles(g);
             }

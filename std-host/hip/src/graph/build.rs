@@ -232,6 +232,7 @@ impl Build<'_> {
 /// Builds graph `graph` into a core graph and instantiates it on the calling thread's device.
 pub(super) fn instantiate(g: &Global, graph: &Graph, flags: u32) -> HipResult<(GraphExecHandle, Staging)> {
     let device = g.rt.device()?;
+    let _bind = graph.has_conditional_nodes().then(|| lock(&super::conditional::BIND));
     let core = g.rt.graph_create()?;
     let mut staging = Staging::default();
     let mut build = Build { g, core, device, staging: Some(&mut staging), bodies: Vec::new() };

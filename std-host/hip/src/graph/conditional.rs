@@ -18,7 +18,6 @@
 //! clears core's mark before each build, since every build makes a new core node for the same
 //! HIP node.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use aqueduct::conditional::{ConditionalHandle, ConditionalKind, ConditionalNode, COND_ASSIGN_DEFAULT, MAX_BODIES};
@@ -122,9 +121,11 @@ struct Conds {
 /// Lock order: `GRAPHS`, then `CONDS`, then core's.
 static CONDS: LazyLock<Mutex<Conds>> = LazyLock::new(Default::default);
 
-/// Held while a build clears a handle's core mark and adds its core node, so two builds using
-/// one handle at once cannot interleave there.
-static BIND: Mutex<()> = Mutex::new(());
+/// Held across an instantiation of a graph with conditional nodes: each build adds the HIP
+/// node's core node to a fresh core graph, and core lets a handle serve one live node, freed
+/// when that core graph is destroyed at the end of the build; two builds of one graph at once
+/// would otherwise collide there.
+pub(super) static BIND: Mutex<()> = Mutex::new(());
 
 /// Root graph `root` is destroyed: its handles are forgotten and its hold on the owner dropped.
 pub(super) fn graph_gone(root: u64) {
@@ -417,12 +418,6 @@ impl Build<'_> {
             bodies.push(core.0);
         }
         let node = ConditionalNode::new(ConditionalHandle(c.handle), c.kind, &bodies)?;
-        let _bind = lock(&BIND);
-        // SAFETY: `c._owner`, a core graph, owns a reference to the cell, so the cell is live.
-        let cell = unsafe { ConditionalHandle(c.handle).cell() };
-        // Ordering: Relaxed; core reads the mark under its state lock, after this store in
-        // program order, and BIND keeps other builds out until the node is added.
-        cell.bound.store(0, Ordering::Relaxed);
         Ok(self.g.rt.graph_add_conditional_node(self.core, deps, node)?)
     }
 }
