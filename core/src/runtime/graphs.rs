@@ -78,13 +78,41 @@ impl Slot for GraphSlot {
 }
 
 #[derive(Debug, Clone, Copy)]
-enum Patch {
+pub(super) enum Patch {
     /// A host-function node: its start marker packet and the barrier waiting for it to finish.
     Host { start: u32, done: u32, f: HostFn },
     /// An event-record node: the packet that completes the event's signal.
     Event { index: u32, event: u64 },
     /// An event-wait node: the barrier that depends on the event's signal.
     EventWait { index: u32, event: u64 },
+}
+
+/// What a graph node became in an executable, for patching it in place (`graph_update.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SiteKind {
+    /// A kernel dispatch: one packet, and an argument block in `kernarg`.
+    Dispatch,
+    /// A host function: the start marker and the barrier after it (a [`Patch::Host`]).
+    Host,
+    /// An event record or wait (a [`Patch::Event`] or [`Patch::EventWait`]).
+    Event,
+    /// Anything else: nothing to patch.
+    Other,
+}
+
+/// Where one graph node's packets sit in an executable: the index of its first packet and,
+/// for a dispatch, its argument block (offset in `kernarg`, bytes reserved: the arguments
+/// rounded up to 16).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NodeSite {
+    pub(super) kind: SiteKind,
+    pub(super) packet: u32,
+    pub(super) arg_offset: u32,
+    pub(super) arg_room: u32,
+}
+
+impl NodeSite {
+    const NONE: NodeSite = NodeSite { kind: SiteKind::Other, packet: 0, arg_offset: 0, arg_room: 0 };
 }
 
 /// One graph executable.
@@ -94,17 +122,19 @@ pub struct ExecSlot {
     state: SlotState,
     device: u32,
     /// The plan's packets, without the closing barrier (published per launch).
-    packets: HostArray<RawPacket>,
+    pub(super) packets: HostArray<RawPacket>,
+    /// Per graph node (by id): where its packets are.
+    pub(super) sites: HostArray<NodeSite>,
     /// Node signals (kept with the slot; never read by the host); the first `used_signals`
     /// belong to the current executable.
     signals: HostArray<SignalHandle>,
     used_signals: usize,
     /// Kernel arguments: the graph's argument arena, at the same offsets.
-    kernarg: HostArray<[u8; 16]>,
-    patches: heapless::Vec<Patch, MAX_PATCHES>,
+    pub(super) kernarg: HostArray<[u8; 16]>,
+    pub(super) patches: heapless::Vec<Patch, MAX_PATCHES>,
     /// The stream slot of the last launch and the count its progress reaches when the launch
     /// is done.
-    busy: Option<(usize, u64)>,
+    pub(super) busy: Option<(usize, u64)>,
     launches: u64,
     /// What the conditional nodes own (frames, bodies, their signals; body queues are in the
     /// runtime's body-queue table).
@@ -117,6 +147,7 @@ impl Slot for ExecSlot {
         state: SlotState::Free,
         device: 0,
         packets: HostArray::new(),
+        sites: HostArray::new(),
         signals: HostArray::new(),
         used_signals: 0,
         kernarg: HostArray::new(),
@@ -408,10 +439,13 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let kernarg = exec.kernarg.address();
         let max_packets = nodes.saturating_mul(4).saturating_add(16 + defaults.len());
         exec.packets.reserve(b, device, nodes + 1, max_packets)?;
+        exec.sites.clear();
+        exec.sites.extend(b, device, NodeSite::NONE, nodes, nodes)?;
         let signals = exec.signals.as_slice().get(..count).unwrap_or(&[]);
         let sig = |slot: Option<u16>| -> u64 { slot.and_then(|k| signals.get(usize::from(k))).map_or(0, |h| h.0) };
         let packets = &mut exec.packets;
         let patches = &mut exec.patches;
+        let sites = &mut exec.sites;
         for p in &defaults {
             packets.push(b, device, *p, max_packets)?;
         }
@@ -429,6 +463,21 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 Planned::Node { node, kind, barrier, signal } => {
                     let done = sig(signal);
                     let first = packets.len() as u32;
+                    if let Some(site) = sites.as_mut_slice().get_mut(usize::from(node.0)) {
+                        *site = match kind {
+                            NodeKind::Dispatch(d) => NodeSite {
+                                kind: SiteKind::Dispatch,
+                                packet: first,
+                                arg_offset: d.arg_offset,
+                                arg_room: d.arg_len.div_ceil(16).saturating_mul(16),
+                            },
+                            NodeKind::Host(_) => NodeSite { kind: SiteKind::Host, packet: first, ..NodeSite::NONE },
+                            NodeKind::EventRecord(_) | NodeKind::EventWait(_) => {
+                                NodeSite { kind: SiteKind::Event, packet: first, ..NodeSite::NONE }
+                            }
+                            _ => NodeSite { packet: first, ..NodeSite::NONE },
+                        };
+                    }
                     match kind {
                         NodeKind::Conditional(_) => {
                             let b0 = built.iter().find(|(n, _)| *n == node).map(|(_, b)| *b).unwrap_or_default();
@@ -511,20 +560,21 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         self.release_conditionals(x, &mut cond);
         let Some(e) = st.execs.slots_mut().get_mut(x) else { return };
         e.packets.clear();
+        e.sites.clear();
         e.kernarg.clear();
         e.used_signals = 0;
         e.busy = None;
         e.state = SlotState::Free;
     }
 
-    fn exec_slot(st: &St<C>, x: GraphExecHandle) -> Result<usize> {
+    pub(super) fn exec_slot(st: &St<C>, x: GraphExecHandle) -> Result<usize> {
         let l = table::lookup(EXEC_TAG, x.0, st.execs.slots(), |e| e.generation);
         table::require(l, Error::InvalidValue, Error::InvalidValue)
     }
 
     /// Whether the launch recorded in `busy` has completed (progress counts are cumulative per
     /// slot, so a slot reused since still answers).
-    fn launch_done(&self, busy: Option<(usize, u64)>) -> bool {
+    pub(super) fn launch_done(&self, busy: Option<(usize, u64)>) -> bool {
         let Some((slot, count)) = busy else { return true };
         self.stream(slot).ok().and_then(|s| s.progress.get()).is_none_or(|p| p.load() <= -(count as i64))
     }

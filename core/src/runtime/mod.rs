@@ -46,6 +46,8 @@ mod conditional;
 mod context;
 mod event;
 #[cfg(feature = "capture")]
+mod graph_update;
+#[cfg(feature = "capture")]
 mod graphs;
 mod host_wait;
 mod implicit_sync;
