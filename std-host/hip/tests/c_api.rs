@@ -363,6 +363,13 @@ fn graphs_built_node_by_node() {
     c_test("graph_nodes", &[]);
 }
 
+/// One node of a 10,000-node executable changed by update and in place, copy, fill and host
+/// nodes changed, launch–change–launch ordering, and refused updates.
+#[test]
+fn executables_updated_in_place() {
+    c_test("graph_update", &[]);
+}
+
 #[test]
 fn conditional_nodes_if_while_switch() {
     c_test("conditional", &[]);

@@ -13,7 +13,8 @@
 //! Each figure is the median of its samples.
 //!
 //! The HIP figures (`hip_launch_kernel`, `hip_launch_kernel_hipcc`, each beside core's enqueue of
-//! the same launch in the same library) come from [`super::bench_hip`].
+//! the same launch in the same library; `graph_exec_update_one_of_10000` beside
+//! `hipGraphInstantiate` of the same graph) come from [`super::bench_hip`].
 //!
 //! Every timed operation's result is checked: a failure ends the run with an error naming the
 //! operation, so a failing operation can never pass as a fast one. The report names the backend
@@ -474,7 +475,7 @@ pub fn print_table<W: Write>(report: &Report, out: &mut W) {
             f.ns,
             f.floor.unwrap_or("-"),
             f.floor_ns.map_or("-".into(), |v| format!("{v:.2}")),
-            f.ratio().map_or("-".into(), |r| format!("{r:.2}x")),
+            f.ratio().map_or("-".into(), |r| if r < 0.1 { format!("{r:.4}x") } else { format!("{r:.2}x") }),
             f.target
         );
     }

@@ -14,6 +14,14 @@
 //! both against `core_launch` / `core_launch_hipcc`: `aqdBenchCoreLaunch`, which resolves the
 //! same launch once and enqueues it with core's `launch_kernel` as many times. Each sample is a
 //! chunk of launches, then an untimed, checked synchronise; the figure is the median.
+//!
+//! A third, `graph_exec_update_one_of_10000`: `hipGraphExecUpdate` of an executable of a
+//! 10,000-node graph (a chain of host-kernel nodes, each storing its value into its own word)
+//! after one kernel node of the graph changed (`hipGraphKernelNodeSetParams`, untimed), against
+//! `graph_instantiate_10000`: `hipGraphInstantiate` of the same graph (the executable destroyed
+//! untimed). Every call's result is checked, the update's `hipGraphExecUpdateResult` and error
+//! node too, and the executable is launched at the end: every word must hold the latest value
+//! of its node.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::path::{Path, PathBuf};
@@ -31,6 +39,17 @@ struct Dim3 {
 }
 
 type HostKernel = extern "C" fn(*mut *mut c_void, Dim3, Dim3, Dim3);
+type Handle = *mut c_void;
+type Malloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> i32;
+type Free = unsafe extern "C" fn(*mut c_void) -> i32;
+type Memcpy = unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_uint) -> i32;
+type GraphCreate = unsafe extern "C" fn(*mut Handle, c_uint) -> i32;
+type GraphDestroy = unsafe extern "C" fn(Handle) -> i32;
+type AddKernelNode = unsafe extern "C" fn(*mut Handle, Handle, *const Handle, usize, *const KernelNodeParams) -> i32;
+type KernelNodeSetParams = unsafe extern "C" fn(Handle, *const KernelNodeParams) -> i32;
+type Instantiate = unsafe extern "C" fn(*mut Handle, Handle, *mut Handle, *mut c_char, usize) -> i32;
+type ExecUpdate = unsafe extern "C" fn(Handle, Handle, *mut Handle, *mut c_int) -> i32;
+type GraphLaunch = unsafe extern "C" fn(Handle, *mut c_void) -> i32;
 type Launch = unsafe extern "C" fn(*const c_void, Dim3, Dim3, *mut *mut c_void, usize, *mut c_void) -> i32;
 type CoreLaunch = unsafe extern "C" fn(*const c_void, Dim3, Dim3, *mut *mut c_void, usize, *mut c_void, c_uint) -> i32;
 type StreamCreate = unsafe extern "C" fn(*mut *mut c_void, c_uint) -> i32;
@@ -52,9 +71,36 @@ type RegisterFunction = unsafe extern "C" fn(
 
 extern "C" fn empty_kernel(_args: *mut *mut c_void, _b: Dim3, _g: Dim3, _d: Dim3) {}
 
+/// `hipKernelNodeParams`.
+#[repr(C)]
+struct KernelNodeParams {
+    block: Dim3,
+    extra: *mut *mut c_void,
+    func: *const c_void,
+    grid: Dim3,
+    kernel_params: *mut *mut c_void,
+    shared_mem: c_uint,
+}
+
+/// `store(words, index, value)`: `words[index] = value`.
+extern "C" fn store_kernel(args: *mut *mut c_void, _b: Dim3, _g: Dim3, _d: Dim3) {
+    // SAFETY: the update figure launches this kernel with its three registered arguments: a
+    // pointer to a device array of `GRAPH_NODES` words, an index below that, and a value.
+    unsafe {
+        let words = *(*args).cast::<*mut u32>();
+        let index = *(*args.add(1)).cast::<u32>();
+        let value = *(*args.add(2)).cast::<u32>();
+        *words.add(index as usize) = value;
+    }
+}
+
+/// Nodes of the update figure's graph.
+const GRAPH_NODES: usize = 10_000;
+
 /// The host kernel's symbol and the hipcc-style kernel handle (any unique addresses).
 static HOST_SYMBOL: u8 = 0;
 static HIPCC_HANDLE: u8 = 0;
+static STORE_SYMBOL: u8 = 0;
 
 /// The emulator's gfx90a fixture code object (kernels `fill_u32`, `vector_add`).
 static FIXTURE_GFX90A: &[u8] = include_bytes!("../../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
@@ -243,6 +289,7 @@ pub fn figures(samples: usize, short: bool) -> Result<Option<Measured>, String> 
     };
     let (hk, hk_core) = measure(host, host_args.as_mut_ptr(), "hipLaunchKernel (host kernel)")?;
     let (hc, hc_core) = measure(hipcc, hipcc_args.as_mut_ptr(), "hipLaunchKernel (registered fill_u32)")?;
+    let (update, instantiate) = update_figure(&lib, stream, samples, short)?;
     // SAFETY: the stream is live and idle.
     check("hipStreamDestroy", unsafe { stream_destroy(stream) })?;
     // The library stays loaded: its runtime's threads and tables live for the process.
@@ -262,6 +309,13 @@ pub fn figures(samples: usize, short: bool) -> Result<Option<Measured>, String> 
             floor_ns: Some(hc_core),
             target: "<= 2x core enqueue",
         },
+        Figure {
+            name: "graph_exec_update_one_of_10000",
+            ns: update,
+            floor: Some("graph_instantiate_10000"),
+            floor_ns: Some(instantiate),
+            target: "<= 0.01x instantiate",
+        },
     ];
     let floors = vec![
         Floor {
@@ -274,6 +328,129 @@ pub fn figures(samples: usize, short: bool) -> Result<Option<Measured>, String> 
             ns: hc_core,
             what: "core launch_kernel of the same registered-kernel launch, ns per launch",
         },
+        Floor {
+            name: "graph_instantiate_10000",
+            ns: instantiate,
+            what: "hipGraphInstantiate of the update figure's 10,000-node graph, ns per instantiation",
+        },
     ];
     Ok(Some((figures, floors)))
+}
+
+/// `graph_exec_update_one_of_10000` and its floor, in ns: the median `hipGraphExecUpdate` after
+/// one node of the graph changed, and the median `hipGraphInstantiate` of the same graph.
+fn update_figure(
+    lib: &libloading::Library,
+    stream: *mut c_void,
+    samples: usize,
+    short: bool,
+) -> Result<(f64, f64), String> {
+    macro_rules! sym {
+        ($t:ty, $name:literal) => {
+            // SAFETY: the library exports this function with this C signature
+            // (include/aqueduct_hip.h, hip_runtime_api.h).
+            *unsafe { lib.get::<$t>($name) }.map_err(|e| format!("{}: {e}", String::from_utf8_lossy($name)))?
+        };
+    }
+    let register = sym!(Register, b"aqdRegisterHostKernel");
+    let malloc = sym!(Malloc, b"hipMalloc");
+    let free = sym!(Free, b"hipFree");
+    let memcpy = sym!(Memcpy, b"hipMemcpy");
+    let graph_create = sym!(GraphCreate, b"hipGraphCreate");
+    let graph_destroy = sym!(GraphDestroy, b"hipGraphDestroy");
+    let add_kernel_node = sym!(AddKernelNode, b"hipGraphAddKernelNode");
+    let set_params = sym!(KernelNodeSetParams, b"hipGraphKernelNodeSetParams");
+    let instantiate = sym!(Instantiate, b"hipGraphInstantiate");
+    let exec_update = sym!(ExecUpdate, b"hipGraphExecUpdate");
+    let exec_destroy = sym!(GraphDestroy, b"hipGraphExecDestroy");
+    let graph_launch = sym!(GraphLaunch, b"hipGraphLaunch");
+    let stream_sync = sym!(StreamFn, b"hipStreamSynchronize");
+
+    let symbol = (&STORE_SYMBOL as *const u8).cast::<c_void>();
+    let sizes = [size_of::<*mut u32>(), 4, 4];
+    // SAFETY: a unique symbol, a host kernel reading the three arguments registered.
+    check("aqdRegisterHostKernel", unsafe { register(symbol, Some(store_kernel), 3, sizes.as_ptr()) })?;
+    let mut words: *mut c_void = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer.
+    check("hipMalloc", unsafe { malloc(&mut words, GRAPH_NODES * 4) })?;
+    let one = Dim3 { x: 1, y: 1, z: 1 };
+    // The arguments of node `index` (HIP copies them when the node is added or set).
+    let params = |index: &mut u32, value: &mut u32, words: &mut *mut c_void, list: &mut [*mut c_void; 3]| {
+        *list = [(words as *mut *mut c_void).cast(), (index as *mut u32).cast(), (value as *mut u32).cast()];
+        KernelNodeParams {
+            block: one,
+            extra: std::ptr::null_mut(),
+            func: symbol,
+            grid: one,
+            kernel_params: list.as_mut_ptr(),
+            shared_mem: 0,
+        }
+    };
+    let mut graph: Handle = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer, flags 0.
+    check("hipGraphCreate", unsafe { graph_create(&mut graph, 0) })?;
+    // A chain: node i stores value i into word i.
+    let mut expected: Vec<u32> = (0..GRAPH_NODES as u32).collect();
+    let mut nodes: Vec<Handle> = Vec::with_capacity(GRAPH_NODES);
+    for (i, &v) in expected.iter().enumerate() {
+        let (mut index, mut value, mut list) = (i as u32, v, [std::ptr::null_mut(); 3]);
+        let p = params(&mut index, &mut value, &mut words, &mut list);
+        let mut node: Handle = std::ptr::null_mut();
+        let deps = nodes.last().map_or(std::ptr::null(), |n| n as *const Handle);
+        // SAFETY: valid out-pointer, graph, dependency list (0 or 1 entries) and parameters.
+        check("hipGraphAddKernelNode", unsafe { add_kernel_node(&mut node, graph, deps, usize::from(i > 0), &p) })?;
+        nodes.push(node);
+    }
+
+    // The floor: instantiate the whole graph.
+    let mut floor = Vec::new();
+    for _ in 0..samples.max(3) {
+        let mut x: Handle = std::ptr::null_mut();
+        let t = Instant::now();
+        // SAFETY: valid out-pointer and graph; the error node and log are optional.
+        let rc = unsafe { instantiate(&mut x, graph, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
+        floor.push(t.elapsed().as_secs_f64() * 1e9);
+        check("hipGraphInstantiate", rc)?;
+        // SAFETY: a live executable, never launched.
+        check("hipGraphExecDestroy", unsafe { exec_destroy(x) })?;
+    }
+
+    // The figure: one node changed in the graph (untimed), then the executable updated.
+    let mut x: Handle = std::ptr::null_mut();
+    // SAFETY: as above.
+    check("hipGraphInstantiate", unsafe { instantiate(&mut x, graph, std::ptr::null_mut(), std::ptr::null_mut(), 0) })?;
+    let rounds = if short { 8 * samples.max(3) } else { 32 * samples.max(3) };
+    let mut update = Vec::new();
+    for round in 0..rounds {
+        let i = (round * 7919 + 13) % GRAPH_NODES;
+        expected[i] = 1_000_000 + round as u32;
+        let (mut index, mut value, mut list) = (i as u32, expected[i], [std::ptr::null_mut(); 3]);
+        let p = params(&mut index, &mut value, &mut words, &mut list);
+        // SAFETY: a node of the graph, valid parameters.
+        check("hipGraphKernelNodeSetParams", unsafe { set_params(nodes[i], &p) })?;
+        let (mut error_node, mut result): (Handle, c_int) = (std::ptr::null_mut(), -1);
+        let t = Instant::now();
+        // SAFETY: a live executable and graph, valid out-pointers.
+        let rc = unsafe { exec_update(x, graph, &mut error_node, &mut result) };
+        update.push(t.elapsed().as_secs_f64() * 1e9);
+        check("hipGraphExecUpdate", rc)?;
+        if result != 0 || !error_node.is_null() {
+            return Err(format!("hipGraphExecUpdate: result {result}, error node {error_node:?}"));
+        }
+    }
+    // The executable runs every latest value.
+    let mut got = vec![0u32; GRAPH_NODES];
+    // SAFETY: a live executable and stream; `got` and the device array hold GRAPH_NODES words.
+    unsafe {
+        check("hipGraphLaunch", graph_launch(x, stream))?;
+        check("hipStreamSynchronize", stream_sync(stream))?;
+        check("hipMemcpy", memcpy(got.as_mut_ptr().cast(), words, GRAPH_NODES * 4, 2))?;
+        check("hipGraphExecDestroy", exec_destroy(x))?;
+        check("hipGraphDestroy", graph_destroy(graph))?;
+        check("hipFree", free(words))?;
+    }
+    if let Some(i) = (0..GRAPH_NODES).find(|&i| got[i] != expected[i]) {
+        return Err(format!("after the updates, word {i} is {} where its node stores {}", got[i], expected[i]));
+    }
+    Ok((median(update), median(floor)))
 }

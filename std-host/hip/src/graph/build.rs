@@ -1,5 +1,6 @@
 //! Flattening graphs of this layer into core graphs: instantiation, and taking over captured graphs.
 
+use super::patch::{way, Row, Site, Way};
 use super::*;
 use crate::launch::handle_of_object;
 use aqueduct::backend::{CopyArgs, FillArgs};
@@ -8,10 +9,10 @@ use aqueduct::{Backend, BuiltinKernel, HostFn, KernelLaunch, MemoryKind};
 // ----- building core graphs -------------------------------------------------------------------
 
 /// `dst[..n] = src[..n]` on the host, run as a host node.
-struct HostCopy {
-    dst: u64,
-    src: u64,
-    bytes: u64,
+pub(super) struct HostCopy {
+    pub(super) dst: u64,
+    pub(super) src: u64,
+    pub(super) bytes: u64,
 }
 
 unsafe extern "C" fn host_copy(data: *mut c_void) {
@@ -29,6 +30,13 @@ pub(super) struct Staging {
     /// Boxed: host nodes hold their addresses, which must not move as the list grows.
     #[allow(clippy::vec_box)]
     copies: Vec<Box<HostCopy>>,
+}
+
+impl Staging {
+    /// Host-copy record `i`, to be rewritten while no launch of its executable runs.
+    pub(super) fn copy_mut(&mut self, i: usize) -> Option<&mut HostCopy> {
+        self.copies.get_mut(i).map(|c| &mut **c)
+    }
 }
 
 impl Staging {
@@ -53,6 +61,8 @@ pub(super) struct Build<'a> {
     pub(super) staging: Option<&'a mut Staging>,
     /// Core graphs of conditional bodies, destroyed once the instantiation has read them.
     pub(super) bodies: Vec<GraphHandle>,
+    /// What the node [`Build::add`] last added became (taken by [`Build::flatten`]).
+    pub(super) site: Site,
 }
 
 impl Build<'_> {
@@ -70,19 +80,18 @@ impl Build<'_> {
     }
 
     fn device_copy(&mut self, dst: u64, src: u64, bytes: u64, deps: &[NodeId]) -> HipResult<NodeId> {
-        let a = CopyArgs { dst, src, bytes };
-        // SAFETY: CopyArgs is three u64s, no padding.
-        let b = unsafe { std::slice::from_raw_parts((&a as *const CopyArgs).cast::<u8>(), size_of::<CopyArgs>()) };
-        self.builtin(BuiltinKernel::Copy, b, deps)
+        self.builtin(BuiltinKernel::Copy, &copy_args(dst, src, bytes), deps)
     }
 
-    fn host_copy(&mut self, dst: u64, src: u64, bytes: u64, deps: &[NodeId]) -> HipResult<NodeId> {
+    /// A host node copying `bytes` from `src` to `dst`; also returns the index of its record.
+    fn host_copy(&mut self, dst: u64, src: u64, bytes: u64, deps: &[NodeId]) -> HipResult<(NodeId, usize)> {
         let staging = self.staging.as_mut().ok_or(NOT_SUPPORTED)?;
         let c = Box::new(HostCopy { dst, src, bytes });
         let data = (&*c as *const HostCopy).cast_mut().cast::<c_void>();
+        let record = staging.copies.len();
         staging.copies.push(c);
         let kind = NodeKind::Host(HostFn::Plain { func: host_copy, data });
-        Ok(self.g.rt.graph_add_node(self.core, deps, kind)?)
+        Ok((self.g.rt.graph_add_node(self.core, deps, kind)?, record))
     }
 
     fn stage(&mut self, bytes: u64) -> HipResult<u64> {
@@ -99,85 +108,99 @@ impl Build<'_> {
         }
     }
 
-    /// One row of a copy, staged where a side is pageable.
-    fn copy_row(&mut self, dst: u64, src: u64, bytes: u64, deps: &[NodeId]) -> HipResult<NodeId> {
-        if bytes == 0 {
-            return Ok(self.g.rt.graph_add_empty_node(self.core, deps)?);
-        }
-        let (d, s) = (self.g.is_device_reachable(dst, bytes), self.g.is_device_reachable(src, bytes));
-        if (d && s) || self.staging.is_none() {
-            return self.device_copy(dst, src, bytes, deps);
-        }
-        match (d, s) {
-            (true, false) => {
-                let b = self.stage(bytes)?;
-                let h = self.host_copy(b, src, bytes, deps)?;
-                self.device_copy(dst, b, bytes, &[h])
+    /// One row of a copy, staged where a side is pageable; returns the node later nodes depend
+    /// on and what the row became.
+    fn copy_row(&mut self, dst: u64, src: u64, bytes: u64, deps: &[NodeId]) -> HipResult<(NodeId, Row)> {
+        match way(self.g, dst, src, bytes, self.staging.is_some()) {
+            Way::Empty => Ok((self.g.rt.graph_add_empty_node(self.core, deps)?, Row::Empty)),
+            Way::Device => {
+                let c = self.device_copy(dst, src, bytes, deps)?;
+                Ok((c, Row::Dispatch(c)))
             }
-            (false, true) => {
-                let b = self.stage(bytes)?;
-                let c = self.device_copy(b, src, bytes, deps)?;
-                self.host_copy(dst, b, bytes, &[c])
+            Way::ToDevice => {
+                let buffer = self.stage(bytes)?;
+                let (h, record) = self.host_copy(buffer, src, bytes, deps)?;
+                let copy = self.device_copy(dst, buffer, bytes, &[h])?;
+                Ok((copy, Row::ToDevice { copy, record, buffer, room: bytes }))
             }
-            _ => self.host_copy(dst, src, bytes, deps),
+            Way::ToHost => {
+                let buffer = self.stage(bytes)?;
+                let copy = self.device_copy(buffer, src, bytes, deps)?;
+                let (h, record) = self.host_copy(dst, buffer, bytes, &[copy])?;
+                Ok((h, Row::ToHost { copy, record, buffer, room: bytes }))
+            }
+            Way::Host => {
+                let (h, record) = self.host_copy(dst, src, bytes, deps)?;
+                Ok((h, Row::Host { record }))
+            }
         }
     }
 
-    /// One node after `deps`; returns the core node later nodes depend on.
+    /// One node after `deps`; returns the core node later nodes depend on, and leaves what the
+    /// node became in `self.site`.
     pub(super) fn add(&mut self, kind: &Kind, deps: &[NodeId]) -> HipResult<NodeId> {
         let rt = &self.g.rt;
+        self.site = Site::None;
         match kind {
             Kind::Empty => Ok(rt.graph_add_empty_node(self.core, deps)?),
             Kind::Kernel(k) => {
-                let (grid, workgroup) = geometry(k.grid, k.block)?;
-                let launch = KernelLaunch {
-                    kernel_object: k.f.object,
-                    grid,
-                    workgroup,
-                    group_segment_size: k.f.group.saturating_add(k.shared_mem),
-                    private_segment_size: k.f.private,
-                    kernarg: k.bytes(),
-                };
-                Ok(rt.graph_add_kernel_node(self.core, deps, &launch)?)
+                let n = rt.graph_add_kernel_node(self.core, deps, &k.launch()?)?;
+                self.site = Site::Dispatch(n);
+                Ok(n)
             }
             Kind::Copy(c) => {
-                let mut ends = Vec::new();
+                let (mut ends, mut rows) = (Vec::new(), Vec::new());
                 for (dst, src, bytes) in c.rows() {
-                    ends.push(self.copy_row(dst, src, bytes, deps)?);
+                    let (end, row) = self.copy_row(dst, src, bytes, deps)?;
+                    ends.push(end);
+                    rows.push(row);
                 }
-                self.join(ends, deps)
+                let exit = self.join(ends, deps)?;
+                self.site = Site::Rows(rows);
+                Ok(exit)
             }
             Kind::Memset(m) => {
-                let mut ends = Vec::new();
+                let (mut ends, mut rows) = (Vec::new(), Vec::new());
                 for row in 0..m.height {
-                    let a = FillArgs {
-                        dst: m.dst + (row * m.pitch) as u64,
-                        count: m.width as u64,
-                        value: m.value,
-                        element_bytes: m.element_size,
-                    };
-                    // SAFETY: FillArgs is two u64s and two u32s, no padding.
-                    let b = unsafe {
-                        std::slice::from_raw_parts((&a as *const FillArgs).cast::<u8>(), size_of::<FillArgs>())
-                    };
-                    ends.push(self.builtin(BuiltinKernel::Fill, b, deps)?);
+                    let n = self.builtin(BuiltinKernel::Fill, &fill_args(m, row), deps)?;
+                    ends.push(n);
+                    rows.push(Row::Dispatch(n));
                 }
-                self.join(ends, deps)
+                let exit = self.join(ends, deps)?;
+                self.site = Site::Rows(rows);
+                Ok(exit)
             }
             Kind::Host { func, data } => {
                 let f = HostFn::Plain { func: *func, data: *data as *mut c_void };
-                Ok(rt.graph_add_node(self.core, deps, NodeKind::Host(f))?)
+                let n = rt.graph_add_node(self.core, deps, NodeKind::Host(f))?;
+                self.site = Site::Host(n);
+                Ok(n)
             }
-            Kind::EventRecord(e) => Ok(rt.graph_add_node(self.core, deps, NodeKind::EventRecord(*e))?),
-            Kind::EventWait(e) => Ok(rt.graph_add_node(self.core, deps, NodeKind::EventWait(*e))?),
+            Kind::EventRecord(e) => {
+                let n = rt.graph_add_node(self.core, deps, NodeKind::EventRecord(*e))?;
+                self.site = Site::Event(n);
+                Ok(n)
+            }
+            Kind::EventWait(e) => {
+                let n = rt.graph_add_node(self.core, deps, NodeKind::EventWait(*e))?;
+                self.site = Site::Event(n);
+                Ok(n)
+            }
             Kind::MemAlloc { address, bytes } => {
                 Ok(rt.graph_add_node(self.core, deps, NodeKind::MemAlloc { address: *address, bytes: *bytes })?)
             }
             Kind::MemFree(a) => Ok(rt.graph_add_node(self.core, deps, NodeKind::MemFree(*a))?),
-            Kind::Conditional(c) => self.conditional(c, deps),
+            Kind::Conditional(c) => {
+                // Rebuilt, never patched: its bodies' nodes leave no site.
+                let n = self.conditional(c, deps)?;
+                self.site = Site::None;
+                Ok(n)
+            }
             Kind::Child(c) => {
-                let leaves = self.flatten(c, deps)?;
-                self.join(leaves, deps)
+                let (leaves, sites) = self.flatten(c, deps)?;
+                let exit = self.join(leaves, deps)?;
+                self.site = Site::Child(sites);
+                Ok(exit)
             }
             Kind::Raw(r) => match r.kind {
                 NodeKind::Dispatch(d) => {
@@ -206,43 +229,103 @@ impl Build<'_> {
         }
     }
 
-    /// Adds `graph` with its roots after `entry`; returns the core nodes of its leaves. A
-    /// cycle is `hipErrorInvalidValue`.
-    pub(super) fn flatten(&mut self, graph: &Graph, entry: &[NodeId]) -> HipResult<Vec<NodeId>> {
+    /// Adds `graph` with its roots after `entry`; returns the core nodes of its leaves and what
+    /// each of its nodes became (by id). A cycle is `hipErrorInvalidValue`.
+    pub(super) fn flatten(&mut self, graph: &Graph, entry: &[NodeId]) -> HipResult<(Vec<NodeId>, Vec<Site>)> {
         let order = graph.order().ok_or(INVALID_VALUE)?;
-        let mut exits: HashMap<u16, NodeId> = HashMap::new();
-        for &id in &order {
-            let preds = graph.deps(id);
-            let deps: Vec<NodeId> = if preds.is_empty() {
-                entry.to_vec()
-            } else {
-                preds.iter().filter_map(|p| exits.get(p).copied()).collect()
-            };
-            let exit = self.add(graph.kind(id)?, &deps)?;
-            exits.insert(id, exit);
+        let n = graph.nodes.len();
+        // Each node's dependencies (in edge order) as runs of one list, and who has dependents.
+        let mut start = vec![0usize; n + 1];
+        let mut has_dependents = vec![false; n];
+        for &(f, t) in &graph.edges {
+            start[usize::from(t) + 1] += 1;
+            has_dependents[usize::from(f)] = true;
         }
-        Ok(order
-            .iter()
-            .filter(|&&id| graph.dependents(id).is_empty())
-            .filter_map(|id| exits.get(id).copied())
-            .collect())
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut preds = vec![0u16; graph.edges.len()];
+        let mut fill = start.clone();
+        for &(f, t) in &graph.edges {
+            preds[fill[usize::from(t)]] = f;
+            fill[usize::from(t)] += 1;
+        }
+        let mut exits: Vec<Option<NodeId>> = vec![None; n];
+        let mut sites: Vec<Site> = vec![Site::None; n];
+        let mut deps: Vec<NodeId> = Vec::new();
+        for &id in &order {
+            let i = usize::from(id);
+            let mine = &preds[start[i]..start[i + 1]];
+            deps.clear();
+            if mine.is_empty() {
+                deps.extend_from_slice(entry);
+            } else {
+                deps.extend(mine.iter().filter_map(|&p| exits[usize::from(p)]));
+            }
+            exits[i] = Some(self.add(graph.kind(id)?, &deps)?);
+            sites[i] = std::mem::take(&mut self.site);
+        }
+        let leaves = order.iter().filter(|&&id| !has_dependents[usize::from(id)]);
+        Ok((leaves.filter_map(|&id| exits[usize::from(id)]).collect(), sites))
     }
 }
 
+/// The arguments of the fill of row `row` of `m`.
+pub(super) fn fill_args(m: &MemsetNode, row: usize) -> [u8; size_of::<FillArgs>()] {
+    let a = FillArgs {
+        dst: m.dst + (row * m.pitch) as u64,
+        count: m.width as u64,
+        value: m.value,
+        element_bytes: m.element_size,
+    };
+    // SAFETY: FillArgs is two u64s and two u32s, no padding.
+    unsafe { std::mem::transmute::<FillArgs, [u8; size_of::<FillArgs>()]>(a) }
+}
+
+/// The arguments of a device copy.
+pub(super) fn copy_args(dst: u64, src: u64, bytes: u64) -> [u8; size_of::<CopyArgs>()] {
+    // SAFETY: CopyArgs is three u64s, no padding.
+    unsafe { std::mem::transmute::<CopyArgs, [u8; size_of::<CopyArgs>()]>(CopyArgs { dst, src, bytes }) }
+}
+
+impl KernelNode {
+    /// The dispatch this node makes.
+    pub(super) fn launch(&self) -> HipResult<KernelLaunch<'_>> {
+        let (grid, workgroup) = geometry(self.grid, self.block)?;
+        Ok(KernelLaunch {
+            kernel_object: self.f.object,
+            grid,
+            workgroup,
+            group_segment_size: self.f.group.saturating_add(self.shared_mem),
+            private_segment_size: self.f.private,
+            kernarg: self.bytes(),
+        })
+    }
+}
+
+/// An executable as instantiated: core's, what it owns, what each node became (by id) and the
+/// device it runs on.
+pub(super) struct Instance {
+    pub(super) core: GraphExecHandle,
+    pub(super) staging: Staging,
+    pub(super) sites: Vec<Site>,
+    pub(super) device: u32,
+}
+
 /// Builds graph `graph` into a core graph and instantiates it on the calling thread's device.
-pub(super) fn instantiate(g: &Global, graph: &Graph, flags: u32) -> HipResult<(GraphExecHandle, Staging)> {
+pub(super) fn instantiate(g: &Global, graph: &Graph, flags: u32) -> HipResult<Instance> {
     let device = g.rt.device()?;
     let _bind = graph.has_conditional_nodes().then(|| lock(&super::conditional::BIND));
     let core = g.rt.graph_create()?;
     let mut staging = Staging::default();
-    let mut build = Build { g, core, device, staging: Some(&mut staging), bodies: Vec::new() };
+    let mut build = Build { g, core, device, staging: Some(&mut staging), bodies: Vec::new(), site: Site::None };
     let built = build.flatten(graph, &[]);
-    let result = built.and_then(|_| Ok(g.rt.graph_instantiate_with_flags(core, flags)?));
+    let result = built.and_then(|(_, sites)| Ok((g.rt.graph_instantiate_with_flags(core, flags)?, sites)));
     for body in build.bodies.into_iter().chain([core]) {
         let _ = g.rt.graph_destroy(body);
     }
     match result {
-        Ok(x) => Ok((x, staging)),
+        Ok((core, sites)) => Ok(Instance { core, staging, sites, device }),
         Err(e) => {
             staging.free(g);
             Err(e)
@@ -309,7 +392,7 @@ pub(crate) fn adopt_captured(g: &Global, core: GraphHandle) -> HipResult {
     let count = g.rt.graph_node_count(core)?;
     let mut graph = Graph::default();
     for i in 0..count {
-        graph.nodes.push(Some(captured_kind(g, core, NodeId(i as u16), device)?));
+        graph.push(captured_kind(g, core, NodeId(i as u16), device)?, &[])?;
     }
     let mut edges = vec![(NodeId(0), NodeId(0)); 2 * count + 16];
     let n = g.rt.graph_edges(core, &mut edges)?;

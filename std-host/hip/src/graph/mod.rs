@@ -405,6 +405,9 @@ type Mismatch = (c_int, Option<u16>);
 #[derive(Clone, Default)]
 pub(crate) struct Graph {
     nodes: Vec<Option<Kind>>,
+    /// Per node, a stamp that changes whenever the node may have (0: destroyed); clones keep
+    /// it, so equal stamps mean equal nodes (`patch.rs`, "Stamps").
+    stamps: Vec<u64>,
     edges: Edges,
     /// The graph this one was cloned from (0 if none): node ids carry over.
     origin: u64,
@@ -430,12 +433,15 @@ impl Graph {
     }
 
     fn kind_mut(&mut self, id: u16) -> HipResult<&mut Kind> {
+        self.restamp(id);
         self.nodes.get_mut(usize::from(id)).and_then(Option::as_mut).ok_or(INVALID_VALUE)
     }
 
     fn push(&mut self, kind: Kind, deps: &[u16]) -> HipResult<u16> {
         let id = u16::try_from(self.nodes.len()).map_err(|_| Hip(2))?;
         self.nodes.push(Some(kind));
+        self.stamps.resize(self.nodes.len() - 1, 0);
+        self.stamps.push(patch::new_stamp());
         self.edges.extend(deps.iter().map(|&d| (d, id)));
         Ok(id)
     }
@@ -689,6 +695,7 @@ unsafe fn write_list(items: &[Handle], out: *mut Handle, count: *mut usize) -> H
 mod build;
 mod conditional;
 mod exec;
+mod patch;
 
 pub(crate) use build::adopt_captured;
 use build::{captured_kind, Build};
@@ -1038,6 +1045,7 @@ pub extern "C" fn hipGraphDestroyNode(node: Handle) -> i32 {
             return Err(NOT_SUPPORTED);
         }
         gr.nodes[usize::from(id)] = None;
+        gr.set_stamp(id, 0);
         gr.edges.retain(|e| e.0 != id && e.1 != id);
         Ok(())
     })
@@ -1099,7 +1107,7 @@ unsafe fn add_node(
         let ids = dep_ids(g, h, deps, |i| usize::from(i) < n)?;
         let ids: Vec<NodeId> = ids.into_iter().map(NodeId).collect();
         let device = g.rt.device()?;
-        Build { g, core, device, staging: None, bodies: Vec::new() }.add(&kind, &ids)?.0
+        Build { g, core, device, staging: None, bodies: Vec::new(), site: Default::default() }.add(&kind, &ids)?.0
     };
     // SAFETY: the caller's contract.
     unsafe { put(node, node_handle(g, h, id)) }
@@ -1812,7 +1820,12 @@ mod tests {
     }
 
     fn graph(n: usize, edges: &[(u16, u16)]) -> Graph {
-        Graph { nodes: (0..n).map(|_| Some(Kind::Empty)).collect(), edges: edges.to_vec(), origin: 0 }
+        let mut g = Graph::default();
+        for _ in 0..n {
+            g.push(Kind::Empty, &[]).unwrap();
+        }
+        g.edges = edges.to_vec();
+        g
     }
 
     #[test]
