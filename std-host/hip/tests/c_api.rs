@@ -491,7 +491,8 @@ fn readme_while_example() {
 }
 
 /// `aqueduct bench` loads this library and reports `hipLaunchKernel` beside core's enqueue of
-/// the same launch (values are not judged here: figures live in the benchmark, not in tests).
+/// the same launch, and `hipGraphExecUpdate` of one node of 10,000 beside `hipGraphInstantiate`
+/// (values are not judged here: figures live in the benchmark, not in tests).
 #[test]
 fn bench_reports_the_launch_cost_of_the_c_abi_beside_cores() {
     let lib = lib_dir();
@@ -509,7 +510,11 @@ fn bench_reports_the_launch_cost_of_the_c_abi_beside_cores() {
         .expect("aqueduct bench");
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    for (figure, floor) in [("hip_launch_kernel", "core_launch"), ("hip_launch_kernel_hipcc", "core_launch_hipcc")] {
+    for (figure, floor) in [
+        ("hip_launch_kernel", "core_launch"),
+        ("hip_launch_kernel_hipcc", "core_launch_hipcc"),
+        ("graph_exec_update_one_of_10000", "graph_instantiate_10000"),
+    ] {
         let at =
             stdout.find(&format!("\"name\":\"{figure}\"")).unwrap_or_else(|| panic!("{figure} missing:\n{stdout}"));
         let start = stdout[..at].rfind('{').unwrap_or(0);

@@ -8,9 +8,10 @@
 //! [`Graph`] kept in this layer: nodes with their HIP parameters (kernel arguments deep-copied,
 //! as HIP copies them) and edges. Instantiation flattens it — child graphs inlined, multi-row
 //! copies and fills split into rows — into a core graph, which core turns into AQL packets; the
-//! core graph is dropped at once and the executable keeps a snapshot of the graph, so
-//! `hipGraphExec*SetParams` and [`hipGraphExecUpdate`] edit the snapshot and rebuild the
-//! executable behind the same handle (launches already enqueued keep what they had).
+//! core graph is dropped at once and the executable keeps a snapshot of the graph and what each
+//! node became, so `hipGraphExec*SetParams` and [`hipGraphExecUpdate`] patch the nodes that
+//! changed in place, or rebuild the executable behind the same handle when a node's shape changed
+//! (`patch.rs`; launches already enqueued keep what they had).
 //!
 //! While a capture records, its graph is core's; the calls that make sense then (adding nodes,
 //! listing nodes and edges, node types) go to core. When the capture ends the graph is taken

@@ -309,3 +309,41 @@ fn same_raw(a: &aqueduct::NodeKind, b: &aqueduct::NodeKind) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differing_finds_every_changed_stamp_across_chunks() {
+        let a: Vec<u64> = (1..=21).collect();
+        let mut b = a.clone();
+        for i in [0, 7, 8, 20] {
+            b[i] += 100;
+        }
+        let mut found = Vec::new();
+        differing::<()>(&a, &b, |i| {
+            found.push(i);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(found, [0, 7, 8, 20]);
+        assert_eq!(differing(&a, &a, |_| Err(())), Ok(()));
+    }
+
+    #[test]
+    fn stamps_follow_changes_and_clones_keep_them() {
+        let mut g = Graph::default();
+        let a = g.push(Kind::Empty, &[]).unwrap();
+        let b = g.push(Kind::Empty, &[a]).unwrap();
+        assert!(g.stamp(a) != 0 && g.stamp(a) != g.stamp(b));
+        let c = g.clone();
+        assert_eq!(c.stamps(), g.stamps());
+        let before = g.stamp(b);
+        g.kind_mut(b).unwrap();
+        assert!(g.stamp(b) != before && g.stamp(a) == c.stamp(a));
+        g.set_stamp(a, 0);
+        g.restamp(9);
+        assert_eq!((g.stamp(a), g.stamp(9)), (0, 0));
+    }
+}
