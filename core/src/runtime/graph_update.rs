@@ -22,7 +22,7 @@
 //! instantiates again. Nodes inside the bodies of conditional nodes have no site of their own
 //! here; their executables are instantiated again too.
 
-use super::graphs::{raw, GraphExecHandle, Patch, SiteKind};
+use super::graphs::{raw, ExecSlot, GraphExecHandle, NodeSite, Patch, SiteKind};
 use super::submit::dispatch_packet;
 use super::{KernelLaunch, Runtime};
 use crate::aql::{Condition, KernelDispatchPacket, Packet};
@@ -31,6 +31,14 @@ use crate::config::{Config, Table};
 use crate::error::{Error, Result};
 use crate::graph::NodeId;
 use crate::thread::ThreadKeys;
+
+impl ExecSlot {
+    /// Where node `node`'s packets sit; `InvalidValue` for a node the executable does not have.
+    fn site(&self, node: NodeId) -> Result<NodeSite> {
+        let records = self.kernarg.as_slice().get(self.sites_at..).unwrap_or(&[]);
+        records.get(usize::from(node.0)).map(NodeSite::from_record).ok_or(Error::InvalidValue)
+    }
+}
 
 /// What a patch waits for before it may change something a launch reads while it runs.
 enum Step {
@@ -57,7 +65,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 let busy = st.execs.slots().get(xi).and_then(|e| e.busy);
                 let done = self.launch_done(busy);
                 let e = st.execs.slots_mut().get_mut(xi).ok_or(Error::InvalidValue)?;
-                let site = e.sites.as_slice().get(usize::from(node.0)).copied().ok_or(Error::InvalidValue)?;
+                let site = e.site(node)?;
                 if site.kind != SiteKind::Dispatch {
                     return Err(Error::InvalidValue);
                 }
@@ -156,7 +164,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let mut st = self.lock();
         let xi = Self::exec_slot(&st, x)?;
         let e = st.execs.slots_mut().get_mut(xi).ok_or(Error::InvalidValue)?;
-        let site = e.sites.as_slice().get(usize::from(node.0)).copied().ok_or(Error::InvalidValue)?;
+        let site = e.site(node)?;
         if site.kind != kind {
             return Err(Error::InvalidValue);
         }

@@ -89,20 +89,22 @@ pub(super) enum Patch {
 
 /// What a graph node became in an executable, for patching it in place (`graph_update.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
 pub(super) enum SiteKind {
+    /// Nothing to patch (also what a zeroed record reads as).
+    Other = 0,
     /// A kernel dispatch: one packet, and an argument block in `kernarg`.
-    Dispatch,
+    Dispatch = 1,
     /// A host function: the start marker and the barrier after it (a [`Patch::Host`]).
-    Host,
+    Host = 2,
     /// An event record or wait (a [`Patch::Event`] or [`Patch::EventWait`]).
-    Event,
-    /// Anything else: nothing to patch.
-    Other,
+    Event = 3,
 }
 
 /// Where one graph node's packets sit in an executable: the index of its first packet and,
 /// for a dispatch, its argument block (offset in `kernarg`, bytes reserved: the arguments
-/// rounded up to 16).
+/// rounded up to 16). Kept as one 16-byte record per node after the argument arena, in the
+/// same allocation (backend allocations are a bounded resource: kfd-direct has a fixed table).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct NodeSite {
     pub(super) kind: SiteKind,
@@ -113,6 +115,25 @@ pub(super) struct NodeSite {
 
 impl NodeSite {
     const NONE: NodeSite = NodeSite { kind: SiteKind::Other, packet: 0, arg_offset: 0, arg_room: 0 };
+
+    fn to_record(self) -> [u8; 16] {
+        let mut r = [0u8; 16];
+        for (d, v) in r.chunks_exact_mut(4).zip([self.packet, self.arg_offset, self.arg_room, self.kind as u32]) {
+            d.copy_from_slice(&v.to_le_bytes());
+        }
+        r
+    }
+
+    pub(super) fn from_record(r: &[u8; 16]) -> NodeSite {
+        let word = |i: usize| r.get(4 * i..4 * i + 4).and_then(|w| w.try_into().ok()).map_or(0, u32::from_le_bytes);
+        let kind = match word(3) {
+            1 => SiteKind::Dispatch,
+            2 => SiteKind::Host,
+            3 => SiteKind::Event,
+            _ => SiteKind::Other,
+        };
+        NodeSite { kind, packet: word(0), arg_offset: word(1), arg_room: word(2) }
+    }
 }
 
 /// One graph executable.
@@ -123,14 +144,14 @@ pub struct ExecSlot {
     device: u32,
     /// The plan's packets, without the closing barrier (published per launch).
     pub(super) packets: HostArray<RawPacket>,
-    /// Per graph node (by id): where its packets are.
-    pub(super) sites: HostArray<NodeSite>,
     /// Node signals (kept with the slot; never read by the host); the first `used_signals`
     /// belong to the current executable.
     signals: HostArray<SignalHandle>,
     used_signals: usize,
-    /// Kernel arguments: the graph's argument arena, at the same offsets.
+    /// Kernel arguments: the graph's argument arena, at the same offsets; then, from chunk
+    /// `sites_at`, one [`NodeSite`] record per graph node (by id).
     pub(super) kernarg: HostArray<[u8; 16]>,
+    pub(super) sites_at: usize,
     pub(super) patches: heapless::Vec<Patch, MAX_PATCHES>,
     /// The stream slot of the last launch and the count its progress reaches when the launch
     /// is done.
@@ -147,10 +168,10 @@ impl Slot for ExecSlot {
         state: SlotState::Free,
         device: 0,
         packets: HostArray::new(),
-        sites: HostArray::new(),
         signals: HostArray::new(),
         used_signals: 0,
         kernarg: HostArray::new(),
+        sites_at: 0,
         patches: heapless::Vec::new(),
         busy: None,
         launches: 0,
@@ -425,11 +446,13 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 return Err(e);
             }
         }
-        // Kernel arguments: the arena, copied once into backend memory.
+        // Kernel arguments: the arena, copied once into backend memory; the node sites after it.
         let arena = graph.arena();
         let chunks = arena.len().div_ceil(16);
-        if chunks > 0 {
-            exec.kernarg.extend(b, device, [0; 16], chunks, chunks)?;
+        let records = chunks.saturating_add(nodes);
+        exec.sites_at = chunks;
+        if records > 0 {
+            exec.kernarg.extend(b, device, [0; 16], records, records)?;
             for (d, s) in exec.kernarg.as_mut_slice().iter_mut().zip(arena.chunks(16)) {
                 if let Some(d) = d.get_mut(..s.len()) {
                     d.copy_from_slice(s);
@@ -439,13 +462,11 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let kernarg = exec.kernarg.address();
         let max_packets = nodes.saturating_mul(4).saturating_add(16 + defaults.len());
         exec.packets.reserve(b, device, nodes + 1, max_packets)?;
-        exec.sites.clear();
-        exec.sites.extend(b, device, NodeSite::NONE, nodes, nodes)?;
         let signals = exec.signals.as_slice().get(..count).unwrap_or(&[]);
         let sig = |slot: Option<u16>| -> u64 { slot.and_then(|k| signals.get(usize::from(k))).map_or(0, |h| h.0) };
         let packets = &mut exec.packets;
         let patches = &mut exec.patches;
-        let sites = &mut exec.sites;
+        let sites = exec.kernarg.as_mut_slice().get_mut(exec.sites_at..).unwrap_or(&mut []);
         for p in &defaults {
             packets.push(b, device, *p, max_packets)?;
         }
@@ -463,8 +484,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 Planned::Node { node, kind, barrier, signal } => {
                     let done = sig(signal);
                     let first = packets.len() as u32;
-                    if let Some(site) = sites.as_mut_slice().get_mut(usize::from(node.0)) {
-                        *site = match kind {
+                    if let Some(record) = sites.get_mut(usize::from(node.0)) {
+                        let site = match kind {
                             NodeKind::Dispatch(d) => NodeSite {
                                 kind: SiteKind::Dispatch,
                                 packet: first,
@@ -477,6 +498,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                             }
                             _ => NodeSite { packet: first, ..NodeSite::NONE },
                         };
+                        *record = site.to_record();
                     }
                     match kind {
                         NodeKind::Conditional(_) => {
@@ -560,8 +582,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         self.release_conditionals(x, &mut cond);
         let Some(e) = st.execs.slots_mut().get_mut(x) else { return };
         e.packets.clear();
-        e.sites.clear();
         e.kernarg.clear();
+        e.sites_at = 0;
         e.used_signals = 0;
         e.busy = None;
         e.state = SlotState::Free;
