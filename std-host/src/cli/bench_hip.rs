@@ -81,6 +81,7 @@ struct KernelNodeParams {
     kernel_params: *mut *mut c_void,
     shared_mem: c_uint,
 }
+const _: () = assert!(size_of::<KernelNodeParams>() == 64);
 
 /// `store(words, index, value)`: `words[index] = value`.
 extern "C" fn store_kernel(args: *mut *mut c_void, _b: Dim3, _g: Dim3, _d: Dim3) {

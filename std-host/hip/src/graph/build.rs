@@ -37,9 +37,7 @@ impl Staging {
     pub(super) fn copy_mut(&mut self, i: usize) -> Option<&mut HostCopy> {
         self.copies.get_mut(i).map(|c| &mut **c)
     }
-}
 
-impl Staging {
     pub(super) fn is_empty(&self) -> bool {
         self.buffers.is_empty() && self.copies.is_empty()
     }

@@ -27,9 +27,9 @@
 //! therefore copies of one node, unchanged since: an update scans the two stamp lists and
 //! compares parameters only where the stamps differ. Stamp 0 marks a destroyed node.
 
-use aqueduct::{Backend, BuiltinKernel, Error, GraphExecHandle, HostFn, KernelLaunch, NodeId};
-
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use aqueduct::{Backend, BuiltinKernel, Error, GraphExecHandle, HostFn, KernelLaunch, NodeId};
 
 use super::build::{copy_args, fill_args, Staging};
 use super::{CopyNode, Graph, Kind};
