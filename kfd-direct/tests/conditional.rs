@@ -233,3 +233,38 @@ fn nested_if_inside_while_on_the_emulated_gpu() {
     e.rt.stream_synchronize(s).unwrap();
     assert_eq!((read(remaining), read(odd)), (0, 5));
 }
+
+#[test]
+fn a_fault_in_a_body_kernel_is_reported_on_the_stream() {
+    let e = setup();
+    let bad_va = 0x7000_dead_0000u64;
+    let oob = e.sys.emu().register_kernel(Twin::new("oob", 0, move |ctx, _| ctx.mem.write_u32(bad_va, 1)));
+    let remaining = cell(&e.rt, 3);
+    let after = cell(&e.rt, 0);
+    // WHILE { countdown; oob } then inc(after): the second kernel of the first iteration faults.
+    let g = e.rt.graph_create().unwrap();
+    let h = e.rt.graph_conditional_handle_create(g, 1, COND_ASSIGN_DEFAULT).unwrap();
+    let body = e.rt.graph_create().unwrap();
+    let c = e.kernel(body, &[], e.countdown, &[remaining, h.0]);
+    e.kernel(body, &[c], oob, &[]);
+    let raw = [body.0];
+    let node = e.rt.graph_add_conditional_node(g, &[], ConditionalNode::new(h, ConditionalKind::While, &raw).unwrap());
+    e.kernel(g, &[node.unwrap()], e.inc, &[after]);
+    let s = e.rt.stream_create(0).unwrap();
+    let x = e.rt.graph_instantiate(g).unwrap();
+    e.rt.graph_launch(x, s).unwrap();
+    // amdkfd evicts every queue of the process on a VM fault: the body queue's fault reaches
+    // the stream, whose wait returns instead of waiting for a node that can never finish.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(|| tx.send(e.rt.stream_synchronize(s)).unwrap());
+        let r = rx.recv_timeout(DEADLOCK_GUARD).expect("the stream's wait did not return after the fault");
+        assert_eq!(r, Err(aqueduct::Error::IllegalAddress));
+    });
+    assert_eq!(read(remaining), 2, "one iteration started, none after the fault");
+    assert_eq!(read(after), 0, "the node after the loop never ran");
+    assert_eq!(e.rt.graph_launch(x, s), Err(aqueduct::Error::IllegalAddress), "sticky");
+    // The executable and its body queue go without waiting for work that cannot finish.
+    e.rt.graph_exec_destroy(x).unwrap();
+    e.rt.stream_destroy(s).unwrap();
+}
