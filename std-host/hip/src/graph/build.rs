@@ -63,17 +63,26 @@ pub(super) struct Build<'a> {
     pub(super) site: Site,
 }
 
+/// A one-work-item launch of built-in kernel `kernel` (a copy or a fill) on `device`.
+pub(super) fn builtin_launch<'a>(
+    g: &Global,
+    device: u32,
+    kernel: BuiltinKernel,
+    args: &'a [u8],
+) -> HipResult<KernelLaunch<'a>> {
+    Ok(KernelLaunch {
+        kernel_object: g.rt.backend().builtin_kernel(device, kernel)?,
+        grid: [1, 1, 1],
+        workgroup: [1, 1, 1],
+        group_segment_size: 0,
+        private_segment_size: 0,
+        kernarg: args,
+    })
+}
+
 impl Build<'_> {
     fn builtin(&mut self, kernel: BuiltinKernel, args: &[u8], deps: &[NodeId]) -> HipResult<NodeId> {
-        let object = self.g.rt.backend().builtin_kernel(self.device, kernel)?;
-        let launch = KernelLaunch {
-            kernel_object: object,
-            grid: [1, 1, 1],
-            workgroup: [1, 1, 1],
-            group_segment_size: 0,
-            private_segment_size: 0,
-            kernarg: args,
-        };
+        let launch = builtin_launch(self.g, self.device, kernel, args)?;
         Ok(self.g.rt.graph_add_kernel_node(self.core, deps, &launch)?)
     }
 

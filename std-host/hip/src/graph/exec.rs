@@ -599,16 +599,8 @@ pub unsafe extern "C" fn hipGraphExecUpdate(
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::graph;
     use super::*;
-
-    fn graph(n: usize, edges: &[(u16, u16)]) -> Graph {
-        let mut g = Graph::default();
-        for _ in 0..n {
-            g.push(Kind::Empty, &[]).unwrap();
-        }
-        g.edges = edges.to_vec();
-        g
-    }
 
     #[test]
     fn updates_pair_nodes_and_refuse_other_shapes() {

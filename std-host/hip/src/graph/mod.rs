@@ -1820,7 +1820,8 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Memcpy3DParms, kind), 152);
     }
 
-    fn graph(n: usize, edges: &[(u16, u16)]) -> Graph {
+    /// `n` empty nodes with `edges`.
+    pub(super) fn graph(n: usize, edges: &[(u16, u16)]) -> Graph {
         let mut g = Graph::default();
         for _ in 0..n {
             g.push(Kind::Empty, &[]).unwrap();

@@ -29,9 +29,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use aqueduct::{Backend, BuiltinKernel, Error, GraphExecHandle, HostFn, KernelLaunch, NodeId};
+use aqueduct::{BuiltinKernel, Error, GraphExecHandle, HostFn, NodeId};
 
-use super::build::{copy_args, fill_args, Staging};
+use super::build::{builtin_launch, copy_args, fill_args, Staging};
 use super::{CopyNode, Graph, Kind};
 use crate::error::HipResult;
 use crate::global::Global;
@@ -173,15 +173,7 @@ fn core_patch(r: aqueduct::Result<()>) -> HipResult<Patched> {
 
 impl Target<'_> {
     fn builtin(&self, kernel: BuiltinKernel, node: NodeId, args: &[u8]) -> HipResult<Patched> {
-        let object = self.g.rt.backend().builtin_kernel(self.device, kernel)?;
-        let launch = KernelLaunch {
-            kernel_object: object,
-            grid: [1, 1, 1],
-            workgroup: [1, 1, 1],
-            group_segment_size: 0,
-            private_segment_size: 0,
-            kernarg: args,
-        };
+        let launch = builtin_launch(self.g, self.device, kernel, args)?;
         core_patch(self.g.rt.graph_exec_set_dispatch(self.core, node, &launch))
     }
 
