@@ -377,6 +377,16 @@ enum Kind {
 }
 
 impl Kind {
+    /// Takes `new`'s parameters: a node keeps its kind, so `new` of another kind is
+    /// `hipErrorInvalidValue` (the `hipGraph*NodeSetParams` rule).
+    fn replace_with(&mut self, new: Kind) -> HipResult {
+        if std::mem::discriminant(self) != std::mem::discriminant(&new) {
+            return Err(INVALID_VALUE);
+        }
+        *self = new;
+        Ok(())
+    }
+
     fn ty(&self) -> Option<c_int> {
         Some(match self {
             Kind::Kernel(_) => TYPE_KERNEL,
@@ -1543,13 +1553,7 @@ pub unsafe extern "C" fn hipGraphKernelNodeGetParams(node: Handle, p: *mut Kerne
 pub unsafe extern "C" fn hipGraphKernelNodeSetParams(node: Handle, p: *const KernelNodeParams) -> i32 {
     api(|| {
         let new = kernel_kind(p)?;
-        with_node(node, |_, k| match k {
-            Kind::Kernel(_) => {
-                *k = new;
-                Ok(())
-            }
-            _ => Err(INVALID_VALUE),
-        })
+        with_node(node, |_, k| k.replace_with(new))
     })
 }
 
@@ -1575,13 +1579,7 @@ pub unsafe extern "C" fn hipGraphMemcpyNodeGetParams(node: Handle, p: *mut Memcp
 /// Replaces a copy node's copy.
 fn set_copy(node: Handle, new: HipResult<Kind>) -> HipResult {
     let new = new?;
-    with_node(node, |_, k| match k {
-        Kind::Copy(_) => {
-            *k = new;
-            Ok(())
-        }
-        _ => Err(INVALID_VALUE),
-    })
+    with_node(node, |_, k| k.replace_with(new))
 }
 
 /// `hipGraphMemcpyNodeSetParams`.
@@ -1674,13 +1672,7 @@ pub unsafe extern "C" fn hipGraphMemsetNodeGetParams(node: Handle, p: *mut Memse
 pub unsafe extern "C" fn hipGraphMemsetNodeSetParams(node: Handle, p: *const MemsetParams) -> i32 {
     api(|| {
         let new = memset_kind(global()?, p)?;
-        with_node(node, |_, k| match k {
-            Kind::Memset(_) => {
-                *k = new;
-                Ok(())
-            }
-            _ => Err(INVALID_VALUE),
-        })
+        with_node(node, |_, k| k.replace_with(new))
     })
 }
 
@@ -1711,13 +1703,7 @@ pub unsafe extern "C" fn hipGraphHostNodeGetParams(node: Handle, p: *mut HostNod
 pub unsafe extern "C" fn hipGraphHostNodeSetParams(node: Handle, p: *const HostNodeParams) -> i32 {
     api(|| {
         let new = host_kind(p)?;
-        with_node(node, |_, k| match k {
-            Kind::Host { .. } => {
-                *k = new;
-                Ok(())
-            }
-            _ => Err(INVALID_VALUE),
-        })
+        with_node(node, |_, k| k.replace_with(new))
     })
 }
 
