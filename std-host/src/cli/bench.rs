@@ -14,7 +14,9 @@
 //!
 //! The HIP figures (`hip_launch_kernel`, `hip_launch_kernel_hipcc`, each beside core's enqueue of
 //! the same launch in the same library; `graph_exec_update_one_of_10000` beside
-//! `hipGraphInstantiate` of the same graph) come from [`super::bench_hip`].
+//! `hipGraphInstantiate` of the same graph) come from [`super::bench_hip`];
+//! `while_loop_iteration` (a WHILE loop the device drives, beside the same loop driven by the
+//! host) from `bench_cond`.
 //!
 //! Every timed operation's result is checked: a failure ends the run with an error naming the
 //! operation, so a failing operation can never pass as a fast one. The report names the backend
@@ -103,7 +105,7 @@ pub struct BenchOptions {
     pub short: bool,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
@@ -391,6 +393,7 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Re
     });
     bar.inc(1);
     figures.extend(device_engine_figures(&dev, &s, &kernel, bench)?);
+    let cond = super::bench_cond::figures(&dev, &s, bench)?;
     bar.finish_and_clear();
     drop(ev);
     drop(s);
@@ -404,6 +407,8 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Re
         Floor { name: "copy_100", ns: copy100, what: "copying 100 64-byte packets, ns per packet" },
         Floor { name: "pingpong", ns: pp, what: "one cache line between two threads, ns per round trip" },
     ];
+    floors.extend(cond.as_ref().map(|(_, f)| f.clone()));
+    figures.extend(cond.map(|(f, _)| f));
     // The queue pool and the lock-free submit path, on core's loopback.
     figures.extend(super::bench_pool::figures(samples, bench.short, packet)?);
     // The HIP library's launch cost against core's, in that library's own runtime.

@@ -1,6 +1,7 @@
 //! The subcommands of the `aqueduct` tool, as library functions the binary and the tests call.
 
 pub mod bench;
+mod bench_cond;
 pub mod bench_hip;
 mod bench_pool;
 pub mod demo;
