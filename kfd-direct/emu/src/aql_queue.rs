@@ -13,6 +13,7 @@
 //! a slot before every packet up to it has completed. A slot keeps its packet until it retires
 //! (then its header becomes INVALID), so the pending packets of a stopped queue stay readable.
 
+use std::borrow::Cow;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -51,7 +52,7 @@ pub(crate) struct RingState {
     pub(crate) limit: u64,
     /// Adversarial mode: launched dispatches not yet released to the scheduler, and the
     /// queue's own seeded generator that picks the next one.
-    pub(crate) held: Vec<Dispatch>,
+    pub(crate) held: Vec<Dispatch<'static>>,
     pub(crate) rng: Rng,
     /// Kernel dispatches launched from this ring (statistics).
     pub(crate) launched: u64,
@@ -480,11 +481,14 @@ impl Kernarg {
     }
 }
 
-/// A launched kernel dispatch: everything its work-groups and its completion need.
-pub(crate) struct Dispatch {
-    pub(crate) queue: Arc<AqlQueue>,
+/// A launched kernel dispatch: everything its work-groups and its completion need. Its queue,
+/// twin and memory are borrowed from the packet processor while it runs the dispatch itself
+/// (`PacketProcessor::process`), and owned ([`Dispatch::into_owned`]) once it is handed to the
+/// work-group scheduler.
+pub(crate) struct Dispatch<'a> {
+    pub(crate) queue: Cow<'a, Arc<AqlQueue>>,
     pub(crate) index: u64,
-    pub(crate) twin: Arc<Twin>,
+    pub(crate) twin: Cow<'a, Arc<Twin>>,
     pub(crate) packet: KernelDispatchPacket,
     pub(crate) kernarg: Kernarg,
     pub(crate) grid: [u32; 3],
@@ -493,7 +497,7 @@ pub(crate) struct Dispatch {
     /// Work-groups in all.
     pub(crate) work_groups: u64,
     /// The queue's memory as of the launch.
-    pub(crate) tr: Arc<Translation>,
+    pub(crate) tr: Cow<'a, Arc<Translation>>,
     pub(crate) start_ts: u64,
     pub(crate) profiling: bool,
     /// The queue's priority at launch (higher first).
@@ -504,7 +508,17 @@ pub(crate) struct Dispatch {
     pub(crate) release_fence: bool,
 }
 
-impl Dispatch {
+impl Dispatch<'_> {
+    /// The same dispatch, owning its queue, twin and memory.
+    pub(crate) fn into_owned(self) -> Dispatch<'static> {
+        Dispatch {
+            queue: Cow::Owned(self.queue.into_owned()),
+            twin: Cow::Owned(self.twin.into_owned()),
+            tr: Cow::Owned(self.tr.into_owned()),
+            ..self
+        }
+    }
+
     /// The work-group id of linear work-group `n` (x fastest).
     pub(crate) fn work_group(&self, n: u64) -> [u32; 3] {
         let [cx, cy, _] = self.workgroup_count.map(u64::from);

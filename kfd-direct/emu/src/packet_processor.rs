@@ -38,6 +38,7 @@
 //! order, reproducibly per seed, so a stream that forgot a barrier bit sees its kernels reorder.
 //! Queues stay independent of one another.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{fence, AtomicU32, Ordering};
@@ -80,7 +81,13 @@ mod header {
 /// Where launched dispatches go (the work-group scheduler).
 pub(crate) trait LaunchSink {
     /// Takes a dispatch whose work-groups may now run.
-    fn launch(&mut self, d: Dispatch);
+    fn launch(&mut self, d: Dispatch<'static>);
+    /// Claims a compute-unit worker for the single work-group of `d`, to run it on this thread
+    /// at once ([`LaunchSink::run_here`]); `None` when it must wait its turn ([`LaunchSink::launch`]).
+    fn claim(&mut self, d: &Dispatch) -> Option<u32>;
+    /// Runs the single work-group of `d` on the claimed `worker` here, and completes it; returns
+    /// whether this thread still holds the packet-processor role.
+    fn run_here(&mut self, d: &Dispatch<'_>, worker: u32) -> bool;
 }
 
 fn header_field(h: u16, shift: u16) -> u16 {
@@ -115,6 +122,10 @@ struct TwinCache {
 /// How long (in [`crate::hw::ticks`]) the doorbell of a streaming producer is left alone after a
 /// read: about half a microsecond on a current x86 core, tens of packets of a fast producer.
 const STREAMING_PAUSE: u64 = 1500;
+
+/// Most dispatches one visit of a queue runs on the packet processor's thread (see
+/// `PacketProcessor::process`) before the other queues get their turn.
+const RUN_HERE_PER_VISIT: u32 = 64;
 
 /// An engine thread's view of one queue (its own caches; the queue's state is in the queue).
 struct Entry {
@@ -204,9 +215,10 @@ impl PacketProcessor {
 
     /// Processes queue `i` as far as the rules allow.
     fn process(&mut self, i: usize, sink: &mut dyn LaunchSink) -> bool {
-        let dev = Arc::clone(&self.dev);
-        let Some(e) = self.queues.get_mut(i) else { return false };
-        let q = Arc::clone(&e.q);
+        let PacketProcessor { dev, queues, twins, .. } = self;
+        let dev: &Device = dev;
+        let Some(e) = queues.get_mut(i) else { return false };
+        let q = &e.q;
         // The driver changes scheduling parameters and the ring under this lock (as amdkfd
         // preempts and reloads a queue), so look at them after taking it. Another engine thread
         // processing the queue right now does this round's work.
@@ -220,40 +232,36 @@ impl PacketProcessor {
         if !q.runnable() {
             return false;
         }
-        // The doorbell's line is the producer's: each read makes its next doorbell store wait
-        // for the line. Read it only when the packets it announced before are all launched, and
-        // while the producer streams (a read found several new packets, or two reads in a row
-        // found new ones) not again for a short pause, so that it pays one transfer per pause
-        // instead of one per packet. A producer that publishes one packet and waits for it (a
-        // round trip) is never paused: the read after each completion finds nothing new.
         if ring.launch == ring.limit && !q.doorbell_paused() {
-            let db = q.read_doorbell();
-            if db != ring.last_doorbell {
-                let new = if ring.last_doorbell == u64::MAX { 1 } else { db.wrapping_sub(ring.last_doorbell) };
-                ring.streak = ring.streak.saturating_add(1);
-                q.pause_doorbell(if new >= 2 || ring.streak >= 2 { STREAMING_PAUSE } else { 0 });
-                ring.last_doorbell = db;
-                ring.limit = db.wrapping_add(1);
-            } else {
-                ring.streak = 0;
-            }
+            read_doorbell(q, &mut ring, false);
         }
         if let Some(va) = q.noexec_ring {
             if ring.limit.wrapping_sub(ring.launch) as i64 > 0 {
                 drop(ring);
-                dev.fail(&q, Failure::NoExecute(va));
+                dev.fail(q, Failure::NoExecute(va));
                 return true;
             }
         }
         let tr = e.tr.get(&q.vm, &dev.pool, q.gpu_id);
         let mut waits = false;
         let mut progress = false;
+        // Dispatches run here and now this visit, and whether the last one may have rung the
+        // queue's own doorbell (see `read_doorbell`).
+        let mut ran = 0u32;
+        let mut fresh = false;
         let failure = loop {
             if !q.active() {
                 break None;
             }
             let index = ring.launch;
-            if ring.limit.wrapping_sub(index) as i64 <= 0 || index.wrapping_sub(q.retired()) >= WINDOW {
+            // Consecutive packets: a packet that ran here may have published the next ones (a
+            // device-side producer), so look at the doorbell again before leaving the queue.
+            if ring.limit.wrapping_sub(index) as i64 <= 0
+                && !(std::mem::take(&mut fresh) && read_doorbell(q, &mut ring, true))
+            {
+                break None;
+            }
+            if index.wrapping_sub(q.retired()) >= WINDOW {
                 break None;
             }
             let slot = ring.slot(index);
@@ -280,28 +288,45 @@ impl PacketProcessor {
                 fence(Ordering::Acquire);
             }
             let profiling = q.profiling();
-            let start = if profiling { dev.clock.gpu_ticks() } else { 0 };
             let outcome = match ty {
                 header::KERNEL_DISPATCH => {
-                    match launch(&dev, &mut self.twins, &q, tr, index, &words, (start, profiling)) {
-                        Ok(d) => {
-                            q.begin();
-                            consume(&mut ring);
-                            progress = true;
-                            ring.launched += 1;
-                            if dev.adversarial.is_some() {
-                                ring.held.push(d);
-                            } else {
-                                sink.launch(d);
-                            }
-                            continue;
-                        }
+                    let d = match launch(dev, twins, q, tr, index, &words, profiling) {
+                        Ok(d) => d,
                         Err(f) => break Some(f),
+                    };
+                    q.begin();
+                    consume(&mut ring);
+                    progress = true;
+                    ring.launched += 1;
+                    if dev.adversarial.is_some() {
+                        ring.held.push(d.into_owned());
+                        continue;
                     }
+                    // Nothing else of the queue can start beside a dispatch whose next packet
+                    // waits for it (barrier bit) or is not announced: its one work-group runs
+                    // here and now, and the queue goes on with the packet after it. A bounded
+                    // number per visit, so that one queue cannot keep the others waiting.
+                    let alone = d.work_groups == 1 && ran < RUN_HERE_PER_VISIT && !next_may_overlap(&ring, index);
+                    let Some(worker) = alone.then(|| sink.claim(&d)).flatten() else {
+                        sink.launch(d.into_owned());
+                        continue;
+                    };
+                    ran += 1;
+                    // The ring is not needed while it runs (another engine thread that takes the
+                    // packet-processor role meanwhile may process the queue).
+                    drop(ring);
+                    let holder = sink.run_here(&d, worker);
+                    drop(d);
+                    fresh = true;
+                    ring = match q.try_lock_ring() {
+                        Some(r) if holder => r,
+                        _ => return true,
+                    };
+                    continue;
                 }
                 header::BARRIER_AND | header::BARRIER_OR => {
                     let b = BarrierPacket::from_words(&words);
-                    match deps_met(&q, tr, &b.dep_signal, ty == header::BARRIER_OR) {
+                    match deps_met(q, tr, &b.dep_signal, ty == header::BARRIER_OR) {
                         Ok(true) => Ok(b.completion_signal),
                         Ok(false) => Err(None),
                         Err(va) => Err(Some(Failure::Memory(va))),
@@ -310,7 +335,7 @@ impl PacketProcessor {
                 header::VENDOR_SPECIFIC => match (words[0] >> 16) as u8 {
                     header::AMD_BARRIER_VALUE => {
                         let v = BarrierValuePacket::from_words(&words);
-                        match barrier_value_met(&q, tr, &v) {
+                        match barrier_value_met(q, tr, &v) {
                             Ok(Some(true)) => Ok(v.completion_signal),
                             Ok(Some(false)) => Err(None),
                             Ok(None) => Err(Some(Failure::Queue(exception::QUEUE_PACKET_UNSUPPORTED))),
@@ -332,7 +357,7 @@ impl PacketProcessor {
                 }
                 Err(Some(f)) => break Some(f),
                 Ok(signal) => {
-                    // A barrier or vendor packet completes here and now.
+                    // A barrier or vendor packet starts and completes here and now.
                     consume(&mut ring);
                     progress = true;
                     if header_field(h, header::RELEASE_SHIFT) != 0 {
@@ -340,8 +365,8 @@ impl PacketProcessor {
                     }
                     let mut fault = None;
                     if signal != 0 {
-                        let end = if profiling { dev.clock.gpu_ticks() } else { 0 };
-                        fault = q.complete_signal(tr, signal, start, end, profiling).err();
+                        let now = if profiling { dev.clock.gpu_ticks() } else { 0 };
+                        fault = q.complete_signal(tr, signal, now, now, profiling).err();
                     }
                     q.retire(index, false);
                     if let Some(va) = fault {
@@ -354,7 +379,7 @@ impl PacketProcessor {
         q.waits_on_memory.store(waits, Ordering::Relaxed);
         if let Some(f) = failure {
             drop(ring);
-            dev.fail(&q, f);
+            dev.fail(q, f);
             return true;
         }
         // Adversarial mode: release one held dispatch, at random, when none of the queue's runs.
@@ -367,6 +392,47 @@ impl PacketProcessor {
         }
         progress
     }
+}
+
+/// Reads the doorbell of `q` and announces the packets up to it; returns whether there are new
+/// ones.
+///
+/// The doorbell's line is the producer's: each read makes its next doorbell store wait for the
+/// line. A round reads it only when the packets it announced before are all launched, and while
+/// the producer streams (a read found several new packets, or two reads in a row found new
+/// ones) not again for a short pause, so that it pays one transfer per pause instead of one per
+/// packet. A producer that publishes one packet and waits for it (a round trip) is never paused:
+/// the read after each completion finds nothing new. A `consecutive` read, right after a packet
+/// of the queue ran on this thread, ignores the pause and sets none.
+fn read_doorbell(q: &AqlQueue, ring: &mut RingState, consecutive: bool) -> bool {
+    let db = q.read_doorbell();
+    if db == ring.last_doorbell {
+        ring.streak = 0;
+        return false;
+    }
+    if !consecutive {
+        let new = if ring.last_doorbell == u64::MAX { 1 } else { db.wrapping_sub(ring.last_doorbell) };
+        ring.streak = ring.streak.saturating_add(1);
+        q.pause_doorbell(if new >= 2 || ring.streak >= 2 { STREAMING_PAUSE } else { 0 });
+    }
+    ring.last_doorbell = db;
+    ring.limit = db.wrapping_add(1);
+    true
+}
+
+/// Whether the packet after `index` is announced and could start while packet `index` runs: its
+/// header is published without the barrier bit.
+fn next_may_overlap(ring: &RingState, index: u64) -> bool {
+    let next = index.wrapping_add(1);
+    if ring.limit.wrapping_sub(next) as i64 <= 0 {
+        return false;
+    }
+    // SAFETY: the slot is 64 live, 64-byte aligned bytes of the pinned ring.
+    let dword0 = unsafe { AtomicU32::from_ptr(ring.slot(next).cast()) };
+    // Ordering: Relaxed; a scheduling choice only (the packet is read with Acquire when it is
+    // processed).
+    let h = dword0.load(Ordering::Relaxed) as u16;
+    h & header::TYPE_MASK != header::INVALID && h & header::BARRIER == 0
 }
 
 /// Copies the 16 dwords of the slot at `slot` (dword 0 already acquired by the caller).
@@ -412,16 +478,19 @@ fn barrier_value_met(q: &AqlQueue, tr: &Translation, v: &BarrierValuePacket) -> 
 }
 
 /// Validates a kernel dispatch and builds what its work-groups need.
-fn launch(
+fn launch<'a>(
     dev: &Device,
-    twins: &mut TwinCache,
-    q: &Arc<AqlQueue>,
-    tr: &Arc<Translation>,
+    twins: &'a mut TwinCache,
+    q: &'a Arc<AqlQueue>,
+    tr: &'a Arc<Translation>,
     index: u64,
     words: &[u32; 16],
-    (start, profiling): (u64, bool),
-) -> Result<Dispatch, Failure> {
+    profiling: bool,
+) -> Result<Dispatch<'a>, Failure> {
     let p = KernelDispatchPacket::from_words(words);
+    // Timestamps go into the completion signal: without one there is nothing to stamp.
+    let profiling = profiling && p.completion_signal != 0;
+    let start = if profiling { dev.clock.gpu_ticks() } else { 0 };
     let dims = p.setup & 3;
     let mut grid = [p.grid_size_x, p.grid_size_y, p.grid_size_z];
     let mut wg = [p.workgroup_size_x, p.workgroup_size_y, p.workgroup_size_z].map(u32::from);
@@ -452,16 +521,16 @@ fn launch(
     // Ordering: Relaxed; scheduling parameters, read at each launch.
     let (priority, workers) = (q.priority.load(Ordering::Relaxed), q.workers.load(Ordering::Relaxed));
     Ok(Dispatch {
-        queue: Arc::clone(q),
+        queue: Cow::Borrowed(q),
         index,
-        twin,
+        twin: Cow::Borrowed(twin),
         packet: p,
         kernarg,
         grid,
         workgroup_size: wg,
         workgroup_count: count,
         work_groups: count.iter().map(|&c| u64::from(c)).product(),
-        tr: Arc::clone(tr),
+        tr: Cow::Borrowed(tr),
         start_ts: start,
         profiling,
         priority,
@@ -470,19 +539,18 @@ fn launch(
     })
 }
 
-fn find_twin(dev: &Device, cache: &mut TwinCache, object: u64, mem: &MemView<'_>) -> Option<Arc<Twin>> {
+fn find_twin<'a>(dev: &Device, cache: &'a mut TwinCache, object: u64, mem: &MemView<'_>) -> Option<&'a Arc<Twin>> {
     // Ordering: Acquire pairs with the registry's Release increment on every new binding.
     let g = dev.registry.generation.load(Ordering::Acquire);
     if g != cache.generation {
         cache.map.clear();
         cache.generation = g;
     }
-    if let Some(t) = cache.map.get(&object) {
-        return Some(Arc::clone(t));
+    if !cache.map.contains_key(&object) {
+        let t = Arc::new(dev.registry.resolve(object, mem)?);
+        // Ordering: Acquire; see above (resolve may have bumped the generation).
+        cache.generation = dev.registry.generation.load(Ordering::Acquire);
+        cache.map.insert(object, t);
     }
-    let t = Arc::new(dev.registry.resolve(object, mem)?);
-    // Ordering: Acquire; see above (resolve may have bumped the generation).
-    cache.generation = dev.registry.generation.load(Ordering::Acquire);
-    cache.map.insert(object, Arc::clone(&t));
-    Some(t)
+    cache.map.get(&object)
 }

@@ -69,7 +69,7 @@ const STANDBY_NAPS: u32 = 100;
 
 /// A dispatch whose work-groups are being handed out.
 struct Running {
-    d: Dispatch,
+    d: Dispatch<'static>,
     /// The next work-group to hand out (under the scheduler's lock).
     next: AtomicU64,
     /// Work-groups not yet finished.
@@ -85,7 +85,7 @@ struct Running {
 #[allow(clippy::large_enum_variant)]
 enum Job {
     /// The only work-group of a dispatch.
-    Single { d: Dispatch, worker: u32 },
+    Single { d: Dispatch<'static>, worker: u32 },
     /// Work-group `n` of a running dispatch.
     Group { r: Arc<Running>, n: u64, worker: u32 },
 }
@@ -193,7 +193,7 @@ impl Sched {
         None
     }
 
-    fn insert(&mut self, d: Dispatch, c: &Counters) {
+    fn insert(&mut self, d: Dispatch<'static>, c: &Counters) {
         self.seq += 1;
         // Ordering: SeqCst; see `Counters::release`.
         c.pending.fetch_add(d.work_groups, Ordering::SeqCst);
@@ -349,16 +349,20 @@ impl Engine {
     }
 }
 
-/// Launches from one packet-processor round: the first single-work-group dispatch may run on
-/// the holder itself, the rest go to the scheduler's list.
+/// Launches from one packet-processor round: a dispatch whose queue has nothing else to start
+/// runs on the holder at once ([`LaunchSink::run_here`]); of the others, the first
+/// single-work-group dispatch may run on the holder after the round, the rest go to the
+/// scheduler's list.
 struct RoundSink<'a> {
     sh: &'a Shared,
+    /// The holder's token.
+    token: usize,
     inline: Option<Job>,
     listed: bool,
 }
 
 impl LaunchSink for RoundSink<'_> {
-    fn launch(&mut self, d: Dispatch) {
+    fn launch(&mut self, d: Dispatch<'static>) {
         let sh = self.sh;
         let c = &sh.counters;
         // Nothing waits for a worker (else it goes first), and one is free: run it here. (Only
@@ -371,6 +375,25 @@ impl LaunchSink for RoundSink<'_> {
         }
         sh.lock_sched().insert(d, c);
         self.listed = true;
+    }
+
+    fn claim(&mut self, d: &Dispatch) -> Option<u32> {
+        let c = &self.sh.counters;
+        // As for `inline`: nothing waits for a worker, and one is free.
+        if d.work_groups != 1 || c.pending() != 0 {
+            return None;
+        }
+        c.claim(d.workers)
+    }
+
+    fn run_here(&mut self, d: &Dispatch<'_>, worker: u32) -> bool {
+        self.sh.announce_vacancy();
+        let outcome = run_work_group(d, 0, worker);
+        self.sh.finish(d, worker, Some(outcome));
+        // Ordering: Release pairs with the standby's Acquire load: the vacancy is over.
+        self.sh.vacancy.store(0, Ordering::Release);
+        // Ordering: Relaxed; a standby took the role meanwhile (see `run_cp`).
+        self.sh.holder.load(Ordering::Relaxed) == self.token
     }
 }
 
@@ -468,21 +491,7 @@ impl Shared {
                 match self.run_cp(&mut pp, token) {
                     Exit::Stop => break,
                     Exit::Demoted => {}
-                    Exit::Run(job) => {
-                        // The role stays this thread's; the vacancy tells a standby to take it
-                        // if the work-group runs long. Only the holder writes the counter.
-                        // Ordering: Relaxed; see above.
-                        let n = self.vacancies.load(Ordering::Relaxed) + 1;
-                        // Ordering: Relaxed; see above.
-                        self.vacancies.store(n, Ordering::Relaxed);
-                        // Ordering: Release; the standby compares numbers only.
-                        self.vacancy.store(n, Ordering::Release);
-                        // Ordering: Acquire pairs with a standby's registration.
-                        if self.standby.load(Ordering::Acquire) == 0 {
-                            self.wake(1);
-                        }
-                        self.execute(job);
-                    }
+                    Exit::Run(job) => self.run_as_holder(job),
                 }
                 continue;
             }
@@ -510,7 +519,7 @@ impl Shared {
                 return Exit::Demoted;
             }
             let epoch = self.counters.epoch();
-            let mut sink = RoundSink { sh: self, inline: None, listed: false };
+            let mut sink = RoundSink { sh: self, token, inline: None, listed: false };
             let progress = cp.round(&mut sink);
             let RoundSink { inline, listed, .. } = sink;
             if listed {
@@ -562,9 +571,30 @@ impl Shared {
         }
     }
 
+    /// Runs a job on the role holder, which keeps the role.
+    fn run_as_holder(&self, job: Job) {
+        self.announce_vacancy();
+        self.execute(job);
+    }
+
+    /// The role holder is about to run a work-group: the vacancy tells a standby to take the
+    /// role if the work-group runs long.
+    fn announce_vacancy(&self) {
+        // Only the holder writes the counter.
+        // Ordering: Relaxed; see above.
+        let n = self.vacancies.load(Ordering::Relaxed) + 1;
+        // Ordering: Relaxed; see above.
+        self.vacancies.store(n, Ordering::Relaxed);
+        // Ordering: Release; the standby compares numbers only.
+        self.vacancy.store(n, Ordering::Release);
+        // Ordering: Acquire pairs with a standby's registration.
+        if self.standby.load(Ordering::Acquire) == 0 {
+            self.wake(1);
+        }
+    }
+
     /// Runs a job, frees its worker, completes its dispatch if this was the last work-group.
     fn execute(&self, job: Job) {
-        let dev = &*self.dev;
         let (worker, outcome) = match &job {
             Job::Single { d, worker } => (*worker, Some(run_work_group(d, 0, *worker))),
             // Ordering: Relaxed; a failed dispatch's remaining work-groups are skipped.
@@ -580,11 +610,18 @@ impl Shared {
                 }
             },
         };
-        self.counters.release(worker);
         let d = match &job {
             Job::Single { d, .. } => d,
             Job::Group { r, .. } => &r.d,
         };
+        self.finish(d, worker, outcome);
+    }
+
+    /// After a work-group of `d` ran on `worker`: frees the worker and, with the dispatch's
+    /// `outcome` (`None` while other work-groups remain), completes it or fails its queue.
+    fn finish(&self, d: &Dispatch<'_>, worker: u32, outcome: Option<Result<(), crate::KernelError>>) {
+        let dev = &*self.dev;
+        self.counters.release(worker);
         match outcome {
             Some(Ok(())) => {
                 if let Err(va) = d.complete(&dev.clock) {
@@ -682,7 +719,7 @@ fn job_worker(job: &Job) -> u32 {
 }
 
 /// Runs work-group `n` of `d` on `worker`.
-fn run_work_group(d: &Dispatch, n: u64, worker: u32) -> Result<(), crate::KernelError> {
+fn run_work_group(d: &Dispatch<'_>, n: u64, worker: u32) -> Result<(), crate::KernelError> {
     let mem = MemView::new(&d.tr);
     let ctx = KernelCtx {
         packet: d.packet,

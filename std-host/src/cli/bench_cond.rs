@@ -92,7 +92,13 @@ fn check(what: &str, counter: &HostBuffer<'_, u32>, runs: &AtomicU64, n: u64) ->
     Ok(())
 }
 
-fn sample_device(s: &Stream<'_>, x: &GraphExec<'_>, counter: &HostBuffer<'_, u32>, runs: &AtomicU64, n: u64) -> Result<f64, String> {
+fn sample_device(
+    s: &Stream<'_>,
+    x: &GraphExec<'_>,
+    counter: &HostBuffer<'_, u32>,
+    runs: &AtomicU64,
+    n: u64,
+) -> Result<f64, String> {
     counter.write(&[n as u32]);
     let t = Instant::now();
     x.launch(s).map_err(|e| format!("while loop launch: {e}"))?;
@@ -102,7 +108,13 @@ fn sample_device(s: &Stream<'_>, x: &GraphExec<'_>, counter: &HostBuffer<'_, u32
     Ok(ns)
 }
 
-fn sample_host(s: &Stream<'_>, x: &GraphExec<'_>, counter: &HostBuffer<'_, u32>, runs: &AtomicU64, n: u64) -> Result<f64, String> {
+fn sample_host(
+    s: &Stream<'_>,
+    x: &GraphExec<'_>,
+    counter: &HostBuffer<'_, u32>,
+    runs: &AtomicU64,
+    n: u64,
+) -> Result<f64, String> {
     counter.write(&[n as u32]);
     let t = Instant::now();
     let mut launches = 0u64;
