@@ -16,7 +16,9 @@
 use std::borrow::Cow;
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use spin::mutex::{SpinMutex, SpinMutexGuard};
 
 use aqueduct::aql::KernelDispatchPacket;
 use aqueduct::AmdSignal;
@@ -56,6 +58,9 @@ pub(crate) struct RingState {
     pub(crate) rng: Rng,
     /// Kernel dispatches launched from this ring (statistics).
     pub(crate) launched: u64,
+    /// A dispatch of the queue runs on the packet processor's thread, outside this lock: in
+    /// flight, though not counted in [`AqlQueue::in_flight`].
+    pub(crate) running_here: bool,
 }
 
 // SAFETY: `base` points into a ring BO pinned by the queue; it is only used under the ring's
@@ -110,8 +115,10 @@ pub(crate) struct AqlQueue {
     /// than once per packet.
     doorbell_pause: AtomicU64,
     queue_properties: NonNull<AtomicU32>,
-    ring: Mutex<RingState>,
-    retire: Mutex<Retire>,
+    /// Spin locks: held for a look at the queue or a retirement only (never while a kernel
+    /// runs), and released with a plain store, which matters on a path taken per packet.
+    ring: SpinMutex<RingState>,
+    retire: SpinMutex<Retire>,
     /// Packets launched and not yet completed.
     in_flight: AtomicU32,
     /// The read index as retirement last stored it: the packet processor's copy, so checking
@@ -197,7 +204,7 @@ impl AqlQueue {
             seen_doorbell: AtomicU64::new(u64::MAX),
             doorbell_pause: AtomicU64::new(0),
             queue_properties: NonNull::new(ptrs.queue_properties.cast())?,
-            ring: Mutex::new(RingState {
+            ring: SpinMutex::new(RingState {
                 base: NonNull::new(ptrs.ring)?,
                 packets: ptrs.ring_packets,
                 va: ptrs.ring_va,
@@ -208,9 +215,10 @@ impl AqlQueue {
                 limit: start,
                 held: Vec::new(),
                 launched: 0,
+                running_here: false,
                 rng: Rng::new(p.adversarial.unwrap_or(0) ^ p.order.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
             }),
-            retire: Mutex::new(Retire {
+            retire: SpinMutex::new(Retire {
                 next: start,
                 done: 0,
                 base: NonNull::new(ptrs.ring)?,
@@ -225,21 +233,17 @@ impl AqlQueue {
 
     /// The ring, for the driver (UPDATE_QUEUE and destroy wait for the packet processor to
     /// be done with the queue, as amdkfd preempts it).
-    pub(crate) fn lock_ring(&self) -> MutexGuard<'_, RingState> {
-        self.ring.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn lock_ring(&self) -> SpinMutexGuard<'_, RingState> {
+        lock(&self.ring)
     }
 
     /// The ring for the packet processor, unless another engine thread is processing the queue.
-    pub(crate) fn try_lock_ring(&self) -> Option<MutexGuard<'_, RingState>> {
-        match self.ring.try_lock() {
-            Ok(g) => Some(g),
-            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        }
+    pub(crate) fn try_lock_ring(&self) -> Option<SpinMutexGuard<'_, RingState>> {
+        self.ring.try_lock()
     }
 
-    fn lock_retire(&self) -> MutexGuard<'_, Retire> {
-        self.retire.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock_retire(&self) -> SpinMutexGuard<'_, Retire> {
+        lock(&self.retire)
     }
 
     /// Whether the doorbell changed since the packet processor last acted on it (a peek at the
@@ -451,6 +455,17 @@ impl AqlQueue {
     }
 }
 
+/// Takes a spin lock, giving the core away between tries (its holder may be a thread the
+/// machine's cores are shared with).
+fn lock<T>(m: &SpinMutex<T>) -> SpinMutexGuard<'_, T> {
+    loop {
+        if let Some(g) = m.try_lock() {
+            return g;
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// Kernel-argument bytes of a launched dispatch.
 pub(crate) enum Kernarg {
     Inline { len: u8, bytes: [u8; 128] },
@@ -506,6 +521,8 @@ pub(crate) struct Dispatch<'a> {
     pub(crate) workers: u64,
     /// The packet's release scope asks for a release fence before completion.
     pub(crate) release_fence: bool,
+    /// Counted in the queue's in-flight packets ([`AqlQueue::begin`]).
+    pub(crate) counted: bool,
 }
 
 impl Dispatch<'_> {
@@ -543,7 +560,7 @@ impl Dispatch<'_> {
             let end = if self.profiling { clock.gpu_ticks() } else { 0 };
             done = q.complete_signal(&self.tr, signal, self.start_ts, end, self.profiling);
         }
-        q.retire(self.index, true);
+        q.retire(self.index, self.counted);
         done
     }
 }

@@ -485,27 +485,39 @@ impl<'a> MemView<'a> {
         self.bytes(dst, bytes)?.copy_from(&s)
     }
 
-    /// Reads a little-endian u32.
+    /// Reads a little-endian u32 (one 32-bit access where the address is aligned for it).
     pub fn read_u32(&self, va: u64) -> Result<u32, KernelError> {
+        if va % 4 == 0 {
+            return self.slice::<u32>(va, 1)?.get(0);
+        }
         let mut b = [0; 4];
         self.read(va, &mut b)?;
         Ok(u32::from_le_bytes(b))
     }
 
-    /// Reads a little-endian u64.
+    /// Reads a little-endian u64 (one 64-bit access where the address is aligned for it).
     pub fn read_u64(&self, va: u64) -> Result<u64, KernelError> {
+        if va % 8 == 0 {
+            return self.slice::<u64>(va, 1)?.get(0);
+        }
         let mut b = [0; 8];
         self.read(va, &mut b)?;
         Ok(u64::from_le_bytes(b))
     }
 
-    /// Writes a little-endian u32.
+    /// Writes a little-endian u32 (one 32-bit access where the address is aligned for it).
     pub fn write_u32(&self, va: u64, v: u32) -> Result<(), KernelError> {
+        if va % 4 == 0 {
+            return self.slice::<u32>(va, 1)?.set(0, v);
+        }
         self.write(va, &v.to_le_bytes())
     }
 
-    /// Writes a little-endian u64.
+    /// Writes a little-endian u64 (one 64-bit access where the address is aligned for it).
     pub fn write_u64(&self, va: u64, v: u64) -> Result<(), KernelError> {
+        if va % 8 == 0 {
+            return self.slice::<u64>(va, 1)?.set(0, v);
+        }
         self.write(va, &v.to_le_bytes())
     }
 

@@ -280,7 +280,7 @@ impl PacketProcessor {
             if ty > header::BARRIER_OR {
                 break Some(Failure::Queue(exception::QUEUE_PACKET_RESERVED));
             }
-            if h & header::BARRIER != 0 && q.in_flight() > 0 {
+            if h & header::BARRIER != 0 && (q.in_flight() > 0 || ring.running_here) {
                 break None;
             }
             let words = read_packet(slot);
@@ -290,15 +290,15 @@ impl PacketProcessor {
             let profiling = q.profiling();
             let outcome = match ty {
                 header::KERNEL_DISPATCH => {
-                    let d = match launch(dev, twins, q, tr, index, &words, profiling) {
+                    let mut d = match launch(dev, twins, q, tr, index, &words, profiling) {
                         Ok(d) => d,
                         Err(f) => break Some(f),
                     };
-                    q.begin();
                     consume(&mut ring);
                     progress = true;
                     ring.launched += 1;
                     if dev.adversarial.is_some() {
+                        q.begin();
                         ring.held.push(d.into_owned());
                         continue;
                     }
@@ -308,20 +308,26 @@ impl PacketProcessor {
                     // number per visit, so that one queue cannot keep the others waiting.
                     let alone = d.work_groups == 1 && ran < RUN_HERE_PER_VISIT && !next_may_overlap(&ring, index);
                     let Some(worker) = alone.then(|| sink.claim(&d)).flatten() else {
+                        q.begin();
                         sink.launch(d.into_owned());
                         continue;
                     };
                     ran += 1;
                     // The ring is not needed while it runs (another engine thread that takes the
-                    // packet-processor role meanwhile may process the queue).
+                    // packet-processor role meanwhile may process the queue, and sees the
+                    // dispatch in flight through `running_here`).
+                    ring.running_here = true;
                     drop(ring);
+                    d.counted = false;
                     let holder = sink.run_here(&d, worker);
                     drop(d);
                     fresh = true;
-                    ring = match q.try_lock_ring() {
-                        Some(r) if holder => r,
-                        _ => return true,
-                    };
+                    // Other holders of the lock hold it for a round's look at the queue only.
+                    ring = q.lock_ring();
+                    ring.running_here = false;
+                    if !holder {
+                        return true;
+                    }
                     continue;
                 }
                 header::BARRIER_AND | header::BARRIER_OR => {
@@ -536,6 +542,7 @@ fn launch<'a>(
         priority,
         workers,
         release_fence: header_field(p.header, header::RELEASE_SHIFT) != 0,
+        counted: true,
     })
 }
 

@@ -359,10 +359,23 @@ struct RoundSink<'a> {
     token: usize,
     inline: Option<Job>,
     listed: bool,
+    /// The worker of the last dispatch run here, kept for the next one while nothing else
+    /// needs it (it saves freeing and claiming a worker per dispatch).
+    kept: Option<u32>,
+}
+
+impl RoundSink<'_> {
+    /// Frees the kept worker.
+    fn let_go(&mut self) {
+        if let Some(w) = self.kept.take() {
+            self.sh.counters.release(w);
+        }
+    }
 }
 
 impl LaunchSink for RoundSink<'_> {
     fn launch(&mut self, d: Dispatch<'static>) {
+        self.let_go();
         let sh = self.sh;
         let c = &sh.counters;
         // Nothing waits for a worker (else it goes first), and one is free: run it here. (Only
@@ -379,21 +392,34 @@ impl LaunchSink for RoundSink<'_> {
 
     fn claim(&mut self, d: &Dispatch) -> Option<u32> {
         let c = &self.sh.counters;
-        // As for `inline`: nothing waits for a worker, and one is free.
+        // As for `inline`: nothing waits for a worker (only this role lists work-groups, and
+        // it lets the kept worker go first), and one is free.
         if d.work_groups != 1 || c.pending() != 0 {
             return None;
         }
-        c.claim(d.workers)
+        match self.kept.take() {
+            Some(w) if d.workers & (1 << w) != 0 => Some(w),
+            Some(w) => {
+                c.release(w);
+                c.claim(d.workers)
+            }
+            None => c.claim(d.workers),
+        }
     }
 
     fn run_here(&mut self, d: &Dispatch<'_>, worker: u32) -> bool {
         self.sh.announce_vacancy();
         let outcome = run_work_group(d, 0, worker);
-        self.sh.finish(d, worker, Some(outcome));
+        self.kept = Some(worker);
+        self.sh.complete(d, Some(outcome));
         // Ordering: Release pairs with the standby's Acquire load: the vacancy is over.
         self.sh.vacancy.store(0, Ordering::Release);
         // Ordering: Relaxed; a standby took the role meanwhile (see `run_cp`).
-        self.sh.holder.load(Ordering::Relaxed) == self.token
+        let holder = self.sh.holder.load(Ordering::Relaxed) == self.token;
+        if !holder {
+            self.let_go();
+        }
+        holder
     }
 }
 
@@ -519,8 +545,9 @@ impl Shared {
                 return Exit::Demoted;
             }
             let epoch = self.counters.epoch();
-            let mut sink = RoundSink { sh: self, token, inline: None, listed: false };
+            let mut sink = RoundSink { sh: self, token, inline: None, listed: false, kept: None };
             let progress = cp.round(&mut sink);
+            sink.let_go();
             let RoundSink { inline, listed, .. } = sink;
             if listed {
                 // Helpers for the listed work-groups (this thread takes one itself).
@@ -617,11 +644,16 @@ impl Shared {
         self.finish(d, worker, outcome);
     }
 
-    /// After a work-group of `d` ran on `worker`: frees the worker and, with the dispatch's
-    /// `outcome` (`None` while other work-groups remain), completes it or fails its queue.
+    /// After a work-group of `d` ran on `worker`: frees the worker and completes the dispatch.
     fn finish(&self, d: &Dispatch<'_>, worker: u32, outcome: Option<Result<(), crate::KernelError>>) {
-        let dev = &*self.dev;
         self.counters.release(worker);
+        self.complete(d, outcome);
+    }
+
+    /// With the `outcome` of a dispatch's work-groups (`None` while others remain), completes it
+    /// or fails its queue.
+    fn complete(&self, d: &Dispatch<'_>, outcome: Option<Result<(), crate::KernelError>>) {
+        let dev = &*self.dev;
         match outcome {
             Some(Ok(())) => {
                 if let Err(va) = d.complete(&dev.clock) {

@@ -50,8 +50,10 @@ fn countdown_kernel(dev: &Device, runs: Arc<AtomicU64>) -> Result<Kernel<Countdo
         ctx.mem.write_u32(counter, left)?;
         // What aqdGraphSetConditional does: a 32-bit store to the handle's word.
         ctx.mem.write_u32(condition, u32::from(left != 0))?;
+        // The runs of the body are serialised (each iteration waits for the one before, and a
+        // host-driven iteration for its synchronise), so a load and a store count them.
         // Ordering: Relaxed; read after the synchronise that orders it.
-        runs.fetch_add(1, Ordering::Relaxed);
+        runs.store(runs.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         Ok(())
     })
 }
