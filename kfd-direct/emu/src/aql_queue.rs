@@ -129,6 +129,10 @@ pub(crate) struct AqlQueue {
     /// The queue's head waits on memory someone else writes (an INVALID slot, an unmet
     /// dependency): the packet processor polls it.
     pub(crate) waits_on_memory: AtomicBool,
+    /// The packet processor's last look found every announced packet launched (and none
+    /// waiting on memory): until the doorbell rings or a packet completes there is nothing to
+    /// look at. Cleared whenever the driver takes the ring.
+    drained: AtomicBool,
 }
 
 // SAFETY: `base` points into a ring BO pinned by the queue; it is only used under the lock.
@@ -228,13 +232,28 @@ impl AqlQueue {
             retired: AtomicU64::new(start),
             attention: AtomicBool::new(false),
             waits_on_memory: AtomicBool::new(false),
+            drained: AtomicBool::new(false),
         })
     }
 
     /// The ring, for the driver (UPDATE_QUEUE and destroy wait for the packet processor to
     /// be done with the queue, as amdkfd preempts it).
     pub(crate) fn lock_ring(&self) -> SpinMutexGuard<'_, RingState> {
-        lock(&self.ring)
+        let ring = lock(&self.ring);
+        self.set_drained(false);
+        ring
+    }
+
+    /// Whether the packet processor's last look found nothing left to launch.
+    pub(crate) fn drained(&self) -> bool {
+        // Ordering: Relaxed; a hint written under the ring lock (see `drained`).
+        self.drained.load(Ordering::Relaxed)
+    }
+
+    /// Records what the packet processor's look found (under the ring lock).
+    pub(crate) fn set_drained(&self, drained: bool) {
+        // Ordering: Relaxed; see `drained`.
+        self.drained.store(drained, Ordering::Relaxed);
     }
 
     /// The ring for the packet processor, unless another engine thread is processing the queue.
@@ -335,6 +354,12 @@ impl AqlQueue {
         self.attention.load(Ordering::Relaxed)
     }
 
+    /// Asks the packet processor to look at the queue again.
+    pub(crate) fn attend(&self) {
+        // Ordering: Release; a hint, as in `retire`.
+        self.attention.store(true, Ordering::Release);
+    }
+
     /// Whether a completion happened since the last call (clears the flag).
     pub(crate) fn take_attention(&self) -> bool {
         // Ordering: Relaxed, a hint; `in_flight` and the read index carry the data.
@@ -381,8 +406,7 @@ impl AqlQueue {
             // Ordering: AcqRel; see `in_flight`.
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
         }
-        // Ordering: Release; a hint for the packet processor (see `take_attention`).
-        self.attention.store(true, Ordering::Release);
+        self.attend();
     }
 
     /// Points retirement at a new ring (UPDATE_QUEUE, under the ring lock).

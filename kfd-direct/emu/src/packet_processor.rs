@@ -39,6 +39,7 @@
 //! Queues stay independent of one another.
 
 use std::borrow::Cow;
+use std::collections::hash_map;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{fence, AtomicU32, Ordering};
@@ -198,6 +199,11 @@ impl PacketProcessor {
         }
         let mut progress = false;
         for i in 0..self.queues.len() {
+            // A queue with nothing left to launch has news only through its doorbell or a
+            // completion (what `has_work` peeks at too).
+            if self.queues.get(i).is_some_and(|e| e.q.drained() && !e.q.doorbell_rung() && !e.q.attention_pending()) {
+                continue;
+            }
             progress |= self.process(i, sink);
         }
         for q in &self.sdma {
@@ -320,12 +326,14 @@ impl PacketProcessor {
                     drop(ring);
                     d.counted = false;
                     let holder = sink.run_here(&d, worker);
-                    drop(d);
                     fresh = true;
                     // Other holders of the lock hold it for a round's look at the queue only.
                     ring = q.lock_ring();
                     ring.running_here = false;
                     if !holder {
+                        // The thread that took the role may have looked at the queue meanwhile
+                        // and found the dispatch in flight: it is to look again.
+                        q.attend();
                         return true;
                     }
                     continue;
@@ -383,6 +391,7 @@ impl PacketProcessor {
         };
         // Ordering: Relaxed; a polling hint (see `has_work`).
         q.waits_on_memory.store(waits, Ordering::Relaxed);
+        q.set_drained(!waits && ring.launch == ring.limit && ring.held.is_empty());
         if let Some(f) = failure {
             drop(ring);
             dev.fail(q, f);
@@ -553,11 +562,13 @@ fn find_twin<'a>(dev: &Device, cache: &'a mut TwinCache, object: u64, mem: &MemV
         cache.map.clear();
         cache.generation = g;
     }
-    if !cache.map.contains_key(&object) {
-        let t = Arc::new(dev.registry.resolve(object, mem)?);
-        // Ordering: Acquire; see above (resolve may have bumped the generation).
-        cache.generation = dev.registry.generation.load(Ordering::Acquire);
-        cache.map.insert(object, t);
+    match cache.map.entry(object) {
+        hash_map::Entry::Occupied(e) => Some(e.into_mut()),
+        hash_map::Entry::Vacant(e) => {
+            let t = Arc::new(dev.registry.resolve(object, mem)?);
+            // Ordering: Acquire; see above (resolve may have bumped the generation).
+            cache.generation = dev.registry.generation.load(Ordering::Acquire);
+            Some(e.insert(t))
+        }
     }
-    cache.map.get(&object)
 }
