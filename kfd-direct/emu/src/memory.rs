@@ -361,11 +361,20 @@ struct Range {
     base: *mut u8,
 }
 
+/// Slots of a snapshot's page cache (see [`Translation::find`]).
+const PAGE_SLOTS: usize = 256;
+/// The cache's entries hold a range index in their low 16 bits.
+const PAGE_INDEX_BITS: u32 = 16;
+
 /// One device's view of a buffer table: the GPU-mapped ranges, sorted by address.
 #[derive(Debug)]
 pub(crate) struct Translation {
     gpu_id: u32,
     ranges: Vec<Range>,
+    /// Pages translated lately: slot `page % PAGE_SLOTS` holds `page << 16 | (range index + 1)`
+    /// (0: empty). A hint that spares the search of `ranges` (a chain of dependent loads) on
+    /// most accesses; every hit is checked against its range.
+    pages: Box<[AtomicU64]>,
 }
 
 // SAFETY: the pointers are device-view addresses (pool memory that lives as long as the
@@ -390,7 +399,29 @@ impl Translation {
                 },
             })
             .collect();
-        Translation { gpu_id, ranges }
+        Translation { gpu_id, ranges, pages: (0..PAGE_SLOTS).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    /// The range containing `va`.
+    #[inline]
+    fn find(&self, va: u64) -> Option<&Range> {
+        let page = va >> 12;
+        let slot = self.pages.get(page as usize % PAGE_SLOTS)?;
+        // Ordering: Relaxed; a hint into this immutable snapshot, checked before use.
+        let e = slot.load(Ordering::Relaxed);
+        if e >> PAGE_INDEX_BITS == page {
+            let i = (e & ((1 << PAGE_INDEX_BITS) - 1)) as usize;
+            if let Some(r) = i.checked_sub(1).and_then(|i| self.ranges.get(i)).filter(|r| r.va <= va && va < r.end) {
+                return Some(r);
+            }
+        }
+        let i = self.ranges.partition_point(|r| r.va <= va).checked_sub(1)?;
+        let r = self.ranges.get(i).filter(|r| va < r.end)?;
+        if i + 1 < 1 << PAGE_INDEX_BITS && page < 1 << (64 - PAGE_INDEX_BITS) {
+            // Ordering: Relaxed; see above.
+            slot.store(page << PAGE_INDEX_BITS | (i as u64 + 1), Ordering::Relaxed);
+        }
+        Some(r)
     }
 
     /// The device this snapshot belongs to.
@@ -400,16 +431,14 @@ impl Translation {
 
     /// The start of the mapped buffer containing `va`.
     pub(crate) fn range_start(&self, va: u64) -> Option<u64> {
-        let i = self.ranges.partition_point(|r| r.va <= va);
-        i.checked_sub(1).and_then(|i| self.ranges.get(i)).filter(|r| va < r.end).map(|r| r.va)
+        self.find(va).map(|r| r.va)
     }
 
     /// Translates `[va, va + len)` into a device-view pointer: the range must lie inside one BO
     /// mapped on the device. `Err(va)` names the faulting address (the BO's end for an access
     /// that runs past it).
     pub(crate) fn translate(&self, va: u64, len: u64) -> Result<*mut u8, u64> {
-        let i = self.ranges.partition_point(|r| r.va <= va);
-        let r = i.checked_sub(1).and_then(|i| self.ranges.get(i)).filter(|r| va < r.end).ok_or(va)?;
+        let r = self.find(va).ok_or(va)?;
         let end = va.checked_add(len).ok_or(va)?;
         if end > r.end {
             return Err(r.end);
