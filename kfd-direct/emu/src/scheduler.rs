@@ -362,6 +362,9 @@ struct RoundSink<'a> {
     /// The worker of the last dispatch run here, kept for the next one while nothing else
     /// needs it (it saves freeing and claiming a worker per dispatch).
     kept: Option<u32>,
+    /// A vacancy is announced for the dispatches run here: one for the whole round, so that a
+    /// standby takes the role when they keep the holder from the other queues for long.
+    vacant: bool,
 }
 
 impl RoundSink<'_> {
@@ -408,12 +411,13 @@ impl LaunchSink for RoundSink<'_> {
     }
 
     fn run_here(&mut self, d: &Dispatch<'_>, worker: u32) -> bool {
-        self.sh.announce_vacancy();
+        if !self.vacant {
+            self.sh.announce_vacancy();
+            self.vacant = true;
+        }
         let outcome = run_work_group(d, 0, worker);
         self.kept = Some(worker);
         self.sh.complete(d, Some(outcome));
-        // Ordering: Release pairs with the standby's Acquire load: the vacancy is over.
-        self.sh.vacancy.store(0, Ordering::Release);
         // Ordering: Relaxed; a standby took the role meanwhile (see `run_cp`).
         let holder = self.sh.holder.load(Ordering::Relaxed) == self.token;
         if !holder {
@@ -545,10 +549,14 @@ impl Shared {
                 return Exit::Demoted;
             }
             let epoch = self.counters.epoch();
-            let mut sink = RoundSink { sh: self, token, inline: None, listed: false, kept: None };
+            let mut sink = RoundSink { sh: self, token, inline: None, listed: false, kept: None, vacant: false };
             let progress = cp.round(&mut sink);
             sink.let_go();
-            let RoundSink { inline, listed, .. } = sink;
+            let RoundSink { inline, listed, vacant, .. } = sink;
+            if vacant {
+                // Ordering: Release pairs with the standby's Acquire load: the vacancy is over.
+                self.vacancy.store(0, Ordering::Release);
+            }
             if listed {
                 // Helpers for the listed work-groups (this thread takes one itself).
                 let n = self.startable();
