@@ -19,7 +19,14 @@
 //! 5. A kernel dispatch is validated (dimensions in `setup` bits 1:0 are 1..=3; no zero size;
 //!    a work-group of at most 1024 work-items; group segment within the LDS), its twin resolved,
 //!    its kernel arguments copied, and it is *launched*: handed to the work-group scheduler
-//!    ([`LaunchSink`]), which completes it when its last work-group ends.
+//!    ([`LaunchSink`]), which completes it when its last work-group ends. A dispatch of one
+//!    work-group that nothing else of its queue may start beside — the next packet carries the
+//!    barrier bit, or is not announced yet — runs on this thread at once, on a worker claimed
+//!    as for any other ([`LaunchSink::run_here`]), and the queue goes on with the packet after
+//!    it: a chain of dependent dispatches costs no trip through the work-group scheduler and
+//!    no round over the other queues per packet (at most `RUN_HERE_PER_VISIT` per visit).
+//!    Meanwhile the queue's ring is free, and another engine thread that takes the
+//!    packet-processor role sees the dispatch in flight (`running_here`).
 //! 6. A barrier-AND completes when every non-null dependency signal is 0, a barrier-OR when any
 //!    is (or when it has none); an AMD barrier-value packet when `(value & mask) cond expected`.
 //!    Until then it blocks its queue's head only: later packets of that queue wait, other queues
@@ -27,8 +34,14 @@
 //! 7. `read_dispatch_id` moves in order on completion (`aql_queue`'s two read indices), at most
 //!    `WINDOW` packets behind the launch index; a retired slot's header is rewritten to INVALID.
 //!
-//! Completion of any packet: release fence (if its scope asks), timestamps (profiling queues), an
-//! atomic decrement of the completion signal, its mailbox and interrupt, then retirement.
+//! When the announced packets are all launched and a packet ran on this thread during the visit,
+//! the doorbell is read again before the queue is left: a producer on the device (the
+//! conditional-graph scheduler, docs/conditional-graphs.md) rings it from the kernel that just
+//! ran, and its next packets are taken at once.
+//!
+//! Completion of any packet: release fence (if its scope asks), timestamps (profiling queues;
+//! into the completion signal, so only for packets that have one), an atomic decrement of the
+//! completion signal, its mailbox and interrupt, then retirement.
 //!
 //! # Adversarial mode
 //!

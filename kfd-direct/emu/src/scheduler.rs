@@ -18,10 +18,13 @@
 //! is not running a work-group, so the packet processor is never starved by long kernels.
 //!
 //! The role holder runs a work-group itself when a worker is free, keeping the role but marking
-//! it *vacant* for the time being. A short kernel thus costs no thread hand-off (the dispatch
-//! round trip is one thread's work), while a long one does not stop the packet processor: a
-//! *standby* thread, sleeping in short timed naps while the device is busy, takes the role when
-//! one vacancy lasted a whole nap. The old holder steps down when it comes back (for a round both
+//! it *vacant* for the time being: the first single-work-group dispatch a round launched, after
+//! the round, and — in the middle of a round — a dispatch that nothing else of its queue may
+//! start beside (see the packet processor; one vacancy for all of those in a round). A short
+//! kernel thus costs no thread hand-off (the dispatch round trip is one thread's work), while a
+//! long one, or a long chain of them, does not stop the packet processor: a *standby* thread,
+//! sleeping in short timed naps while the device is busy, takes the role when one vacancy lasted
+//! a whole nap. The old holder steps down when it comes back (for a round both
 //! may poll; each queue is processed by one thread at a time, under its ring lock). The standby
 //! goes to sleep for good after a long quiet spell, and a holder that leaves the role vacant with
 //! no standby awake wakes one.
