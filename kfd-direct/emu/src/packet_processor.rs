@@ -261,7 +261,6 @@ impl PacketProcessor {
                 return true;
             }
         }
-        let tr = e.tr.get(&q.vm, &dev.pool, q.gpu_id);
         let mut waits = false;
         let mut progress = false;
         // Dispatches run here and now this visit, and whether the last one may have rung the
@@ -283,6 +282,9 @@ impl PacketProcessor {
             if index.wrapping_sub(q.retired()) >= WINDOW {
                 break None;
             }
+            // The memory as of the doorbell read that announced the packet: the producer maps
+            // what its packets use before it rings (one load while nothing changed).
+            let tr = e.tr.get(&q.vm, &dev.pool, q.gpu_id);
             let slot = ring.slot(index);
             // SAFETY: the slot is 64 live, 64-byte aligned bytes of the pinned ring.
             let dword0 = unsafe { AtomicU32::from_ptr(slot.cast()) };

@@ -317,3 +317,41 @@ fn queues_on_several_gpus_run_independently() {
         assert!(wait_signal(signal(&sigs, 0), 0), "gpu {g}");
     }
 }
+
+/// A dispatch that nothing else of its queue may start beside runs on the packet processor's
+/// thread, which then reads the doorbell again for the packets that came meanwhile. Memory
+/// mapped before such a packet was announced is the packet's memory: here its kernel arguments
+/// and its source live in a buffer mapped while the first dispatch ran.
+#[test]
+fn a_packet_announced_while_a_dispatch_runs_sees_memory_mapped_before_it() {
+    let h = Harness::new();
+    let (started, go) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (st, g) = (Arc::clone(&started), Arc::clone(&go));
+    let gate = h.emu.register_kernel(Twin::new("gate", 0, move |_, _| {
+        st.store(true, Ordering::Release);
+        let end = std::time::Instant::now() + Duration::from_secs(30);
+        while !g.load(Ordering::Acquire) && std::time::Instant::now() < end {
+            std::thread::yield_now();
+        }
+        Ok(())
+    }));
+    let q = h.create_queue();
+    let sigs = h.signals();
+    signal(&sigs, 0).reset(2);
+    let s = signal_handle(&sigs, 0);
+    let result = h.alloc(4096, GTT);
+    q.submit(&[dispatch(gate, 0, 1, 1, s, true)]);
+    assert!(wait_until(Duration::from_secs(30), || started.load(Ordering::Acquire)));
+    // While the gate runs: map a new buffer, put a copy's arguments and source in it, publish.
+    let fresh = h.alloc(4096, GTT);
+    // SAFETY: CPU-mapped, 4096 bytes.
+    unsafe {
+        *fresh.ptr::<CopyArgs>() = CopyArgs { dst: result.va, src: fresh.va + 64, bytes: 4 };
+        *fresh.ptr::<u32>().byte_add(64) = 0x5eed;
+    }
+    q.submit(&[dispatch(h.emu.builtin_kernel(BuiltinKernel::Copy), fresh.va, 1, 1, s, true)]);
+    go.store(true, Ordering::Release);
+    assert!(wait_signal(signal(&sigs, 0), 0), "the copy faulted or never ran");
+    // SAFETY: CPU-mapped result.
+    assert_eq!(unsafe { *result.ptr::<u32>() }, 0x5eed);
+}
