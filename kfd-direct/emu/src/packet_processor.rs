@@ -351,6 +351,11 @@ impl PacketProcessor {
                         q.attend();
                         return true;
                     }
+                    // The driver may have parked the queue meanwhile (it changes scheduling
+                    // parameters under the ring lock).
+                    if !q.runnable() {
+                        break None;
+                    }
                     continue;
                 }
                 header::BARRIER_AND | header::BARRIER_OR => {
