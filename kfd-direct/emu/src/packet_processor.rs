@@ -98,7 +98,7 @@ pub(crate) trait LaunchSink {
     fn launch(&mut self, d: Dispatch<'static>);
     /// Claims a compute-unit worker for the single work-group of `d`, to run it on this thread
     /// at once ([`LaunchSink::run_here`]); `None` when it must wait its turn ([`LaunchSink::launch`]).
-    fn claim(&mut self, d: &Dispatch) -> Option<u32>;
+    fn claim(&mut self, d: &Dispatch<'_>) -> Option<u32>;
     /// Runs the single work-group of `d` on the claimed `worker` here, and completes it; returns
     /// whether this thread still holds the packet-processor role.
     fn run_here(&mut self, d: &Dispatch<'_>, worker: u32) -> bool;

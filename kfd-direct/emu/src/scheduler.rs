@@ -24,10 +24,10 @@
 //! kernel thus costs no thread hand-off (the dispatch round trip is one thread's work), while a
 //! long one, or a long chain of them, does not stop the packet processor: a *standby* thread,
 //! sleeping in short timed naps while the device is busy, takes the role when one vacancy lasted
-//! a whole nap. The old holder steps down when it comes back (for a round both
-//! may poll; each queue is processed by one thread at a time, under its ring lock). The standby
-//! goes to sleep for good after a long quiet spell, and a holder that leaves the role vacant with
-//! no standby awake wakes one.
+//! a whole nap. The old holder steps down when it comes back (for a round both may poll; each
+//! queue is processed by one thread at a time, under its ring lock). The standby goes to sleep
+//! for good after a long quiet spell, and a holder that leaves the role vacant with no standby
+//! awake wakes one.
 //!
 //! # Polling without slowing the producer
 //!
@@ -396,7 +396,7 @@ impl LaunchSink for RoundSink<'_> {
         self.listed = true;
     }
 
-    fn claim(&mut self, d: &Dispatch) -> Option<u32> {
+    fn claim(&mut self, d: &Dispatch<'_>) -> Option<u32> {
         let c = &self.sh.counters;
         // As for `inline`: nothing waits for a worker (only this role lists work-groups, and
         // it lets the kept worker go first), and one is free.
