@@ -87,7 +87,7 @@ fn exec_of<'d>(
 /// Checks one sample's outcome: the counter at 0, the body run `n` times.
 fn check(what: &str, counter: &HostBuffer<'_, u32>, runs: &AtomicU64, n: u64) -> Result<(), String> {
     let left = counter.get(0).unwrap_or(u32::MAX);
-    // Ordering: Relaxed; the synchronise before ordered the kernel's increments.
+    // Ordering: Relaxed; the synchronise before ordered the kernel's counting.
     let ran = runs.swap(0, Ordering::Relaxed);
     if left != 0 || ran != n {
         return Err(format!("{what}: the counter is at {left} after {ran} body runs (want 0 after {n})"));
