@@ -17,7 +17,9 @@
 
 use portable_atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::aql::{QueueFault, RawPacket, RingAddresses};
+use crate::aql::{
+    BarrierPacket, FenceScope, Header, KernelDispatchPacket, Packet, PacketType, QueueFault, RawPacket, RingAddresses,
+};
 use crate::error::{Error, Result};
 use crate::signal::AmdSignal;
 
@@ -232,6 +234,76 @@ pub struct SchedulerFrame {
     pub tail: RawPacket,
     /// The exit: a barrier-AND with the barrier bit completing the node's done signal.
     pub exit: RawPacket,
+}
+
+/// A one-work-item kernel dispatch of `kernel` with its arguments at `kernarg` and system-scope
+/// fences: the scheduler's entry and tail dispatches.
+pub fn single_dispatch(kernel: u64, kernarg: u64, barrier: bool) -> RawPacket {
+    let p = KernelDispatchPacket {
+        header: Header::new(PacketType::KernelDispatch, barrier, FenceScope::System, FenceScope::System).0,
+        setup: 3,
+        workgroup_size_x: 1,
+        workgroup_size_y: 1,
+        workgroup_size_z: 1,
+        grid_size_x: 1,
+        grid_size_y: 1,
+        grid_size_z: 1,
+        kernel_object: kernel,
+        kernarg_address: kernarg,
+        ..Default::default()
+    };
+    RawPacket(*p.words())
+}
+
+/// A barrier-AND on `deps` that completes `completion`.
+fn barrier_and(deps: [u64; 5], completion: u64, barrier: bool) -> RawPacket {
+    let mut b = BarrierPacket::and(deps, completion);
+    b.header = Header::new(PacketType::BarrierAnd, barrier, FenceScope::System, FenceScope::System).0;
+    RawPacket(*b.words())
+}
+
+impl SchedulerFrame {
+    /// The frame of a node whose frame is stored at `at`: the scheduler kernel `scheduler`
+    /// reads the word at `condition` and publishes one of `bodies` (at most [`MAX_BODIES`])
+    /// into the body queue (`ring`, `doorbell`); the exit completes the node's done signal.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        at: u64,
+        scheduler: u64,
+        condition: u64,
+        kind: ConditionalKind,
+        bodies: &[BodyRef],
+        ring: RingAddresses,
+        doorbell: DeviceDoorbell,
+        done: u64,
+    ) -> SchedulerFrame {
+        let mut refs = [BodyRef::default(); MAX_BODIES];
+        for (r, b) in refs.iter_mut().zip(bodies) {
+            *r = *b;
+        }
+        let count = bodies.len().min(MAX_BODIES);
+        let tail_args = at + core::mem::offset_of!(SchedulerFrame, tail_args) as u64;
+        SchedulerFrame {
+            entry_args: SchedulerArgs { frame: at, role: ROLE_ENTRY, reserved: 0 },
+            tail_args: SchedulerArgs { frame: at, role: ROLE_TAIL, reserved: 0 },
+            condition,
+            kind: kind as u32,
+            body_count: count as u32,
+            bodies: refs,
+            ring,
+            doorbell,
+            tail: single_dispatch(scheduler, tail_args, true),
+            exit: barrier_and([0; 5], done, true),
+        }
+    }
+
+    /// The node's two packets in its parent sequence, for the frame stored at `at`: the
+    /// scheduler's entry dispatch (the node's place, with the barrier bit the plan decides) and
+    /// a barrier-AND on the node's done signal that completes `completion` (0: none).
+    pub fn entry_packets(at: u64, scheduler: u64, done: u64, barrier: bool, completion: u64) -> [RawPacket; 2] {
+        let entry_args = at + core::mem::offset_of!(SchedulerFrame, entry_args) as u64;
+        [single_dispatch(scheduler, entry_args, barrier), barrier_and([done, 0, 0, 0, 0], completion, false)]
+    }
 }
 
 // The offsets the device's scheduler kernel (kfd-direct/blit/blit.cl) reads.

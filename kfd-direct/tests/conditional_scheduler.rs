@@ -6,41 +6,12 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use aqueduct::aql::{
-    BarrierPacket, Condition, FenceScope, Header, KernelDispatchPacket, Packet, PacketType, RawPacket,
-};
+use aqueduct::aql::{Condition, RawPacket};
 use aqueduct::backend::{Backend, BuiltinKernel, MemoryKind, Timeout};
-use aqueduct::conditional::{
-    BodyRef, ConditionalKind, SchedulerArgs, SchedulerFrame, MAX_BODIES, ROLE_ENTRY, ROLE_TAIL,
-};
+use aqueduct::conditional::{single_dispatch, BodyRef, ConditionalKind, SchedulerFrame, MAX_BODIES};
 use aqueduct::{Priority, SignalHandle};
 use aqueduct_kfd::{EmuSys, Kfd, KfdConfig};
 use aqueduct_kfd_emu::{EmuConfig, Twin};
-
-fn header(ty: PacketType, barrier: bool) -> u16 {
-    Header::new(ty, barrier, FenceScope::System, FenceScope::System).0
-}
-
-fn raw<P: Packet>(p: &P) -> RawPacket {
-    RawPacket(*p.words())
-}
-
-fn dispatch(kernel: u64, kernarg: u64, barrier: bool) -> RawPacket {
-    let mut p = KernelDispatchPacket {
-        setup: 3,
-        workgroup_size_x: 1,
-        workgroup_size_y: 1,
-        workgroup_size_z: 1,
-        grid_size_x: 1,
-        grid_size_y: 1,
-        grid_size_z: 1,
-        kernel_object: kernel,
-        kernarg_address: kernarg,
-        ..Default::default()
-    };
-    p.header = header(PacketType::KernelDispatch, barrier);
-    raw(&p)
-}
 
 type K = Kfd<EmuSys>;
 
@@ -81,30 +52,24 @@ fn run(k: &K, kind: ConditionalKind, word: u64, bodies: &[Vec<RawPacket>]) {
         }
         *r = BodyRef { packets: at, len: b.len() as u32, reset_len: 0, resets: 0 };
     }
-    let mut exit = BarrierPacket::and([0; 5], done.0);
-    exit.header = header(PacketType::BarrierAnd, true);
-    put(
+    let doorbell = k.device_doorbell(&body_q).expect("the emulator lets device code ring doorbells");
+    let frame_value = SchedulerFrame::new(
         frame,
-        SchedulerFrame {
-            entry_args: SchedulerArgs { frame, role: ROLE_ENTRY, reserved: 0 },
-            tail_args: SchedulerArgs { frame, role: ROLE_TAIL, reserved: 0 },
-            condition: word,
-            kind: kind as u32,
-            body_count: bodies.len() as u32,
-            bodies: refs,
-            ring: desc.ring.addresses(),
-            doorbell: k.device_doorbell(&body_q).expect("the emulator lets device code ring doorbells"),
-            tail: dispatch(scheduler, frame + 16, true),
-            exit: raw(&exit),
-        },
+        scheduler,
+        word,
+        kind,
+        &refs[..bodies.len()],
+        desc.ring.addresses(),
+        doorbell,
+        done.0,
     );
+    put(frame, frame_value);
     let stream = k.queue_create(0, Priority::Normal, None).unwrap();
     let ring = k.queue_desc(&stream).unwrap().ring;
     let finished: SignalHandle = k.signal_create(1).unwrap();
-    let mut wait = BarrierPacket::and([done.0, 0, 0, 0, 0], finished.0);
-    wait.header = header(PacketType::BarrierAnd, false);
+    let [entry, wait] = SchedulerFrame::entry_packets(frame, scheduler, done.0, true, finished.0);
     let mut res = ring.reserve(2, 0).unwrap();
-    res.write(&dispatch(scheduler, frame, true));
+    res.write(&entry);
     res.write(&wait);
     let last = res.finish();
     k.ring_doorbell(&stream, last);
@@ -142,7 +107,7 @@ fn if_else_and_switch_on_the_emulated_gpu() {
     let body = |c: u64| {
         let args = alloc(&k, 8);
         put(args, c);
-        vec![dispatch(inc, args, true)]
+        vec![single_dispatch(inc, args, true)]
     };
     let bodies: Vec<Vec<RawPacket>> = hits.iter().map(|c| body(*c)).collect();
     let counts = || hits.iter().map(|c| read(*c)).collect::<Vec<_>>();
@@ -168,7 +133,7 @@ fn while_runs_zero_one_and_a_thousand_iterations_on_the_emulated_gpu() {
         let left = cell(&k, iterations);
         let args = alloc(&k, 16);
         put(args, [left, word]);
-        run(&k, ConditionalKind::While, word, &[vec![dispatch(countdown, args, true)]]);
+        run(&k, ConditionalKind::While, word, &[vec![single_dispatch(countdown, args, true)]]);
         assert_eq!(read(left), 0, "{iterations} iterations");
     }
 }

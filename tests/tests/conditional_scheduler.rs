@@ -5,11 +5,10 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use aqueduct::aql::{BarrierPacket, FenceScope, Header, KernelDispatchPacket, Packet, PacketType, RawPacket};
+use aqueduct::aql::RawPacket;
 use aqueduct::backend::{Backend, BuiltinKernel, MemoryKind, Timeout};
 use aqueduct::conditional::{
-    set_conditional, BodyRef, ConditionalHandle, ConditionalKind, SchedulerArgs, SchedulerFrame, MAX_BODIES,
-    ROLE_ENTRY, ROLE_TAIL,
+    set_conditional, single_dispatch, BodyRef, ConditionalHandle, ConditionalKind, SchedulerFrame, MAX_BODIES,
 };
 use aqueduct::loopback::{Dispatch, Loopback, LoopbackQueue, TraceEntry};
 use aqueduct::{Priority, SignalHandle};
@@ -25,31 +24,6 @@ fn countdown(d: &Dispatch) -> Result<(), aqueduct::aql::QueueFault> {
     // SAFETY: as above.
     unsafe { set_conditional(ConditionalHandle(handle), u32::from(left != 0)) };
     Ok(())
-}
-
-fn header(ty: PacketType, barrier: bool) -> u16 {
-    Header::new(ty, barrier, FenceScope::System, FenceScope::System).0
-}
-
-fn raw<P: Packet>(p: &P) -> RawPacket {
-    RawPacket(*p.words())
-}
-
-fn dispatch(kernel: u64, kernarg: u64, barrier: bool) -> RawPacket {
-    let mut p = KernelDispatchPacket {
-        setup: 3,
-        workgroup_size_x: 1,
-        workgroup_size_y: 1,
-        workgroup_size_z: 1,
-        grid_size_x: 1,
-        grid_size_y: 1,
-        grid_size_z: 1,
-        kernel_object: kernel,
-        kernarg_address: kernarg,
-        ..Default::default()
-    };
-    p.header = header(PacketType::KernelDispatch, barrier);
-    raw(&p)
 }
 
 /// 64-byte aligned host-visible memory of `bytes`.
@@ -83,23 +57,18 @@ fn node(lb: &Lb, kind: ConditionalKind, word: u64, bodies: &[Vec<RawPacket>]) ->
         }
         *r = BodyRef { packets: at, len: b.len() as u32, reset_len: 0, resets: 0 };
     }
-    let mut exit = BarrierPacket::and([0; 5], done.0);
-    exit.header = header(PacketType::BarrierAnd, true);
-    put(
+    let doorbell = lb.device_doorbell(&queue).unwrap();
+    let frame_value = SchedulerFrame::new(
         frame,
-        SchedulerFrame {
-            entry_args: SchedulerArgs { frame, role: ROLE_ENTRY, reserved: 0 },
-            tail_args: SchedulerArgs { frame, role: ROLE_TAIL, reserved: 0 },
-            condition: word,
-            kind: kind as u32,
-            body_count: bodies.len() as u32,
-            bodies: refs,
-            ring: desc.ring.addresses(),
-            doorbell: lb.device_doorbell(&queue).unwrap(),
-            tail: dispatch(scheduler, frame + 16, true),
-            exit: raw(&exit),
-        },
+        scheduler,
+        word,
+        kind,
+        &refs[..bodies.len()],
+        desc.ring.addresses(),
+        doorbell,
+        done.0,
     );
+    put(frame, frame_value);
     Node { frame, done, queue }
 }
 
@@ -110,11 +79,10 @@ fn run(lb: &Lb, n: &Node) -> usize {
     let stream = lb.queue_create(0, Priority::Normal, None).unwrap();
     let ring = lb.queue_desc(&stream).unwrap().ring;
     let finished = lb.signal_create(1).unwrap();
-    let mut wait = BarrierPacket::and([n.done.0, 0, 0, 0, 0], finished.0);
-    wait.header = header(PacketType::BarrierAnd, false);
+    let [entry, wait] = SchedulerFrame::entry_packets(n.frame, scheduler, n.done.0, true, finished.0);
     lb.clear_trace();
     let mut res = ring.reserve(2, 0).unwrap();
-    res.write(&dispatch(scheduler, n.frame, true));
+    res.write(&entry);
     res.write(&wait);
     let last = res.finish();
     lb.ring_doorbell(&stream, last);
@@ -137,7 +105,7 @@ fn setup() -> (&'static Lb, u64, u64) {
 fn inc_body(lb: &Lb, inc: u64, cell: &AtomicU32) -> Vec<RawPacket> {
     let args = alloc(lb, 8);
     put(args, addr32(cell));
-    vec![dispatch(inc, args, true)]
+    vec![single_dispatch(inc, args, true)]
 }
 
 #[test]
@@ -171,7 +139,7 @@ fn while_loops_on_the_device_in_bounded_ring_space() {
         let left = cell32(iterations);
         let args = alloc(lb, 16);
         put(args, [addr32(left), addr32(word)]);
-        let n = node(lb, ConditionalKind::While, addr32(word), &[vec![dispatch(cd, args, true)]]);
+        let n = node(lb, ConditionalKind::While, addr32(word), &[vec![single_dispatch(cd, args, true)]]);
         // 1000 iterations pass 2001 packets through the 64-slot body queue, with one host doorbell.
         assert_eq!(run(lb, &n), 1, "one host doorbell for {iterations} iterations");
         assert_eq!(left.load(Ordering::SeqCst), 0);

@@ -10,11 +10,11 @@ use core::sync::atomic::Ordering as CoreOrdering;
 
 use super::graphs::{header, raw, GraphHandle, GraphSlot};
 use super::{Runtime, St};
-use crate::aql::{BarrierPacket, KernelDispatchPacket, PacketType, RawPacket};
+use crate::aql::{BarrierPacket, PacketType, RawPacket};
 use crate::backend::{Backend, BuiltinKernel, MemoryKind, WriteValueArgs};
 use crate::conditional::{
-    BodyRef, ConditionalCell, ConditionalHandle, ConditionalNode, SchedulerArgs, SchedulerFrame, COND_ASSIGN_DEFAULT,
-    MAX_BODIES, MAX_DEPTH, ROLE_ENTRY, ROLE_TAIL,
+    single_dispatch, BodyRef, ConditionalCell, ConditionalHandle, ConditionalNode, SchedulerFrame, COND_ASSIGN_DEFAULT,
+    MAX_BODIES, MAX_DEPTH,
 };
 use crate::config::{Config, Table};
 use crate::error::{Error, Result};
@@ -295,23 +295,9 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 return Err(Error::NotSupported);
             }
         }
-        let mut tail = super::submit::dispatch_packet(scheduler, [1, 1, 1], [1, 1, 1], 0, 0);
-        tail.header = header(PacketType::KernelDispatch, true);
-        tail.kernarg_address = frame_at + core::mem::offset_of!(SchedulerFrame, tail_args) as u64;
-        let mut exit = BarrierPacket::and([0; 5], done.0);
-        exit.header = header(PacketType::BarrierAnd, true);
-        let frame = SchedulerFrame {
-            entry_args: SchedulerArgs { frame: frame_at, role: ROLE_ENTRY, reserved: 0 },
-            tail_args: SchedulerArgs { frame: frame_at, role: ROLE_TAIL, reserved: 0 },
-            condition: c.handle.0,
-            kind: c.kind as u32,
-            body_count: u32::from(c.count),
-            bodies,
-            ring: desc.ring.addresses(),
-            doorbell,
-            tail: raw(&tail),
-            exit: raw(&exit),
-        };
+        let used = bodies.get(..usize::from(c.count)).ok_or(Error::InvalidValue)?;
+        let frame =
+            SchedulerFrame::new(frame_at, scheduler, c.handle.0, c.kind, used, desc.ring.addresses(), doorbell, done.0);
         // SAFETY: a fresh host-visible allocation of a frame's size, 64-byte aligned by
         // `cond_alloc`.
         unsafe { put(frame_at, frame) };
@@ -497,33 +483,14 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             let at = block + (k * size_of::<WriteValueArgs>()) as u64;
             // SAFETY: inside the fresh block of `n` argument structs.
             unsafe { put(at, WriteValueArgs { dst: h.0, value: u64::from(*d), width: 4, reserved: 0 }) };
-            let mut p = super::submit::dispatch_packet(object, [1, 1, 1], [1, 1, 1], 0, 0);
-            p.header = header(PacketType::KernelDispatch, k == 0);
-            p.kernarg_address = at;
-            emit(raw(&p))?;
+            emit(single_dispatch(object, at, k == 0))?;
         }
         Ok(())
     }
 }
 
-/// The two packets of a conditional node in its parent sequence: the scheduler's entry dispatch
-/// (the node's place, with the planned barrier bit), and a barrier-AND on the node's done signal
-/// that completes the node's own signal slot, if any.
+/// The two packets of a conditional node built as `b` in its parent sequence
+/// ([`SchedulerFrame::entry_packets`]).
 pub(super) fn entry_packets(scheduler: u64, b: Built, barrier: bool, completion: u64) -> [RawPacket; 2] {
-    let mut entry = KernelDispatchPacket {
-        header: header(PacketType::KernelDispatch, barrier),
-        setup: 3,
-        workgroup_size_x: 1,
-        workgroup_size_y: 1,
-        workgroup_size_z: 1,
-        grid_size_x: 1,
-        grid_size_y: 1,
-        grid_size_z: 1,
-        kernel_object: scheduler,
-        ..Default::default()
-    };
-    entry.kernarg_address = b.frame + core::mem::offset_of!(SchedulerFrame, entry_args) as u64;
-    let mut wait = BarrierPacket::and([b.done, 0, 0, 0, 0], completion);
-    wait.header = header(PacketType::BarrierAnd, false);
-    [raw(&entry), raw(&wait)]
+    SchedulerFrame::entry_packets(b.frame, scheduler, b.done, barrier, completion)
 }
