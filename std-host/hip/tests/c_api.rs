@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 mod common;
@@ -78,9 +78,6 @@ fn out_dir() -> PathBuf {
     d
 }
 
-/// Serialises gcc runs (tests run in parallel threads; the machine is small).
-static GCC: Mutex<()> = Mutex::new(());
-
 /// Compiles `tests/c/<name>.c`; `static_lib` links `libaqueduct_hip.a` instead of the `.so`.
 fn build(name: &str, static_lib: bool) -> PathBuf {
     build_with(name, static_lib, &[])
@@ -91,7 +88,7 @@ fn build_with(name: &str, static_lib: bool, extra: &[String]) -> PathBuf {
     require("libamdhip64-dev", "/usr/include/hip/hip_runtime_api.h");
     require("gcc", "/usr/bin/gcc");
     let lib = lib_dir();
-    let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::compiler_turn();
     let exe = out_dir().join(if static_lib { format!("{name}-static") } else { name.to_owned() });
     let mut c = Command::new("gcc");
     c.args(["-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-D__HIP_PLATFORM_AMD__"])
@@ -214,7 +211,7 @@ fn compile_hipcc_program() -> PathBuf {
     lib_dir();
     let src = manifest().join("tests/c/hipcc_program.hip");
     let dir = out_dir();
-    let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::compiler_turn();
     let clang = |args: &[&std::ffi::OsStr]| {
         let out = Command::new("clang-15").args(args).output().expect("clang-15");
         assert!(out.status.success(), "clang-15 {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
@@ -245,7 +242,7 @@ fn compile_hipcc_program() -> PathBuf {
 
 /// Links `objects` into `exe` with gcc and `libs`.
 fn link(exe: &Path, objects: &[&Path], libs: &[String]) {
-    let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::compiler_turn();
     let out = Command::new("gcc").args(objects).args(libs).arg("-o").arg(exe).output().expect("gcc");
     assert!(out.status.success(), "linking {} failed:\n{}", exe.display(), String::from_utf8_lossy(&out.stderr));
 }
@@ -292,7 +289,7 @@ fn programs_linked_against_debians_hip_run_on_aqueducts_libamdhip64() {
     let src = manifest().join("tests/c/registration.c");
     let exe = out_dir().join("registration-amdhip64");
     {
-        let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = common::compiler_turn();
         let out = Command::new("gcc")
             .args(["-O1", "-D__HIP_PLATFORM_AMD__", "-I/usr/include"])
             .arg(format!("-I{}", manifest().join("include").display()))
@@ -384,7 +381,7 @@ fn device_setter_is_a_system_scope_release_store() {
     require("libamdhip64-dev", "/usr/include/hip/hip_runtime_api.h");
     let asm = out_dir().join("conditional_device.s");
     {
-        let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = common::compiler_turn();
         let out = Command::new("clang-15")
             .args(["-x", "hip", "-nogpulib", "-nogpuinc", "-O2", "-D__HIP_PLATFORM_AMD__", "-I/usr/include"])
             .arg(format!("-I{}", manifest().join("include").display()))

@@ -23,7 +23,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 mod common;
@@ -85,9 +85,6 @@ fn out_dir() -> PathBuf {
     d
 }
 
-/// Serialises gcc runs (tests run in parallel threads; the machine is small).
-static GCC: Mutex<()> = Mutex::new(());
-
 /// Compiles `tests/c/<name>.c` against Debian's HIP header and links it against Debian's
 /// `libamdhip64` (`AQD_LINK_HIP52`: the newest HIP's functions 5.2 lacks are weak references).
 /// `include/aqueduct_hip.h` comes along only for the newest HIP's declarations the 5.2 header
@@ -96,7 +93,7 @@ fn build(name: &str) -> PathBuf {
     require("libamdhip64-dev", "/usr/include/hip/hip_runtime_api.h");
     require("libamdhip64-dev", "/usr/lib/x86_64-linux-gnu/libamdhip64.so");
     require("gcc", "/usr/bin/gcc");
-    let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::compiler_turn();
     let exe = out_dir().join(name);
     let out = Command::new("gcc")
         .args(["-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"])
@@ -131,7 +128,7 @@ fn fixture_twins() -> &'static Path {
     LIB.get_or_init(|| {
         let emu = manifest().join("../../kfd-direct/emu");
         let lib = out_dir().join("libfixture_twins.so");
-        let _g = GCC.lock().unwrap_or_else(|e| e.into_inner());
+        let _g = common::compiler_turn();
         let out = Command::new("gcc")
             .args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-I"])
             .arg(emu.join("include"))

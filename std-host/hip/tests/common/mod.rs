@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Runs `c`, killing it after `timeout`.
@@ -26,4 +27,13 @@ pub fn run_command(mut c: Command, timeout: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A turn at the compiler: one gcc/clang run at a time within a test process (tests run on
+/// parallel threads and the machine is small). The lock guards no data, so a test that
+/// panicked while holding it leaves nothing behind.
+#[allow(dead_code)] // c_stress.rs builds its one program alone
+pub fn compiler_turn() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
