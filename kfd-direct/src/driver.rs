@@ -12,11 +12,13 @@
 //! dGPUs), `ALLOC_MEMORY_OF_GPU` at that VA, `MAP_MEMORY_TO_GPU` on every device that must reach
 //! it, and — when the CPU needs it — `mmap(MAP_FIXED)` of the render node at the returned offset
 //! over the reservation. [`Driver::free`] unmaps from the GPUs, frees, and drops the mapping.
+//! The undo of each step is an `OnDrop` guard, defused once the buffer is whole.
 
 use core::ffi::c_void;
 
 use crate::abi::{self, ioctl, Ioctl};
 use crate::error::{KfdError, KfdResult, Op};
+use crate::on_drop::OnDrop;
 use crate::sys::{Errno, Mapping, RawFd, Sys};
 
 /// CPU page size.
@@ -172,30 +174,29 @@ impl<S: Sys> Driver<S> {
         let va = unsafe { self.sys.mmap(core::ptr::null_mut(), size as usize, Mapping::Reserve) }
             .map_err(|errno| KfdError::Sys { op: Op::ReserveVa, errno })?
             .expose_provenance() as u64;
+        // Each step arms a guard that undoes it; on a later step's failure they run in reverse
+        // (dropped in reverse order of declaration). All are defused once the buffer is whole.
+        let unreserve = OnDrop::new(|| self.unreserve(va, size));
         let mut a = abi::AllocMemoryOfGpuArgs { va_addr: va, size, gpu_id, flags, ..Default::default() };
         // SAFETY: `mmap_offset` is 0, so no user pointer (a `USERPTR` allocation then fails).
-        if let Err(e) = unsafe { self.ioctl::<ioctl::AllocMemoryOfGpu>(Op::AllocMemory, &mut a) } {
-            self.unreserve(va, size);
-            return Err(e);
-        }
+        unsafe { self.ioctl::<ioctl::AllocMemoryOfGpu>(Op::AllocMemory, &mut a) }?;
         let handle = a.handle;
-        if let Err(e) = self.map_op::<ioctl::MapMemoryToGpu>(Op::MapMemory, handle, map_on) {
+        let free = OnDrop::new(|| {
             let _ = self.free_handle(handle);
-            self.unreserve(va, size);
-            return Err(e);
-        }
+        });
+        self.map_op::<ioctl::MapMemoryToGpu>(Op::MapMemory, handle, map_on)?;
         if cpu {
+            let unmap = OnDrop::new(|| {
+                let _ = self.map_op::<ioctl::UnmapMemoryFromGpu>(Op::UnmapMemory, handle, map_on);
+            });
             let at = core::ptr::with_exposed_provenance_mut::<c_void>(va as usize);
             // SAFETY: `va..va+size` is our reservation, replaced by the buffer's pages.
-            let r =
-                unsafe { self.sys.mmap(at, size as usize, Mapping::Fixed { fd: render_fd, offset: a.mmap_offset }) };
-            if let Err(errno) = r {
-                let _ = self.map_op::<ioctl::UnmapMemoryFromGpu>(Op::UnmapMemory, handle, map_on);
-                let _ = self.free_handle(handle);
-                self.unreserve(va, size);
-                return Err(KfdError::Sys { op: Op::CpuMap, errno });
-            }
+            unsafe { self.sys.mmap(at, size as usize, Mapping::Fixed { fd: render_fd, offset: a.mmap_offset }) }
+                .map_err(|errno| KfdError::Sys { op: Op::CpuMap, errno })?;
+            unmap.defuse();
         }
+        free.defuse();
+        unreserve.defuse();
         Ok(Bo { va, size, handle, cpu })
     }
 

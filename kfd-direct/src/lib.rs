@@ -27,6 +27,7 @@
 //!   - `code_objects`: the blit kernels and loaded code objects (§6);
 //!   - `backend`: the [`aqueduct::Backend`] implementation over the roles above;
 //!   - `service` (`std`): the host-function thread.
+//! - `on_drop`: the rollback guard of multi-step bring-ups (buffers, queues).
 //!
 //! ## Who validates what
 //!
@@ -34,7 +35,8 @@
 //! packets and validates only what reaches it (signal handles must come from its pool, memory
 //! addresses from its allocations, devices from its topology). The kernel validates every ioctl;
 //! each failure comes back as [`KfdError::Sys`] naming the step and the errno, and whatever the
-//! failing operation had acquired is released in reverse order.
+//! failing operation had acquired is released in reverse order (an `OnDrop` guard, defused on
+//! success).
 //!
 //! ## Memory ordering
 //!
@@ -72,6 +74,7 @@ pub mod topology;
 mod backend;
 mod code_objects;
 mod faults;
+mod on_drop;
 mod open;
 mod queues;
 #[cfg(feature = "std")]

@@ -1,6 +1,8 @@
 //! AQL queues of [`Kfd`] (docs/kfd-aql.md §1.5, §2): the five buffers of a queue, its
 //! `amd_queue_t` and CWSR headers, `CREATE_QUEUE`, the doorbell slice, CU masks, and destroy.
+//! A failing step of `create_queue` returns with `?`; one `OnDrop` guard undoes the earlier steps.
 
+use core::cell::Cell;
 use core::ptr::NonNull;
 use portable_atomic::{AtomicU64, Ordering};
 
@@ -10,6 +12,7 @@ use aqueduct::{CuMask, Priority};
 use crate::abi::{self, limits, queue_properties, AmdQueue, CwsrHeader};
 use crate::driver::{Bo, GTT_FLAGS, PAGE, VRAM_FLAGS};
 use crate::faults::fault;
+use crate::on_drop::OnDrop;
 use crate::{Kfd, KfdError, KfdQueue, KfdResult, QueueRec, Sys, ERROR_WORD_OFFSET};
 
 const fn kfd_priority(p: Priority) -> u32 {
@@ -42,13 +45,18 @@ impl<S: Sys> Kfd<S> {
         };
         let packets = u64::from(self.config.ring_packets);
         let has_vram = g.node.props.vram_bytes > 0;
-        // Acquired in this order, released in reverse on failure.
-        let mut held: heapless::Vec<Bo, 5> = heapless::Vec::new();
-        let release = |held: &heapless::Vec<Bo, 5>| {
-            for bo in held.iter().rev() {
-                let _ = self.free_bo(bo);
+        // What is acquired, in this order; on any early return `undo` destroys the queue and
+        // frees the buffers in reverse. It is defused once the queue is in the table.
+        let held: [Cell<Option<Bo>>; 5] = Default::default();
+        let queue_id: Cell<Option<u32>> = Cell::new(None);
+        let undo = OnDrop::new(|| {
+            if let Some(id) = queue_id.get() {
+                let _ = self.drv.destroy_queue(id);
             }
-        };
+            for bo in held.iter().rev().filter_map(Cell::get) {
+                let _ = self.free_bo(&bo);
+            }
+        });
         let steps = [
             (PAGE, GTT_FLAGS, true),                                                  // amd_queue_t
             (packets * 64, GTT_FLAGS, true),                                          // ring (executable, §0 item 7)
@@ -56,21 +64,10 @@ impl<S: Sys> Kfd<S> {
             (g.sizes.cwsr_bo_size, GTT_FLAGS, true),                                  // CWSR area
             (packets * u64::from(self.config.kernarg_bytes), GTT_FLAGS, true),        // kernel arguments
         ];
-        for (bytes, flags, cpu) in steps {
-            match self.alloc_bo(gi, bytes, flags, cpu) {
-                Ok(bo) => {
-                    let _ = held.push(bo);
-                }
-                Err(e) => {
-                    release(&held);
-                    return Err(e);
-                }
-            }
+        for (bo, (bytes, flags, cpu)) in held.iter().zip(steps) {
+            bo.set(Some(self.alloc_bo(gi, bytes, flags, cpu)?));
         }
-        let (Some(&aq), Some(&ring_bo), Some(&eop), Some(&cwsr), Some(&kernarg)) =
-            (held.first(), held.get(1), held.get(2), held.get(3), held.get(4))
-        else {
-            release(&held);
+        let [Some(aq), Some(ring_bo), Some(eop), Some(cwsr), Some(kernarg)] = held.each_ref().map(Cell::get) else {
             return Err(KfdError::Capacity("queue buffers"));
         };
         // amd_queue_t (§4.3): the dispatch ids at +56/+128, profiling, CU and wave limits.
@@ -124,7 +121,6 @@ impl<S: Sys> Kfd<S> {
             _ => None,
         };
         let Some(ring) = ring else {
-            release(&held);
             return Err(KfdError::InvalidArgument);
         };
         ring.invalidate_all();
@@ -144,15 +140,8 @@ impl<S: Sys> Kfd<S> {
             ctl_stack_size: g.sizes.ctl_stack_size,
             ..Default::default()
         };
-        if let Err(e) = self.drv.create_queue(&mut args) {
-            release(&held);
-            return Err(e);
-        }
-        let undo_queue = |e: KfdError| {
-            let _ = self.drv.destroy_queue(args.queue_id);
-            release(&held);
-            e
-        };
+        self.drv.create_queue(&mut args)?;
+        queue_id.set(Some(args.queue_id));
         // The doorbell slice is mapped once per GPU and reused (§2).
         let slice = {
             let mut st = self.state.lock();
@@ -164,10 +153,8 @@ impl<S: Sys> Kfd<S> {
                         }
                         p as usize
                     }
-                    Err(e) => {
-                        drop(st);
-                        return Err(undo_queue(e));
-                    }
+                    // `st` is released before `undo` runs (dropped first, as declared later).
+                    Err(e) => return Err(e),
                 },
                 Some(p) => p,
                 None => 0,
@@ -177,14 +164,12 @@ impl<S: Sys> Kfd<S> {
         let doorbell = NonNull::new(core::ptr::with_exposed_provenance_mut::<u64>(slice.wrapping_add(db_off)));
         let error_word = NonNull::new(aq.ptr::<AtomicU64>(ERROR_WORD_OFFSET));
         let (Some(doorbell), Some(error_word)) = (doorbell, error_word) else {
-            return Err(undo_queue(KfdError::InvalidArgument));
+            return Err(KfdError::InvalidArgument);
         };
         if let Some(mask) = cu_mask {
             let words = cu_mask_words(mask, props.cu_count(), props.has_wgp());
             let n = (props.cu_count().div_ceil(32) as usize).clamp(1, words.len());
-            if let Err(e) = self.drv.set_cu_mask(args.queue_id, words.get(..n).unwrap_or(&words)) {
-                return Err(undo_queue(e));
-            }
+            self.drv.set_cu_mask(args.queue_id, words.get(..n).unwrap_or(&words))?;
         }
         let rec = QueueRec { gpu: gi as u8, queue_id: args.queue_id, amd_queue: aq, ring_bo, eop, cwsr, kernarg, ring };
         if let Some(f) = self.queue_faults.get(slot) {
@@ -194,11 +179,9 @@ impl<S: Sys> Kfd<S> {
         let mut st = self.state.lock();
         match st.queues.get_mut(slot) {
             Some(s @ None) => *s = Some(rec),
-            _ => {
-                drop(st);
-                return Err(undo_queue(KfdError::Capacity("queues")));
-            }
+            _ => return Err(KfdError::Capacity("queues")),
         }
+        undo.defuse();
         Ok(KfdQueue { slot: slot as u16, gpu: gi as u8, doorbell, error_word })
     }
 
