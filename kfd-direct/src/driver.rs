@@ -3,7 +3,10 @@
 //! Each call fills the real argument struct from [`crate::abi`] and issues it through
 //! [`Driver::ioctl`], which takes the request as a type ([`abi::Ioctl`]) whose argument struct is
 //! fixed, so a request cannot be paired with the wrong struct; a failure becomes
-//! [`KfdError::Sys`] naming the step and the errno.
+//! [`KfdError::Sys`] naming the step and the errno. Requests whose argument holds no user
+//! address ([`abi::PlainIoctl`]) go through the safe [`Driver::call`]; only those with one (an
+//! array the kernel copies, a queue's ring addresses, a buffer's VA) need an `unsafe` call and
+//! its `// SAFETY:` argument.
 //!
 //! # Buffers
 //!
@@ -16,7 +19,7 @@
 
 use core::ffi::c_void;
 
-use crate::abi::{self, ioctl, Ioctl};
+use crate::abi::{self, ioctl, Ioctl, PlainIoctl};
 use crate::error::{KfdError, KfdResult, Op};
 use crate::on_drop::OnDrop;
 use crate::sys::{Errno, Mapping, RawFd, Sys};
@@ -104,19 +107,25 @@ impl<S: Sys> Driver<S> {
             .map_err(|errno| KfdError::Sys { op, errno })
     }
 
+    /// Issues ioctl `R`, whose argument holds no user addresses ([`abi::PlainIoctl`]), with `arg`;
+    /// a failure is reported as step `op`. The safe form of [`Driver::ioctl`].
+    pub fn call<R: PlainIoctl>(&self, op: Op, arg: &mut R::Arg) -> KfdResult<()> {
+        // SAFETY: `R::Arg` has no user pointers (the `PlainIoctl` contract), so `ioctl`'s
+        // contract holds for every value of it.
+        unsafe { self.ioctl::<R>(op, arg) }
+    }
+
     /// `GET_VERSION`.
     pub fn version(&self) -> KfdResult<(u32, u32)> {
         let mut a = abi::GetVersionArgs::default();
-        // SAFETY: no user pointers.
-        unsafe { self.ioctl::<ioctl::GetVersion>(Op::GetVersion, &mut a) }?;
+        self.call::<ioctl::GetVersion>(Op::GetVersion, &mut a)?;
         Ok((a.major_version, a.minor_version))
     }
 
     /// `ACQUIRE_VM`.
     pub fn acquire_vm(&self, drm_fd: RawFd, gpu_id: u32) -> KfdResult<()> {
         let mut a = abi::AcquireVmArgs { drm_fd: drm_fd as u32, gpu_id };
-        // SAFETY: no user pointers.
-        unsafe { self.ioctl::<ioctl::AcquireVm>(Op::AcquireVm, &mut a) }
+        self.call::<ioctl::AcquireVm>(Op::AcquireVm, &mut a)
     }
 
     /// `GET_PROCESS_APERTURES_NEW` into `out`; returns the entries filled.
@@ -145,8 +154,7 @@ impl<S: Sys> Driver<S> {
 
     fn free_handle(&self, handle: u64) -> KfdResult<()> {
         let mut a = abi::FreeMemoryOfGpuArgs { handle };
-        // SAFETY: no user pointers.
-        unsafe { self.ioctl::<ioctl::FreeMemoryOfGpu>(Op::FreeMemory, &mut a) }
+        self.call::<ioctl::FreeMemoryOfGpu>(Op::FreeMemory, &mut a)
     }
 
     fn unreserve(&self, va: u64, size: u64) {
@@ -217,23 +225,20 @@ impl<S: Sys> Driver<S> {
             auto_reset: u32::from(auto_reset),
             ..Default::default()
         };
-        // SAFETY: no user pointers (`event_page_offset` is a buffer handle).
-        unsafe { self.ioctl::<ioctl::CreateEvent>(Op::CreateEvent, &mut a) }?;
+        self.call::<ioctl::CreateEvent>(Op::CreateEvent, &mut a)?;
         Ok((a.event_id, a.event_slot_index))
     }
 
     /// `DESTROY_EVENT`.
     pub fn destroy_event(&self, id: u32) -> KfdResult<()> {
         let mut a = abi::EventIdArgs { event_id: id, pad: 0 };
-        // SAFETY: no user pointers.
-        unsafe { self.ioctl::<ioctl::DestroyEvent>(Op::DestroyEvent, &mut a) }
+        self.call::<ioctl::DestroyEvent>(Op::DestroyEvent, &mut a)
     }
 
     /// `SET_EVENT`.
     pub fn set_event(&self, id: u32) -> KfdResult<()> {
         let mut a = abi::EventIdArgs { event_id: id, pad: 0 };
-        // SAFETY: no user pointers.
-        unsafe { self.ioctl::<ioctl::SetEvent>(Op::SetEvent, &mut a) }
+        self.call::<ioctl::SetEvent>(Op::SetEvent, &mut a)
     }
 
     /// `WAIT_EVENTS` (any) over `events` for at most `timeout_ms`; returns the wait result.
@@ -261,8 +266,7 @@ impl<S: Sys> Driver<S> {
     /// `DESTROY_QUEUE`.
     pub fn destroy_queue(&self, queue_id: u32) -> KfdResult<()> {
         let mut a = abi::DestroyQueueArgs { queue_id, pad: 0 };
-        // SAFETY: no user pointers.
-        unsafe { self.ioctl::<ioctl::DestroyQueue>(Op::DestroyQueue, &mut a) }
+        self.call::<ioctl::DestroyQueue>(Op::DestroyQueue, &mut a)
     }
 
     /// `SET_CU_MASK` with `words` (32 CUs each).
@@ -276,8 +280,7 @@ impl<S: Sys> Driver<S> {
     /// `GET_CLOCK_COUNTERS`: the GPU timestamp counter.
     pub fn gpu_clock(&self, gpu_id: u32) -> KfdResult<u64> {
         let mut a = abi::GetClockCountersArgs { gpu_id, ..Default::default() };
-        // SAFETY: no user pointers.
-        unsafe { self.ioctl::<ioctl::GetClockCounters>(Op::ClockCounters, &mut a) }?;
+        self.call::<ioctl::GetClockCounters>(Op::ClockCounters, &mut a)?;
         Ok(a.gpu_clock_counter)
     }
 

@@ -888,6 +888,34 @@ pub unsafe trait Ioctl {
     const REQUEST: u64 = ioc(Self::DIR, Self::NR, size_of::<Self::Arg>());
 }
 
+/// An [`Ioctl`] whose argument struct holds no user address the kernel or the device
+/// dereferences: only ids, handles, sizes, flags and results. Issuing it with any value of
+/// `Self::Arg` cannot make anything read or write the caller's memory beyond the struct itself,
+/// so a caller may issue it without an `unsafe` contract of its own (`aqueduct-kfd`'s
+/// `Driver::call`).
+///
+/// Requests whose struct carries an address — an array the kernel copies (apertures, device
+/// ids, events, CU masks), a queue's ring and index addresses the command processor writes to,
+/// or a `USERPTR` allocation's user address — are not `PlainIoctl`:
+///
+/// ```
+/// use aqueduct_kfd_abi::{ioctl, PlainIoctl};
+/// fn safe_to_issue<R: PlainIoctl>() {}
+/// safe_to_issue::<ioctl::SetEvent>();
+/// ```
+///
+/// ```compile_fail,E0277
+/// use aqueduct_kfd_abi::{ioctl, PlainIoctl};
+/// fn safe_to_issue<R: PlainIoctl>() {}
+/// safe_to_issue::<ioctl::WaitEvents>();
+/// ```
+///
+/// # Safety
+///
+/// An implementation asserts that no field of `Self::Arg` is, for this request, an address the
+/// kernel or the device accesses on the caller's behalf.
+pub unsafe trait PlainIoctl: Ioctl {}
+
 /// The amdkfd ioctls this crate describes, one uninhabited type each (see [`Ioctl`]).
 pub mod ioctl {
     use super::*;
@@ -945,6 +973,27 @@ pub mod ioctl {
         /// `AMDKFD_IOC_SET_CU_MASK`.
         SetCuMask = (IOC_WRITE, nr::SET_CU_MASK, SetCuMaskArgs);
     }
+
+    // SAFETY: `GetVersionArgs` is two version numbers the kernel writes.
+    unsafe impl PlainIoctl for GetVersion {}
+    // SAFETY: `DestroyQueueArgs` is a queue id.
+    unsafe impl PlainIoctl for DestroyQueue {}
+    // SAFETY: `GetClockCountersArgs` is a gpu id in and four counters out.
+    unsafe impl PlainIoctl for GetClockCounters {}
+    // SAFETY: `CreateEventArgs` holds ids, a type and flags; `event_page_offset` is a buffer
+    // handle (the kernel maps that buffer itself), never a user address.
+    unsafe impl PlainIoctl for CreateEvent {}
+    // SAFETY: `EventIdArgs` is an event id.
+    unsafe impl PlainIoctl for DestroyEvent {}
+    // SAFETY: as for `DestroyEvent`.
+    unsafe impl PlainIoctl for SetEvent {}
+    // SAFETY: as for `DestroyEvent`.
+    unsafe impl PlainIoctl for ResetEvent {}
+    // SAFETY: `AcquireVmArgs` is a DRM fd number and a gpu id.
+    unsafe impl PlainIoctl for AcquireVm {}
+    // SAFETY: `FreeMemoryOfGpuArgs` is a buffer handle; the caller's CPU mapping of the buffer
+    // is its own (the kernel does not unmap it).
+    unsafe impl PlainIoctl for FreeMemoryOfGpu {}
 }
 
 /// Request numbers (`AMDKFD_IOC_*`), each the [`Ioctl::REQUEST`] of its type in [`ioctl`].
