@@ -1038,26 +1038,27 @@ pub mod request {
 }
 
 /// The kernel's own direction and argument size for each implemented `nr` (what `kfd_ioctl`
-/// uses after matching on `nr`), or `None` for an unknown command.
+/// uses after matching on `nr`): the [`Ioctl::REQUEST`] of the request type whose
+/// [`Ioctl::NR`] it is, or `None` for an unknown command.
 pub const fn kernel_request(nr: u32) -> Option<u64> {
     Some(match nr {
-        nr::GET_VERSION => request::GET_VERSION,
-        nr::CREATE_QUEUE => request::CREATE_QUEUE,
-        nr::DESTROY_QUEUE => request::DESTROY_QUEUE,
-        nr::GET_CLOCK_COUNTERS => request::GET_CLOCK_COUNTERS,
-        nr::UPDATE_QUEUE => request::UPDATE_QUEUE,
-        nr::CREATE_EVENT => request::CREATE_EVENT,
-        nr::DESTROY_EVENT => request::DESTROY_EVENT,
-        nr::SET_EVENT => request::SET_EVENT,
-        nr::RESET_EVENT => request::RESET_EVENT,
-        nr::WAIT_EVENTS => request::WAIT_EVENTS,
-        nr::GET_PROCESS_APERTURES_NEW => request::GET_PROCESS_APERTURES_NEW,
-        nr::ACQUIRE_VM => request::ACQUIRE_VM,
-        nr::ALLOC_MEMORY_OF_GPU => request::ALLOC_MEMORY_OF_GPU,
-        nr::FREE_MEMORY_OF_GPU => request::FREE_MEMORY_OF_GPU,
-        nr::MAP_MEMORY_TO_GPU => request::MAP_MEMORY_TO_GPU,
-        nr::UNMAP_MEMORY_FROM_GPU => request::UNMAP_MEMORY_FROM_GPU,
-        nr::SET_CU_MASK => request::SET_CU_MASK,
+        ioctl::GetVersion::NR => ioctl::GetVersion::REQUEST,
+        ioctl::CreateQueue::NR => ioctl::CreateQueue::REQUEST,
+        ioctl::DestroyQueue::NR => ioctl::DestroyQueue::REQUEST,
+        ioctl::GetClockCounters::NR => ioctl::GetClockCounters::REQUEST,
+        ioctl::UpdateQueue::NR => ioctl::UpdateQueue::REQUEST,
+        ioctl::CreateEvent::NR => ioctl::CreateEvent::REQUEST,
+        ioctl::DestroyEvent::NR => ioctl::DestroyEvent::REQUEST,
+        ioctl::SetEvent::NR => ioctl::SetEvent::REQUEST,
+        ioctl::ResetEvent::NR => ioctl::ResetEvent::REQUEST,
+        ioctl::WaitEvents::NR => ioctl::WaitEvents::REQUEST,
+        ioctl::GetProcessAperturesNew::NR => ioctl::GetProcessAperturesNew::REQUEST,
+        ioctl::AcquireVm::NR => ioctl::AcquireVm::REQUEST,
+        ioctl::AllocMemoryOfGpu::NR => ioctl::AllocMemoryOfGpu::REQUEST,
+        ioctl::FreeMemoryOfGpu::NR => ioctl::FreeMemoryOfGpu::REQUEST,
+        ioctl::MapMemoryToGpu::NR => ioctl::MapMemoryToGpu::REQUEST,
+        ioctl::UnmapMemoryFromGpu::NR => ioctl::UnmapMemoryFromGpu::REQUEST,
+        ioctl::SetCuMask::NR => ioctl::SetCuMask::REQUEST,
         _ => return None,
     })
 }

@@ -9,7 +9,8 @@
 //!
 //! The ioctl entry ([`Emu::ioctl`]) does what `kfd_ioctl` does before a handler runs: the fd must
 //! be a kfd fd of the calling process (`EBADF` otherwise, including after `fork`), the command is
-//! looked up by `nr` only (`EINVAL` if unknown), the argument is copied in with the caller's size
+//! looked up by `nr` only (`EINVAL` if unknown; each handler is keyed on its request type in
+//! [`abi::ioctl`]), the argument is copied in with the caller's size
 //! and zero-extended to the kernel's, and copied back out with the caller's size afterwards. Each
 //! handler then validates as its amdkfd counterpart does, with the same errnos. Queue creation
 //! additionally applies the ≥ 6.12 queue-buffer checks (`kfd_queue_acquire_buffers`).
@@ -27,11 +28,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::abi::{self, limits, mmap_offset, Request};
-use crate::abi::{
-    AllocMemoryOfGpuArgs, CreateEventArgs, CreateQueueArgs, DestroyQueueArgs, EventIdArgs, FreeMemoryOfGpuArgs,
-    GetClockCountersArgs, GetVersionArgs, MapMemoryArgs, WaitEventsArgs,
-};
+use crate::abi::GetVersionArgs;
+use crate::abi::{self, ioctl, limits, mmap_offset, Ioctl, Request};
 use crate::aql_queue::AqlQueue;
 use crate::device::{Device, DeviceParts};
 use crate::events::Events;
@@ -267,6 +265,34 @@ fn put<T: Copy>(buf: &mut [u8], v: &T) {
     debug_assert!(buf.len() >= size_of::<T>());
     // SAFETY: as in `args`.
     unsafe { std::ptr::write_unaligned(buf.as_mut_ptr().cast::<T>(), *v) }
+}
+
+/// The argument of request `R` in `buf`.
+fn arg<R: Ioctl>(buf: &[u8]) -> R::Arg
+where
+    R::Arg: Copy,
+{
+    args(buf)
+}
+
+/// Stores `v` as the argument of request `R` in `buf`.
+fn put_arg<R: Ioctl>(buf: &mut [u8], v: &R::Arg)
+where
+    R::Arg: Copy,
+{
+    put(buf, v)
+}
+
+/// Runs `f` over the argument of request `R` in `buf` and stores what it leaves there, whether
+/// it succeeds or not (amdkfd copies the struct out either way).
+fn update<R: Ioctl>(buf: &mut [u8], f: impl FnOnce(&mut R::Arg) -> SysResult<()>) -> SysResult<()>
+where
+    R::Arg: Copy,
+{
+    let mut a = arg::<R>(buf);
+    let r = f(&mut a);
+    put_arg::<R>(buf, &a);
+    r
 }
 
 /// `access_ok`: the range lies inside the 47-bit user address space.
@@ -510,59 +536,40 @@ impl Emu {
         ret.map(|()| 0)
     }
 
+    /// Runs the handler of command `nr`. Each arm is keyed on its request type's
+    /// [`Ioctl::NR`] and reads (and, for an `_IOWR` request, writes back) that type's argument
+    /// struct, so an arm cannot decode another command's layout.
     fn dispatch(&self, proc: &Arc<Process>, nr: u32, buf: &mut [u8]) -> SysResult<()> {
         match nr {
-            abi::nr::GET_VERSION => {
+            ioctl::GetVersion::NR => {
                 let (major_version, minor_version) = self.m.config.version;
-                put(buf, &GetVersionArgs { major_version, minor_version });
+                put_arg::<ioctl::GetVersion>(buf, &GetVersionArgs { major_version, minor_version });
                 Ok(())
             }
-            abi::nr::GET_PROCESS_APERTURES_NEW => self.get_process_apertures(buf),
-            abi::nr::ACQUIRE_VM => self.acquire_vm(proc, args(buf)),
-            abi::nr::ALLOC_MEMORY_OF_GPU => {
-                let mut a: AllocMemoryOfGpuArgs = args(buf);
-                let r = self.alloc_memory(proc, &mut a);
-                put(buf, &a);
-                r
+            ioctl::GetProcessAperturesNew::NR => self.get_process_apertures(buf),
+            ioctl::AcquireVm::NR => self.acquire_vm(proc, arg::<ioctl::AcquireVm>(buf)),
+            ioctl::AllocMemoryOfGpu::NR => update::<ioctl::AllocMemoryOfGpu>(buf, |a| self.alloc_memory(proc, a)),
+            ioctl::FreeMemoryOfGpu::NR => self.free_memory(proc, arg::<ioctl::FreeMemoryOfGpu>(buf).handle),
+            ioctl::MapMemoryToGpu::NR => update::<ioctl::MapMemoryToGpu>(buf, |a| self.map_memory(proc, a, true)),
+            ioctl::UnmapMemoryFromGpu::NR => {
+                update::<ioctl::UnmapMemoryFromGpu>(buf, |a| self.map_memory(proc, a, false))
             }
-            abi::nr::FREE_MEMORY_OF_GPU => self.free_memory(proc, args::<FreeMemoryOfGpuArgs>(buf).handle),
-            abi::nr::MAP_MEMORY_TO_GPU | abi::nr::UNMAP_MEMORY_FROM_GPU => {
-                let mut a: MapMemoryArgs = args(buf);
-                let r = self.map_memory(proc, &mut a, nr == abi::nr::MAP_MEMORY_TO_GPU);
-                put(buf, &a);
-                r
-            }
-            abi::nr::CREATE_QUEUE => {
-                let mut a: CreateQueueArgs = args(buf);
-                let r = self.create_queue(proc, &mut a);
-                put(buf, &a);
-                r
-            }
-            abi::nr::DESTROY_QUEUE => self.destroy_queue(proc, args::<DestroyQueueArgs>(buf).queue_id),
-            abi::nr::UPDATE_QUEUE => self.update_queue(proc, args(buf)),
-            abi::nr::SET_CU_MASK => self.set_cu_mask(proc, args(buf)),
-            abi::nr::CREATE_EVENT => {
-                let mut a: CreateEventArgs = args(buf);
-                let r = self.create_event(proc, &mut a);
-                put(buf, &a);
-                r
-            }
-            abi::nr::DESTROY_EVENT => proc.events.destroy(args::<EventIdArgs>(buf).event_id),
-            abi::nr::SET_EVENT => proc.events.set(args::<EventIdArgs>(buf).event_id),
-            abi::nr::RESET_EVENT => proc.events.reset(args::<EventIdArgs>(buf).event_id),
-            abi::nr::WAIT_EVENTS => {
-                let mut a: WaitEventsArgs = args(buf);
-                let r = self.wait_events(proc, &mut a);
-                put(buf, &a);
-                r
-            }
-            abi::nr::GET_CLOCK_COUNTERS => {
-                let mut a: GetClockCountersArgs = args(buf);
+            ioctl::CreateQueue::NR => update::<ioctl::CreateQueue>(buf, |a| self.create_queue(proc, a)),
+            ioctl::DestroyQueue::NR => self.destroy_queue(proc, arg::<ioctl::DestroyQueue>(buf).queue_id),
+            ioctl::UpdateQueue::NR => self.update_queue(proc, arg::<ioctl::UpdateQueue>(buf)),
+            ioctl::SetCuMask::NR => self.set_cu_mask(proc, arg::<ioctl::SetCuMask>(buf)),
+            ioctl::CreateEvent::NR => update::<ioctl::CreateEvent>(buf, |a| self.create_event(proc, a)),
+            ioctl::DestroyEvent::NR => proc.events.destroy(arg::<ioctl::DestroyEvent>(buf).event_id),
+            ioctl::SetEvent::NR => proc.events.set(arg::<ioctl::SetEvent>(buf).event_id),
+            ioctl::ResetEvent::NR => proc.events.reset(arg::<ioctl::ResetEvent>(buf).event_id),
+            ioctl::WaitEvents::NR => update::<ioctl::WaitEvents>(buf, |a| self.wait_events(proc, a)),
+            ioctl::GetClockCounters::NR => {
+                let mut a = arg::<ioctl::GetClockCounters>(buf);
                 a.gpu_clock_counter = if self.node_index(a.gpu_id).is_some() { self.m.clock.gpu_ticks() } else { 0 };
                 a.cpu_clock_counter = clock_ns(libc::CLOCK_MONOTONIC_RAW);
                 a.system_clock_counter = clock_ns(libc::CLOCK_BOOTTIME);
                 a.system_clock_freq = 1_000_000_000;
-                put(buf, &a);
+                put_arg::<ioctl::GetClockCounters>(buf, &a);
                 Ok(())
             }
             _ => Err(Errno::EINVAL),
