@@ -119,7 +119,7 @@ pub const TIMESTAMP_HZ: u64 = 100_000_000;
 /// `amd_queue_t` page, just past the 256-byte `amd_queue_t`.
 pub const ERROR_WORD_OFFSET: u64 = 256;
 
-/// How [`Backend::signal_wait`] waits.
+/// How [`aqueduct::Backend::signal_wait`] waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitMode {
     /// Spin on the signal value (lowest latency; burns a core). Faults are still polled.

@@ -88,7 +88,7 @@ pub trait Sys: Clone + Send + Sync + 'static {
     }
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "emu"))]
 pub(crate) use linux::cached_process_id;
 #[cfg(target_os = "linux")]
 pub use linux::LinuxSys;
