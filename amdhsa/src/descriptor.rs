@@ -26,64 +26,64 @@ const fn bits(v: u32, lo: u32, width: u32) -> u32 {
 }
 
 impl Rsrc1 {
-    /// `GRANULATED_WORKITEM_VGPR_COUNT` [5:0].
+    /// `GRANULATED_WORKITEM_VGPR_COUNT` (bits 5:0).
     pub const fn granulated_vgprs(&self) -> u32 {
         bits(self.raw, 0, 6)
     }
-    /// `GRANULATED_WAVEFRONT_SGPR_COUNT` [9:6].
+    /// `GRANULATED_WAVEFRONT_SGPR_COUNT` (bits 9:6).
     pub const fn granulated_sgprs(&self) -> u32 {
         bits(self.raw, 6, 4)
     }
-    /// `PRIORITY` [11:10].
+    /// `PRIORITY` (bits 11:10).
     pub const fn priority(&self) -> u32 {
         bits(self.raw, 10, 2)
     }
-    /// `FLOAT_ROUND_MODE_32` [13:12].
+    /// `FLOAT_ROUND_MODE_32` (bits 13:12).
     pub const fn round_mode_32(&self) -> RoundMode {
         bits(self.raw, 12, 2) as u8
     }
-    /// `FLOAT_ROUND_MODE_16_64` [15:14].
+    /// `FLOAT_ROUND_MODE_16_64` (bits 15:14).
     pub const fn round_mode_16_64(&self) -> RoundMode {
         bits(self.raw, 14, 2) as u8
     }
-    /// `FLOAT_DENORM_MODE_32` [17:16].
+    /// `FLOAT_DENORM_MODE_32` (bits 17:16).
     pub const fn denorm_mode_32(&self) -> DenormMode {
         bits(self.raw, 16, 2) as u8
     }
-    /// `FLOAT_DENORM_MODE_16_64` [19:18].
+    /// `FLOAT_DENORM_MODE_16_64` (bits 19:18).
     pub const fn denorm_mode_16_64(&self) -> DenormMode {
         bits(self.raw, 18, 2) as u8
     }
-    /// `PRIV` [20].
+    /// `PRIV` (bit 20).
     pub const fn privileged(&self) -> bool {
         bits(self.raw, 20, 1) != 0
     }
-    /// `ENABLE_DX10_CLAMP` [21].
+    /// `ENABLE_DX10_CLAMP` (bit 21).
     pub const fn dx10_clamp(&self) -> bool {
         bits(self.raw, 21, 1) != 0
     }
-    /// `DEBUG_MODE` [22].
+    /// `DEBUG_MODE` (bit 22).
     pub const fn debug_mode(&self) -> bool {
         bits(self.raw, 22, 1) != 0
     }
-    /// `ENABLE_IEEE_MODE` [23].
+    /// `ENABLE_IEEE_MODE` (bit 23).
     pub const fn ieee_mode(&self) -> bool {
         bits(self.raw, 23, 1) != 0
     }
-    /// `BULKY` [24].
+    /// `BULKY` (bit 24).
     pub const fn bulky(&self) -> bool {
         bits(self.raw, 24, 1) != 0
     }
-    /// `CDBG_USER` [25].
+    /// `CDBG_USER` (bit 25).
     pub const fn cdbg_user(&self) -> bool {
         bits(self.raw, 25, 1) != 0
     }
-    /// `FP16_OVFL` [26] (GFX9+).
+    /// `FP16_OVFL` (bit 26) (GFX9+).
     pub const fn fp16_overflow(&self) -> bool {
         bits(self.raw, 26, 1) != 0
     }
-    /// The MODE register a wave starts with (GFX9 layout: round [3:0], denorm [7:4],
-    /// DX10_CLAMP [8], IEEE [9]), from the descriptor's fields.
+    /// The MODE register a wave starts with (GFX9 layout: round (bits 3:0), denorm (bits 7:4),
+    /// DX10_CLAMP (bit 8), IEEE (bit 9)), from the descriptor's fields.
     pub const fn initial_mode(&self) -> u32 {
         bits(self.raw, 12, 8) | (bits(self.raw, 21, 1) << 8) | (bits(self.raw, 23, 1) << 9)
     }
@@ -98,43 +98,43 @@ pub struct Rsrc2 {
 }
 
 impl Rsrc2 {
-    /// `ENABLE_PRIVATE_SEGMENT` [0] (on GFX9+: the scratch wave-offset system SGPR).
+    /// `ENABLE_PRIVATE_SEGMENT` (bit 0) (on GFX9+: the scratch wave-offset system SGPR).
     pub const fn private_segment(&self) -> bool {
         bits(self.raw, 0, 1) != 0
     }
-    /// `USER_SGPR_COUNT` [5:1].
+    /// `USER_SGPR_COUNT` (bits 5:1).
     pub const fn user_sgpr_count(&self) -> u32 {
         bits(self.raw, 1, 5)
     }
-    /// `ENABLE_TRAP_HANDLER` [6].
+    /// `ENABLE_TRAP_HANDLER` (bit 6).
     pub const fn trap_handler(&self) -> bool {
         bits(self.raw, 6, 1) != 0
     }
-    /// `ENABLE_SGPR_WORKGROUP_ID_X/Y/Z` [7], [8], [9].
+    /// `ENABLE_SGPR_WORKGROUP_ID_X/Y/Z` (bits 7, 8, 9).
     pub const fn workgroup_id(&self) -> [bool; 3] {
         [bits(self.raw, 7, 1) != 0, bits(self.raw, 8, 1) != 0, bits(self.raw, 9, 1) != 0]
     }
-    /// `ENABLE_SGPR_WORKGROUP_INFO` [10].
+    /// `ENABLE_SGPR_WORKGROUP_INFO` (bit 10).
     pub const fn workgroup_info(&self) -> bool {
         bits(self.raw, 10, 1) != 0
     }
-    /// `ENABLE_VGPR_WORKITEM_ID` [12:11]: 0 X, 1 X and Y, 2 X, Y and Z.
+    /// `ENABLE_VGPR_WORKITEM_ID` (bits 12:11): 0 X, 1 X and Y, 2 X, Y and Z.
     pub const fn workitem_id_vgprs(&self) -> u32 {
         bits(self.raw, 11, 2)
     }
-    /// `ENABLE_EXCEPTION_ADDRESS_WATCH` [13].
+    /// `ENABLE_EXCEPTION_ADDRESS_WATCH` (bit 13).
     pub const fn address_watch(&self) -> bool {
         bits(self.raw, 13, 1) != 0
     }
-    /// `ENABLE_EXCEPTION_MEMORY` [14].
+    /// `ENABLE_EXCEPTION_MEMORY` (bit 14).
     pub const fn memory_violation(&self) -> bool {
         bits(self.raw, 14, 1) != 0
     }
-    /// `GRANULATED_LDS_SIZE` [23:15] (the CP writes it from the packet; 0 in code objects).
+    /// `GRANULATED_LDS_SIZE` (bits 23:15) (the CP writes it from the packet; 0 in code objects).
     pub const fn granulated_lds_size(&self) -> u32 {
         bits(self.raw, 15, 9)
     }
-    /// `ENABLE_EXCEPTION_*` [30:24]: invalid, denormal, divide by zero, overflow, underflow,
+    /// `ENABLE_EXCEPTION_*` (bits 30:24): invalid, denormal, divide by zero, overflow, underflow,
     /// inexact, integer divide by zero (bit 0 = invalid).
     pub const fn fp_exceptions(&self) -> u32 {
         bits(self.raw, 24, 7)
@@ -150,11 +150,11 @@ pub struct Rsrc3 {
 }
 
 impl Rsrc3 {
-    /// `ACCUM_OFFSET` [5:0]: the first AGPR is unified VGPR `(accum_offset + 1) * 4`.
+    /// `ACCUM_OFFSET` (bits 5:0): the first AGPR is unified VGPR `(accum_offset + 1) * 4`.
     pub const fn accum_offset(&self) -> u32 {
         bits(self.raw, 0, 6)
     }
-    /// `TG_SPLIT` [16]: the waves of a work-group may run on different CUs.
+    /// `TG_SPLIT` (bit 16): the waves of a work-group may run on different CUs.
     pub const fn tg_split(&self) -> bool {
         bits(self.raw, 16, 1) != 0
     }

@@ -220,6 +220,25 @@ impl<'a> CodeObject<'a> {
         end.div_ceil(PAGE) * PAGE
     }
 
+    /// The image bytes, from its start, that reading a placed image needs: up to the end of the
+    /// last read-only `PT_LOAD` segment (headers, symbol and hash tables, strings, descriptors,
+    /// code), of `PT_DYNAMIC` and of `PT_NOTE`, whichever is last. lld gives the writable data
+    /// (device variables) segments of their own past these, so a loader can read this prefix of
+    /// an image whose variables the device or the host are writing.
+    pub fn tables_end(&self) -> u64 {
+        self.phdrs
+            .iter()
+            .filter(|p| match p.p_type.get(LE) {
+                PT_LOAD => p.p_flags.get(LE) & object::elf::PF_W == 0,
+                PT_DYNAMIC | PT_NOTE => true,
+                _ => false,
+            })
+            .map(|p| p.p_vaddr.get(LE).saturating_add(p.p_filesz.get(LE)))
+            .max()
+            .unwrap_or(0)
+            .min(self.image_size())
+    }
+
     fn loads(&self) -> impl Iterator<Item = &'a Phdr> + 'a {
         self.phdrs.iter().filter(|p| p.p_type.get(LE) == PT_LOAD)
     }
@@ -372,6 +391,11 @@ impl<'a> CodeObject<'a> {
     /// (or image) backs them: machine code at a kernel's entry point, a descriptor.
     pub fn bytes_at(&self, addr: u64, len: u64) -> Option<&'a [u8]> {
         self.space.at(addr, len)
+    }
+
+    /// The bytes from `addr` to the end of the segment (or image) that backs it.
+    pub fn bytes_from(&self, addr: u64) -> Option<&'a [u8]> {
+        self.space.from(addr)
     }
 
     /// The `NT_AMDGPU_METADATA` note's MessagePack bytes, if the code object has one.

@@ -430,7 +430,7 @@ impl<'a> KernelMeta<'a> {
 }
 
 /// A checked metadata note.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Metadata<'a> {
     /// `amdhsa.version`, `[major, minor]` (`[1, 1]` for v4, `[1, 2]` for v5).
     pub version: [u32; 2],

@@ -15,7 +15,7 @@ use std::process::Command;
 
 use amdhsa::bundle::Bundles;
 use amdhsa::{CodeObject, Processor, TargetId, ValueKind};
-use object::{Object, ObjectSection, ObjectSymbol};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -197,11 +197,22 @@ fn check(code: &[u8], readelf: Option<&Path>) -> usize {
         .filter(|(n, _)| !n.ends_with(".kd"))
         .collect();
     assert_eq!(ours, theirs, "variables");
+    // Writable variables (written by kernels and copies) lie past the tables a loader reads in
+    // place; what lies inside them is read-only data (constants).
+    for (name, (value, _)) in &ours {
+        if *value < co.tables_end() {
+            let seg = f.segments().find(|g| g.address() <= *value && *value < g.address() + g.size());
+            let flags = seg.map(|g| g.flags());
+            let writable =
+                matches!(flags, Some(object::SegmentFlags::Elf { p_flags }) if p_flags & object::elf::PF_W != 0);
+            assert!(!writable, "{name} at {value:#x} is writable inside the tables (end {:#x})", co.tables_end());
+        }
+    }
 
     // The placed image describes itself: same kernels, same metadata, found without the file.
     let mut image = vec![0u8; co.image_size() as usize];
     co.place(&mut image, 0x7f00_0000_0000).expect("placed");
-    let placed = CodeObject::from_image(&image).expect("the image reads");
+    let placed = CodeObject::from_image(&image[..co.tables_end() as usize]).expect("the image's tables read");
     for k in &kernels {
         assert_eq!(placed.kernel(k.name).unwrap().as_ref(), Some(k));
     }
@@ -273,6 +284,13 @@ fn repository_code_objects() {
         }
     }
     assert!(n > 0);
+    // Renaming the note's owner hides the metadata; the kernels stay readable.
+    let mut elf = std::fs::read(repo().join("kfd-direct/emu/fixtures/kernels-gfx90a.co")).unwrap();
+    let at = elf.windows(7).position(|w| w == b"AMDGPU\0").unwrap();
+    elf[at] = b'X';
+    let co = CodeObject::parse(&elf).unwrap();
+    assert_eq!(co.metadata().unwrap(), None);
+    assert_eq!(co.kernels().unwrap().count(), 2);
 }
 
 #[test]

@@ -35,8 +35,8 @@ use aqueduct::aql::{
 use aqueduct::floor::PacketFloor;
 use aqueduct::loopback::{Dispatch, Loopback, LoopbackMemory, LoopbackQueue};
 use aqueduct::{
-    Backend, BuiltinKernel, CuMask, DeviceInfo, HostFn, KernelLaunch, MemoryKind, Priority, QueueDesc, Result, Runtime,
-    SignalHandle, SingleThread, StreamHandle, Timeout,
+    Backend, BuiltinKernel, CuMask, DeviceInfo, HostFn, KernelLaunch, KernelSymbol, MemoryKind, Priority, QueueDesc,
+    Result, Runtime, SignalHandle, SingleThread, StreamHandle, Timeout, VariableSymbol,
 };
 use criterion::Criterion;
 
@@ -159,6 +159,7 @@ impl Deferred {
 // bench drains before each timed chunk, so every published packet is eventually processed.
 unsafe impl Backend for Deferred {
     type Queue = LoopbackQueue;
+    type Module = core::convert::Infallible;
 
     fn device_count(&self) -> u32 {
         self.inner.device_count()
@@ -201,6 +202,24 @@ unsafe impl Backend for Deferred {
     }
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {
         self.inner.builtin_kernel(device, kernel)
+    }
+    fn module_load(&self, device: u32, code_object: &[u8]) -> Result<Self::Module> {
+        self.inner.module_load(device, code_object)
+    }
+    fn module_kernel(&self, module: &Self::Module, name: &str) -> Result<KernelSymbol> {
+        self.inner.module_kernel(module, name)
+    }
+    fn module_variable(&self, module: &Self::Module, name: &str) -> Result<VariableSymbol> {
+        self.inner.module_variable(module, name)
+    }
+    fn module_image(&self, module: &Self::Module) -> Option<(u64, u64)> {
+        self.inner.module_image(module)
+    }
+    fn module_unload(&self, module: Self::Module) -> Result<()> {
+        self.inner.module_unload(module)
+    }
+    fn reserve_scratch(&self, device: u32, bytes_per_work_item: u32) -> Result<()> {
+        self.inner.reserve_scratch(device, bytes_per_work_item)
     }
     fn host_call(&self, start: SignalHandle, done: SignalHandle, f: HostFn) -> Result<()> {
         self.inner.host_call(start, done, f)

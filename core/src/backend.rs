@@ -155,6 +155,35 @@ pub struct WriteValueArgs {
     pub reserved: u32,
 }
 
+/// A kernel of a loaded code object, as a launch needs it (docs/code-objects.md §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct KernelSymbol {
+    /// The kernel object a dispatch packet carries (the descriptor's device address).
+    pub kernel_object: u64,
+    /// Static LDS bytes per work-group (dynamic LDS comes on top, per launch).
+    pub group_segment_size: u32,
+    /// Static scratch bytes per work-item.
+    pub private_segment_size: u32,
+    /// Kernel-argument bytes (explicit and hidden).
+    pub kernarg_size: u32,
+    /// Kernel-argument alignment (at least 16).
+    pub kernarg_align: u32,
+    /// The kernel needs a dynamic stack: the launch adds the stack-size limit to its private
+    /// segment.
+    pub dynamic_stack: bool,
+}
+
+/// A device variable of a loaded code object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct VariableSymbol {
+    /// Its device address.
+    pub address: u64,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
 /// Kind of memory to allocate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -180,6 +209,9 @@ pub enum MemoryKind {
 pub unsafe trait Backend {
     /// A hardware queue.
     type Queue;
+    /// A code object loaded onto a device (docs/code-objects.md §8): what the backend keeps
+    /// to find its symbols and to free it.
+    type Module: Send;
 
     /// Number of devices (0 means `NoDevice` for every call that needs one).
     fn device_count(&self) -> u32;
@@ -218,6 +250,26 @@ pub unsafe trait Backend {
     /// `NotSupported`.
     fn device_doorbell(&self, _queue: &Self::Queue) -> Option<crate::conditional::DeviceDoorbell> {
         None
+    }
+
+    /// Loads an AMDHSA code object onto `device`: `InvalidImage` for bytes that are not one,
+    /// `NoBinaryForGpu` for one built for another target, `OutOfMemory` when its image does not
+    /// fit, `NotSupported` where the backend runs no code objects.
+    fn module_load(&self, device: u32, code_object: &[u8]) -> Result<Self::Module>;
+    /// The kernel `name` (without `.kd`) of a loaded code object; `NotFound` if it has none.
+    fn module_kernel(&self, module: &Self::Module, name: &str) -> Result<KernelSymbol>;
+    /// The device variable `name`; `InvalidSymbol` if the code object has none.
+    fn module_variable(&self, module: &Self::Module, name: &str) -> Result<VariableSymbol>;
+    /// Where the loaded image lies in device memory (address, bytes), where the backend knows.
+    fn module_image(&self, module: &Self::Module) -> Option<(u64, u64)>;
+    /// Unloads a code object none of whose dispatches is pending.
+    fn module_unload(&self, module: Self::Module) -> Result<()>;
+    /// Makes every queue of `device`, and those created later, hold `bytes_per_work_item` of
+    /// private segment (scratch) for every wave the device runs at once, growing it if needed
+    /// (docs/code-objects.md §9). Called before any dispatch that needs it is published. The
+    /// default, for backends whose device or runtime manages scratch itself, does nothing.
+    fn reserve_scratch(&self, _device: u32, _bytes_per_work_item: u32) -> Result<()> {
+        Ok(())
     }
 
     /// Arranges for `f` to run on the host once `start` reaches 0, after which `done` is set to 0.

@@ -13,7 +13,7 @@
 use crate::pool::QueueSlot;
 #[cfg(feature = "capture")]
 use crate::runtime::{CaptureSlot, ContextSlot, ExecSlot, GraphSlot};
-use crate::runtime::{EventSlot, HostSignalSlot, StreamSlot, ThreadSlot};
+use crate::runtime::{EventSlot, HostSignalSlot, ModuleSlot, StreamSlot, ThreadSlot};
 
 /// A fixed-capacity table: an array of slots behind a slice.
 ///
@@ -73,6 +73,8 @@ pub trait Config: 'static {
     /// Execution (green) contexts.
     #[cfg(feature = "capture")]
     type Contexts: Table<ContextSlot>;
+    /// Code objects loaded at once (all devices).
+    type Modules<M>: Table<ModuleSlot<M>>;
     /// Most nodes one graph holds.
     const GRAPH_NODES: usize;
     /// Hardware queues each device creates before streams share them (changeable at run time
@@ -93,6 +95,7 @@ pub trait Config: 'static {
 /// | `X` | graph executables |
 /// | `Q` | hardware-queue slots (all devices) |
 /// | `B` | hardware queues per device before streams share them (HIP's `GPU_MAX_HW_QUEUES`) |
+/// | `M` | code objects loaded at once (all devices) |
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Capacities<
     const S: usize = 32,
@@ -104,6 +107,7 @@ pub struct Capacities<
     const X: usize = 2,
     const Q: usize = 40,
     const B: u32 = 16,
+    const M: usize = 8,
 >;
 
 impl<
@@ -116,7 +120,8 @@ impl<
         const X: usize,
         const Q: usize,
         const B: u32,
-    > Config for Capacities<S, E, T, H, G, N, X, Q, B>
+        const M: usize,
+    > Config for Capacities<S, E, T, H, G, N, X, Q, B, M>
 {
     type Streams<R: lock_api::RawMutex> = [StreamSlot<R>; S];
     type Events<R: lock_api::RawMutex> = [EventSlot<R>; E];
@@ -131,20 +136,24 @@ impl<
     type Execs = [ExecSlot; X];
     #[cfg(feature = "capture")]
     type Contexts = [ContextSlot; 8];
+    type Modules<Mo> = [ModuleSlot<Mo>; M];
     const GRAPH_NODES: usize = N;
     const MAX_HW_QUEUES: u32 = B;
 }
 
 /// The default: 32 streams, 64 events, 8 threads, 64 host functions in flight, 4 graphs of 32
-/// nodes, 2 executables, 40 queue slots, 16 hardware queues per device (a small host with few
-/// streams, each on its own queue; HIP-scale hosts use [`HipScale`], whose budget is 4).
+/// nodes, 2 executables, 40 queue slots, 16 hardware queues per device, 8 code objects (a small
+/// host with few streams, each on its own queue; HIP-scale hosts use [`HipScale`], whose budget
+/// is 4).
 pub type Default = Capacities;
 
 /// A small firmware image: 16 streams, 32 events, 2 threads, 8 host functions, 1 graph of 8
-/// nodes, 1 executable, 8 queue slots, 4 hardware queues per device.
-pub type Firmware = Capacities<16, 32, 2, 8, 1, 8, 1, 8, 4>;
+/// nodes, 1 executable, 8 queue slots, 4 hardware queues per device, 2 code objects.
+pub type Firmware = Capacities<16, 32, 2, 8, 1, 8, 1, 8, 4, 2>;
 
 /// HIP scale, for the std host and the HIP library: 4352 stream slots (4096 streams besides the
 /// null and per-thread ones), 16384 events, 256 threads, 1024 host functions in flight, 256
-/// graphs of up to 16384 nodes, 256 executables, 64 queue slots, 4 hardware queues per device.
-pub type HipScale = Capacities<4352, 16384, 256, 1024, 256, 16384, 256, 64, 4>;
+/// graphs of up to 16384 nodes, 256 executables, 64 queue slots, 4 hardware queues per device,
+/// 16384 code objects (a process loads its fat binaries' code objects lazily, one per
+/// translation unit and device it launches from: rocSPARSE registers 111).
+pub type HipScale = Capacities<4352, 16384, 256, 1024, 256, 16384, 256, 64, 4, 16384>;

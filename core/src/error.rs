@@ -23,12 +23,20 @@ pub enum Error {
     NotInitialized = 3,
     /// `hipErrorInvalidConfiguration`: a launch geometry the hardware cannot run.
     InvalidConfiguration = 9,
+    /// `hipErrorInvalidSymbol`: no device variable of that name.
+    InvalidSymbol = 13,
     /// `hipErrorNoDevice`: the backend reports no device.
     NoDevice = 100,
     /// `hipErrorInvalidDevice`: a device ordinal out of range.
     InvalidDevice = 101,
+    /// `hipErrorInvalidImage`: bytes that are not a loadable code object.
+    InvalidImage = 200,
     /// `hipErrorInvalidContext`.
     InvalidContext = 201,
+    /// `hipErrorNoBinaryForGpu`: a code object (or fat binary) with no code for the device.
+    NoBinaryForGpu = 209,
+    /// `hipErrorInvalidKernelFile`: a code object whose metadata cannot describe a launch.
+    InvalidKernelFile = 218,
     /// `hipErrorInvalidHandle` (also `hipErrorInvalidResourceHandle`).
     InvalidHandle = 400,
     /// `hipErrorIllegalState`.
@@ -85,14 +93,18 @@ impl Error {
     pub const MEMORY_ALLOCATION: Error = Error::OutOfMemory;
 
     /// Every variant, in numeric order.
-    pub const ALL: [Error; 30] = [
+    pub const ALL: [Error; 34] = [
         Error::InvalidValue,
         Error::OutOfMemory,
         Error::NotInitialized,
         Error::InvalidConfiguration,
+        Error::InvalidSymbol,
         Error::NoDevice,
         Error::InvalidDevice,
+        Error::InvalidImage,
         Error::InvalidContext,
+        Error::NoBinaryForGpu,
+        Error::InvalidKernelFile,
         Error::InvalidHandle,
         Error::IllegalState,
         Error::NotFound,
@@ -135,6 +147,10 @@ impl Error {
             Error::OutOfMemory => "hipErrorOutOfMemory",
             Error::NotInitialized => "hipErrorNotInitialized",
             Error::InvalidConfiguration => "hipErrorInvalidConfiguration",
+            Error::InvalidSymbol => "hipErrorInvalidSymbol",
+            Error::InvalidImage => "hipErrorInvalidImage",
+            Error::NoBinaryForGpu => "hipErrorNoBinaryForGpu",
+            Error::InvalidKernelFile => "hipErrorInvalidKernelFile",
             Error::NoDevice => "hipErrorNoDevice",
             Error::InvalidDevice => "hipErrorInvalidDevice",
             Error::InvalidContext => "hipErrorInvalidContext",
@@ -171,6 +187,10 @@ impl Error {
             Error::OutOfMemory => "out of memory",
             Error::NotInitialized => "initialization error",
             Error::InvalidConfiguration => "invalid configuration argument",
+            Error::InvalidSymbol => "invalid device symbol",
+            Error::InvalidImage => "device kernel image is invalid",
+            Error::NoBinaryForGpu => "no kernel image is available for execution on the device",
+            Error::InvalidKernelFile => "invalid kernel file",
             Error::NoDevice => "no ROCm-capable device is detected",
             Error::InvalidDevice => "invalid device ordinal",
             Error::InvalidContext => "invalid device context",

@@ -76,7 +76,9 @@ pub mod sync;
 mod table;
 pub mod thread;
 
-pub use backend::{Backend, BuiltinKernel, DeviceInfo, HostFn, MemoryKind, QueueDesc, Timeout};
+pub use backend::{
+    Backend, BuiltinKernel, DeviceInfo, HostFn, KernelSymbol, MemoryKind, QueueDesc, Timeout, VariableSymbol,
+};
 pub use capture::{CaptureInfo, CaptureMode, CaptureStatus, DepSet};
 pub use config::{Capacities, Config};
 pub use error::{Error, Result};
@@ -85,7 +87,7 @@ pub use graph::{NodeId, NodeKind};
 pub use mempool::{MemPools, PoolAttr, PoolHandle};
 #[cfg(feature = "capture")]
 pub use runtime::{ContextHandle, GraphExecHandle, GraphHandle};
-pub use runtime::{KernelLaunch, Runtime, WaitValueOp, MAX_DEVICES};
+pub use runtime::{KernelLaunch, ModuleHandle, Runtime, WaitValueOp, MAX_DEVICES};
 pub use signal::{AmdSignal, SignalHandle};
 pub use stream::{CuMask, Priority, StreamFlags, StreamHandle};
 pub use table::Lookup;

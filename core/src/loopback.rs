@@ -21,7 +21,8 @@ use crate::aql::{
     self, AqlRing, Condition, KernelDispatchPacket, Outcome, PacketExecutor, PacketWords, QueueFault, Step,
 };
 use crate::backend::{
-    Backend, BuiltinKernel, CopyArgs, DeviceInfo, FillArgs, HostFn, MemoryKind, QueueDesc, Timeout, WriteValueArgs,
+    Backend, BuiltinKernel, CopyArgs, DeviceInfo, FillArgs, HostFn, KernelSymbol, MemoryKind, QueueDesc, Timeout,
+    VariableSymbol, WriteValueArgs,
 };
 use crate::error::{Error, Result};
 use crate::host_calls::HostCalls;
@@ -582,6 +583,8 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
     for Loopback<'_, Q, RING, KARG, SIG, HEAP>
 {
     type Queue = LoopbackQueue;
+    /// The loopback runs host kernels only: no code object is ever loaded.
+    type Module = core::convert::Infallible;
 
     fn device_count(&self) -> u32 {
         self.devices
@@ -759,6 +762,29 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
             address: core::ptr::from_ref(&qm.doorbell).expose_provenance() as u64,
             offset: 1,
         })
+    }
+
+    fn module_load(&self, device: u32, _code_object: &[u8]) -> Result<Self::Module> {
+        if device >= self.device_count() {
+            return Err(Error::InvalidDevice);
+        }
+        Err(Error::NotSupported)
+    }
+
+    fn module_kernel(&self, module: &Self::Module, _name: &str) -> Result<KernelSymbol> {
+        match *module {}
+    }
+
+    fn module_variable(&self, module: &Self::Module, _name: &str) -> Result<VariableSymbol> {
+        match *module {}
+    }
+
+    fn module_image(&self, module: &Self::Module) -> Option<(u64, u64)> {
+        match *module {}
+    }
+
+    fn module_unload(&self, module: Self::Module) -> Result<()> {
+        match module {}
     }
 
     fn host_call(&self, start: SignalHandle, done: SignalHandle, f: HostFn) -> Result<()> {

@@ -5,13 +5,15 @@ use core::ptr::NonNull;
 use portable_atomic::{AtomicU64, Ordering};
 
 use aqueduct::aql::Condition;
-use aqueduct::backend::{BuiltinKernel, DeviceInfo, HostFn, MemoryKind, QueueDesc, Timeout};
+use aqueduct::backend::{
+    BuiltinKernel, DeviceInfo, HostFn, KernelSymbol, MemoryKind, QueueDesc, Timeout, VariableSymbol,
+};
 use aqueduct::{Backend, CuMask, Error, Priority, Result, SignalHandle};
 
 use crate::driver::{GTT_FLAGS, VRAM_PUBLIC_FLAGS};
 #[cfg(feature = "std")]
 use crate::service;
-use crate::{Allocation, Errno, HostCall, Kfd, KfdError, KfdQueue, Op, Sys, TIMESTAMP_HZ};
+use crate::{Allocation, Errno, HostCall, Kfd, KfdError, KfdModule, KfdQueue, Op, Sys, TIMESTAMP_HZ};
 
 // SAFETY: signals are 64-byte slots of the CPU-mapped signal pool (live until the backend
 // drops); a queue's ring, indices and kernel-argument area live in its buffers until
@@ -19,6 +21,7 @@ use crate::{Allocation, Errno, HostCall, Kfd, KfdError, KfdQueue, Op, Sys, TIMES
 // queue's fault is reported through `queue_fault` (error word, latched device faults).
 unsafe impl<S: Sys> Backend for Kfd<S> {
     type Queue = KfdQueue;
+    type Module = KfdModule;
 
     fn device_count(&self) -> u32 {
         self.gpus.len() as u32
@@ -187,6 +190,38 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
             Some(0) | None => Err(Error::NotSupported),
             Some(k) => Ok(k),
         }
+    }
+
+    fn module_load(&self, device: u32, code_object: &[u8]) -> Result<KfdModule> {
+        if device as usize >= self.gpus.len() {
+            return Err(Error::InvalidDevice);
+        }
+        let r = self.load_module(device, code_object);
+        self.record(r)
+    }
+
+    fn module_kernel(&self, module: &KfdModule, name: &str) -> Result<KernelSymbol> {
+        let r = self.kernel_of(module, name);
+        self.record(r)
+    }
+
+    fn module_variable(&self, module: &KfdModule, name: &str) -> Result<VariableSymbol> {
+        let r = self.variable_of(module, name);
+        self.record(r)
+    }
+
+    fn module_image(&self, module: &KfdModule) -> Option<(u64, u64)> {
+        Some(module.image_range())
+    }
+
+    fn module_unload(&self, module: KfdModule) -> Result<()> {
+        let r = self.unload_module(module);
+        self.record(r)
+    }
+
+    fn reserve_scratch(&self, device: u32, bytes_per_work_item: u32) -> Result<()> {
+        let r = self.reserve_scratch_on(device, bytes_per_work_item);
+        self.record(r)
     }
 
     fn host_call(&self, start: SignalHandle, done: SignalHandle, f: HostFn) -> Result<()> {

@@ -82,10 +82,16 @@ pub enum KfdError {
     Forked,
     /// A fixed capacity of the backend is exhausted (names which).
     Capacity(&'static str),
-    /// Not a code object for this device (names why).
-    BadCodeObject(&'static str),
+    /// Not a usable AMDHSA code object (says what is wrong).
+    CodeObject(amdhsa::Error),
+    /// A code object built for another target than the device's.
+    WrongTarget,
     /// No kernel of that name in the code object.
     KernelNotFound,
+    /// No device variable of that name in the code object.
+    SymbolNotFound,
+    /// Something this backend does not do on this device (names what).
+    Unsupported(&'static str),
     /// An argument is out of range.
     InvalidArgument,
     /// The device index does not exist.
@@ -102,8 +108,11 @@ impl fmt::Display for KfdError {
             }
             KfdError::Forked => write!(f, "the KFD device was opened by another process (used after fork)"),
             KfdError::Capacity(what) => write!(f, "out of {what}"),
-            KfdError::BadCodeObject(why) => write!(f, "not a usable code object: {why}"),
+            KfdError::CodeObject(e) => write!(f, "not a usable code object: {e}"),
+            KfdError::WrongTarget => write!(f, "the code object is built for another gfx target"),
             KfdError::KernelNotFound => write!(f, "no kernel of that name in the code object"),
+            KfdError::SymbolNotFound => write!(f, "no variable of that name in the code object"),
+            KfdError::Unsupported(what) => write!(f, "not supported: {what}"),
             KfdError::InvalidArgument => write!(f, "invalid argument"),
             KfdError::InvalidDevice => write!(f, "invalid device"),
         }
@@ -120,8 +129,11 @@ impl From<KfdError> for Error {
             KfdError::Sys { .. } => Error::Unknown,
             KfdError::UnsupportedVersion { .. } => Error::NotSupported,
             KfdError::Forked => Error::NotInitialized,
-            KfdError::BadCodeObject(_) => Error::InvalidValue,
+            KfdError::CodeObject(_) => Error::InvalidImage,
+            KfdError::WrongTarget => Error::NoBinaryForGpu,
             KfdError::KernelNotFound => Error::NotFound,
+            KfdError::SymbolNotFound => Error::InvalidSymbol,
+            KfdError::Unsupported(_) => Error::NotSupported,
             KfdError::InvalidArgument => Error::InvalidValue,
             KfdError::InvalidDevice => Error::InvalidDevice,
         }

@@ -17,14 +17,15 @@
 //! - [`topology`]: GPU discovery from sysfs and the queue-buffer sizes derived from it (§5, §1.5).
 //! - [`driver`]: typed ioctls (safe for requests without user pointers) and GPU buffers
 //!   (allocate, GPU-map, CPU-map; undone in reverse) (§1.3, §1.4).
-//! - [`codeobj`]: the code-object loader's format side — parse, place, relocate, read kernel
-//!   descriptors (§6).
 //! - [`Kfd`], one type whose `impl` is spread over one file per role:
 //!   - `open`: bring-up (§1.2), accessors, teardown on drop;
 //!   - `queues`: AQL queues, their buffers, doorbells and CU masks (§1.5, §2);
 //!   - `signals`: the signal pool, KFD events, waits, `poll` and `notify` (§1.6, §4.1);
 //!   - `faults`: the queue and device fault latches and the dead-signal check (§7);
-//!   - `code_objects`: the blit kernels and loaded code objects (§6);
+//!   - `code_objects`: the blit kernels and loaded code objects, read, placed and looked up
+//!     through `amdhsa`, the one code-object reader (docs/code-objects.md §1, §8);
+//!   - `scratch`: the queues' private segment memory, grown when a kernel needs more
+//!     (docs/code-objects.md §9);
 //!   - `backend`: the [`aqueduct::Backend`] implementation over the roles above;
 //!   - `service` (`std`): the host-function thread.
 //! - `on_drop`: the rollback guard of multi-step bring-ups (buffers, queues).
@@ -63,7 +64,6 @@ extern crate std;
 
 pub use aqueduct_kfd_abi as abi;
 
-pub mod codeobj;
 pub mod driver;
 #[cfg(feature = "emu")]
 mod emu_sys;
@@ -77,14 +77,16 @@ mod faults;
 mod on_drop;
 mod open;
 mod queues;
+mod scratch;
 #[cfg(feature = "std")]
 mod service;
 mod signals;
 
-pub use code_objects::blit_code_object;
+pub use code_objects::{blit_code_object, KfdModule};
 #[cfg(feature = "emu")]
 pub use emu_sys::{Call, EmuSys, BLIT_TWIN_NAMES};
 pub use error::{KfdError, KfdResult, Op};
+pub use scratch::{ScratchSetup, MAX_LANE_BYTES};
 #[cfg(target_os = "linux")]
 pub use sys::LinuxSys;
 pub use sys::{Errno, Mapping, RawFd, Sys, SysResult};
@@ -96,7 +98,6 @@ use aqueduct::aql::AqlRing;
 use aqueduct::backend::HostFn;
 use aqueduct::SignalHandle;
 
-use crate::codeobj::KernelInfo;
 use crate::driver::{Bo, Driver};
 use crate::topology::{GpuNode, QueueSizes};
 
@@ -111,9 +112,7 @@ pub const MAX_ALLOCATIONS: usize = 512;
 pub const SIGNALS: usize = 32768;
 /// Pending host functions at most (without `std`).
 pub const MAX_HOST_CALLS: usize = 64;
-/// Loaded code objects at most (the blit objects included).
-pub const MAX_CODE_OBJECTS: usize = 16;
-/// Ticks per second of the GPU timestamp counter (signal timestamps): 100 MHz on GFX9+ (§3.4).
+/// Ticks per second of the GPU timestamp counter (signal timestamps): 100 MHz on GFX9+ (docs/kfd-aql.md §3.4).
 pub const TIMESTAMP_HZ: u64 = 100_000_000;
 /// Offset of the queue's error word (the CWSR header's `err_payload_addr`) in its
 /// `amd_queue_t` page, just past the 256-byte `amd_queue_t`.
@@ -169,6 +168,8 @@ struct Gpu {
     lds_base: u64,
     scratch_base: u64,
     blit: [u64; 4],
+    /// The blit code object's image.
+    blit_image: Option<Bo>,
 }
 
 /// A queue as core holds it: the slot and the two pointers the hot paths need.
@@ -228,35 +229,6 @@ struct HostCall {
     f: HostFn,
 }
 
-/// A loaded code object.
-#[derive(Debug, Clone)]
-pub struct CodeObject {
-    gpu: u8,
-    image: Bo,
-    kernels: heapless::Vec<KernelInfo, { codeobj::MAX_KERNELS }>,
-}
-
-impl CodeObject {
-    /// Its kernels.
-    pub fn kernels(&self) -> &[KernelInfo] {
-        &self.kernels
-    }
-
-    /// The kernel named `name`.
-    pub fn kernel(&self, name: &str) -> Option<&KernelInfo> {
-        self.kernels.iter().find(|k| k.name.as_str() == name)
-    }
-
-    /// The GPU VA of the loaded image.
-    pub fn base(&self) -> u64 {
-        self.image.va
-    }
-}
-
-/// A handle to a code object loaded with [`Kfd::load_code_object`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CodeObjectHandle(u16);
-
 struct State {
     queues: [Option<QueueRec>; MAX_QUEUES],
     allocations: [Option<Allocation>; MAX_ALLOCATIONS],
@@ -264,7 +236,10 @@ struct State {
     #[cfg(not(feature = "std"))]
     host_calls: [Option<HostCall>; MAX_HOST_CALLS],
     doorbells: [usize; MAX_GPUS],
-    code_objects: [Option<CodeObject>; MAX_CODE_OBJECTS],
+    /// Scratch buffers per queue slot.
+    scratch: [scratch::QueueScratch; MAX_QUEUES],
+    /// Scratch bytes per work-item every queue of a device holds.
+    scratch_lane: [u32; MAX_GPUS],
     last_error: Option<KfdError>,
 }
 

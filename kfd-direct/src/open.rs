@@ -12,8 +12,8 @@ use crate::topology::{self, GpuNode, QueueSizes};
 #[cfg(not(feature = "std"))]
 use crate::MAX_HOST_CALLS;
 use crate::{
-    Errno, Gpu, Kfd, KfdConfig, KfdError, KfdResult, Op, QueueRec, State, Sys, MAX_ALLOCATIONS, MAX_CODE_OBJECTS,
-    MAX_GPUS, MAX_QUEUES, SIGNALS,
+    Errno, Gpu, Kfd, KfdConfig, KfdError, KfdResult, Op, QueueRec, State, Sys, MAX_ALLOCATIONS, MAX_GPUS, MAX_QUEUES,
+    SIGNALS,
 };
 
 impl<S: Sys> Kfd<S> {
@@ -60,7 +60,8 @@ impl<S: Sys> Kfd<S> {
                 #[cfg(not(feature = "std"))]
                 host_calls: [None; MAX_HOST_CALLS],
                 doorbells: [0; MAX_GPUS],
-                code_objects: [const { None }; MAX_CODE_OBJECTS],
+                scratch: [crate::scratch::QueueScratch::NONE; MAX_QUEUES],
+                scratch_lane: [0; MAX_GPUS],
                 last_error: None,
             }),
             queue_faults: [const { AtomicU8::new(0) }; MAX_QUEUES],
@@ -92,6 +93,7 @@ impl<S: Sys> Kfd<S> {
                 lds_base: 0,
                 scratch_base: 0,
                 blit: [0; 4],
+                blit_image: None,
             };
             if k.gpus.push(gpu).is_err() {
                 let _ = k.drv.sys().close(fd);
@@ -208,12 +210,15 @@ impl<S: Sys> Kfd<S> {
                     let _ = self.free_bo(&bo);
                 }
             }
+            for slot in 0..crate::MAX_QUEUES {
+                self.free_queue_scratch(slot);
+            }
             let (codes, allocs) = {
                 let mut st = self.state.lock();
-                let mut c: heapless::Vec<Bo, MAX_CODE_OBJECTS> = heapless::Vec::new();
-                for co in st.code_objects.iter_mut().rev() {
-                    if let Some(co) = co.take() {
-                        let _ = c.push(co.image);
+                let mut c: heapless::Vec<Bo, MAX_GPUS> = heapless::Vec::new();
+                for g in self.gpus.iter_mut().rev() {
+                    if let Some(image) = g.blit_image.take() {
+                        let _ = c.push(image);
                     }
                 }
                 let mut a: heapless::Vec<Bo, MAX_ALLOCATIONS> = heapless::Vec::new();

@@ -176,13 +176,25 @@ impl<S: Sys> Kfd<S> {
             // Ordering: Release; the slot is reused, its old fault is gone before it is handed out.
             f.store(fault::NONE, Ordering::Release);
         }
-        let mut st = self.state.lock();
-        match st.queues.get_mut(slot) {
-            Some(s @ None) => *s = Some(rec),
-            _ => return Err(KfdError::Capacity("queues")),
-        }
+        let lane = {
+            let mut st = self.state.lock();
+            match st.queues.get_mut(slot) {
+                Some(s @ None) => *s = Some(rec),
+                _ => return Err(KfdError::Capacity("queues")),
+            }
+            st.scratch_lane.get(gi).copied().unwrap_or(0)
+        };
         undo.defuse();
-        Ok(KfdQueue { slot: slot as u16, gpu: gi as u8, doorbell, error_word })
+        let queue = KfdQueue { slot: slot as u16, gpu: gi as u8, doorbell, error_word };
+        // A queue created after the device's scratch grew gets it at once (docs/code-objects.md
+        // §9); on failure the queue is destroyed again.
+        if lane > 0 {
+            if let Err(e) = self.grow_queue_scratch(slot, lane) {
+                let _ = self.destroy_queue(&queue);
+                return Err(e);
+            }
+        }
+        Ok(queue)
     }
 
     pub(crate) fn destroy_queue(&self, queue: &KfdQueue) -> KfdResult<()> {
@@ -194,6 +206,7 @@ impl<S: Sys> Kfd<S> {
             return Err(KfdError::Forked);
         }
         self.drv.destroy_queue(rec.queue_id)?;
+        self.free_queue_scratch(usize::from(queue.slot));
         for bo in [rec.kernarg, rec.cwsr, rec.eop, rec.ring_bo, rec.amd_queue] {
             self.free_bo(&bo)?;
         }

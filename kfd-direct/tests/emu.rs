@@ -233,35 +233,129 @@ fn code_objects_from_the_fixtures_load_and_dispatch_by_name() {
     }));
     let rt: Runtime<_, _> = Runtime::new(Kfd::open(sys, KfdConfig::default()).unwrap(), SingleThread);
     let elf = include_bytes!("../emu/fixtures/kernels-gfx90a.co");
-    let co = rt.backend().load_code_object(0, elf).unwrap();
-    let k = rt.backend().kernel(co, "fill_u32").unwrap();
+    let co = rt.module_load(0, elf).unwrap();
+    let k = rt.module_kernel(co, "fill_u32").unwrap();
     assert_eq!(k.kernarg_size % 8, 0);
     assert!(k.kernarg_size >= 16);
-    assert!(rt.backend().kernel(co, "vector_add").is_ok());
-    assert_eq!(rt.backend().kernel(co, "nope").err(), Some(KfdError::KernelNotFound));
+    assert!(k.kernarg_align >= 16);
+    assert!(rt.module_kernel(co, "vector_add").is_ok());
+    assert_eq!(rt.module_kernel(co, "nope"), Err(Error::NotFound));
+    assert_eq!(rt.backend().last_error(), Some(KfdError::KernelNotFound));
+    assert_eq!(rt.module_variable(co, "nope"), Err(Error::InvalidSymbol));
+    let (base, bytes) = rt.module_image(co).unwrap().unwrap();
+    assert!(k.kernel_object > base && k.kernel_object < base + bytes);
     let buf = rt.malloc(4096).unwrap();
     let s = rt.stream_create(1).unwrap();
     let mut args = [0u8; 16];
     args[..8].copy_from_slice(&buf.to_le_bytes());
     args[8..12].copy_from_slice(&0xabcdu32.to_le_bytes());
     args[12..].copy_from_slice(&1000u32.to_le_bytes());
-    Kfd::launch_by_name(&rt, s, co, "fill_u32", [1024, 1, 1], [256, 1, 1], &args).unwrap();
+    let launch = aqueduct::KernelLaunch {
+        kernel_object: k.kernel_object,
+        grid: [1024, 1, 1],
+        workgroup: [256, 1, 1],
+        group_segment_size: k.group_segment_size,
+        private_segment_size: k.private_segment_size,
+        kernarg: &args,
+    };
+    rt.launch_kernel(s, &launch).unwrap();
     rt.stream_synchronize(s).unwrap();
     // SAFETY: CPU-visible device memory, the kernel completed.
     let v = unsafe { std::slice::from_raw_parts(buf as usize as *const u32, 1024) };
     assert!(v[..1000].iter().all(|&x| x == 0xabcd));
     assert!(v[1000..].iter().all(|&x| x == 0));
-    // A code object for another target is refused.
+    // A code object for another target, and bytes that are none, are refused with HIP's codes.
     let other = include_bytes!("../emu/fixtures/kernels-gfx1100.co");
-    assert_eq!(
-        rt.backend().load_code_object(0, other).err(),
-        Some(KfdError::BadCodeObject("built for another gfx target"))
-    );
-    assert_eq!(
-        rt.backend().load_code_object(0, b"not an elf").err(),
-        Some(KfdError::BadCodeObject("not an ELF64 file"))
-    );
-    rt.backend().unload_code_object(co).unwrap();
+    assert_eq!(rt.module_load(0, other), Err(Error::NoBinaryForGpu));
+    assert_eq!(rt.backend().last_error(), Some(KfdError::WrongTarget));
+    assert_eq!(rt.module_load(0, b"not an elf"), Err(Error::InvalidImage));
+    assert_eq!(rt.backend().last_error(), Some(KfdError::CodeObject(amdhsa::Error::NotElf)));
+    assert_eq!(rt.module_load(7, elf), Err(Error::InvalidDevice));
+    rt.module_unload(co).unwrap();
+    assert_eq!(rt.module_kernel(co, "fill_u32"), Err(Error::InvalidHandle), "stale after unload");
+    assert_eq!(rt.module_unload(co), Err(Error::InvalidHandle));
+}
+
+#[test]
+fn more_code_objects_than_any_fixed_table_held_load_at_once() {
+    // The old loader stopped at 16 code objects per process; core's module table is sized by
+    // the configuration (here 128; HIP scale: 16384), and kfd-direct keeps nothing per code
+    // object but its image. The table's end is `OutOfMemory`, and the refused load is undone.
+    let sys = EmuSys::with_defaults().unwrap();
+    let rt: Runtime<_, _, aqueduct::Capacities<32, 64, 8, 64, 4, 32, 2, 40, 16, 100>> =
+        Runtime::new(Kfd::open(sys, KfdConfig::default()).unwrap(), SingleThread);
+    let elf = include_bytes!("../emu/fixtures/kernels-gfx90a.co");
+    let modules: Vec<_> = (0..100).map(|_| rt.module_load(0, elf).unwrap()).collect();
+    let objects: std::collections::BTreeSet<u64> =
+        modules.iter().map(|&m| rt.module_kernel(m, "fill_u32").unwrap().kernel_object).collect();
+    assert_eq!(objects.len(), 100, "each load is its own image");
+    assert_eq!(rt.module_load(0, elf), Err(Error::OutOfMemory));
+    for m in modules {
+        rt.module_unload(m).unwrap();
+    }
+}
+
+/// A clang-15 code object whose kernel keeps a dynamically indexed local array in scratch.
+fn scratch_code_object() -> Vec<u8> {
+    let dir = std::env::temp_dir().join(format!("kfd-scratch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("scratch.cl");
+    std::fs::write(
+        &src,
+        "kernel void local_array(global int* p, int i) {\n\
+         int a[256]; for (int j = 0; j < 256; j++) a[j] = p[j] * i;\n\
+         p[__builtin_amdgcn_workitem_id_x()] = a[(i + __builtin_amdgcn_workitem_id_x()) & 255]; }\n",
+    )
+    .unwrap();
+    let out = dir.join("scratch.co");
+    let st = std::process::Command::new("clang-15")
+        .args(["-x", "cl", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx90a", "-nogpulib", "-O2", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .expect("clang-15 is missing: install the Debian packages clang-15 and lld-15 (scripts/test does)");
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let elf = std::fs::read(&out).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    elf
+}
+
+#[test]
+fn a_kernel_with_a_private_segment_gets_scratch_on_every_queue_of_its_device() {
+    let rt: Runtime<_, _> = Runtime::new(open(EmuConfig::default()), SingleThread);
+    let kfd = rt.backend();
+    let before = kfd.queue_create(0, aqueduct::Priority::Normal, None).unwrap();
+    assert_eq!(kfd.queue_scratch(&before).unwrap().bytes, 0, "no scratch until a kernel needs it");
+    let co = rt.module_load(0, &scratch_code_object()).unwrap();
+    let k = rt.module_kernel(co, "local_array").unwrap();
+    assert!(k.private_segment_size >= 1024, "the array lives in scratch: {}", k.private_segment_size);
+    let after = kfd.queue_create(0, aqueduct::Priority::Normal, None).unwrap();
+    let node = kfd.node(0).unwrap().props;
+    for q in [&before, &after] {
+        let s = kfd.queue_scratch(q).unwrap();
+        // What the descriptor asks, as ROCr sets it up: at least the private segment per
+        // work-item, 64 lanes per wave, a whole number of KiB per wave, waves for every slot.
+        assert!(s.lane >= k.private_segment_size);
+        let (waves, wave_kib) = (s.tmpring & 0xfff, s.tmpring >> 12);
+        assert_eq!(wave_kib, s.lane * 64 / 1024);
+        assert_eq!(waves, node.cu_count() * 32);
+        assert_eq!(s.bytes, u64::from(waves) * u64::from(wave_kib) * 1024);
+        assert_eq!(s.descriptor[0], s.base as u32);
+        assert_eq!(s.descriptor[1], (s.base >> 32) as u32 & 0xffff | 1 << 31, "swizzled");
+        assert_eq!(u64::from(s.descriptor[2]), s.bytes);
+        assert_eq!(s.descriptor[3], 0x00ea_4fac);
+    }
+    assert_ne!(kfd.queue_scratch(&before).unwrap().base, kfd.queue_scratch(&after).unwrap().base);
+    // A larger stack grows it; a smaller request leaves it.
+    let lane = kfd.queue_scratch(&before).unwrap().lane;
+    rt.reserve_scratch(0, lane * 4).unwrap();
+    assert_eq!(kfd.queue_scratch(&before).unwrap().lane, lane * 4);
+    rt.reserve_scratch(0, 16).unwrap();
+    assert_eq!(kfd.queue_scratch(&after).unwrap().lane, lane * 4);
+    assert_eq!(rt.reserve_scratch(0, aqueduct_kfd::MAX_LANE_BYTES + 1), Err(Error::OutOfMemory));
+    kfd.queue_destroy(before);
+    kfd.queue_destroy(after);
+    rt.module_unload(co).unwrap();
 }
 
 #[test]

@@ -8,7 +8,9 @@
 use std::fmt;
 
 use aqueduct::aql::Condition;
-use aqueduct::backend::{BuiltinKernel, DeviceInfo, HostFn, MemoryKind, QueueDesc, Timeout};
+use aqueduct::backend::{
+    BuiltinKernel, DeviceInfo, HostFn, KernelSymbol, MemoryKind, QueueDesc, Timeout, VariableSymbol,
+};
 use aqueduct::{Backend, CuMask, Error, Priority, Result, SignalHandle};
 use aqueduct_kfd::{EmuSys, Kfd, KfdConfig, KfdQueue, LinuxSys, WaitMode};
 use aqueduct_kfd_emu::{EmuConfig, GpuProfile};
@@ -281,6 +283,29 @@ pub enum AnyQueue {
     Rocr(RocrQueue),
 }
 
+/// A code object loaded by [`AnyBackend`].
+#[derive(Debug)]
+pub enum AnyModule {
+    /// Loaded by kfd-direct (real or emulated).
+    Kfd(aqueduct_kfd::KfdModule),
+    /// A ROCr executable.
+    #[cfg(feature = "rocr")]
+    Rocr(crate::rocr::ExecutableHandle),
+}
+
+macro_rules! each_m {
+    ($self:expr, $m:expr, $b:ident, $mm:ident => $e:expr, $else:expr) => {
+        match ($self, $m) {
+            (AnyBackend::Emu($b), AnyModule::Kfd($mm)) => $e,
+            (AnyBackend::Kfd($b), AnyModule::Kfd($mm)) => $e,
+            #[cfg(feature = "rocr")]
+            (AnyBackend::Rocr($b), AnyModule::Rocr($mm)) => $e,
+            #[allow(unreachable_patterns)]
+            _ => $else,
+        }
+    };
+}
+
 macro_rules! each {
     ($self:expr, $b:ident => $e:expr) => {
         match $self {
@@ -310,6 +335,7 @@ macro_rules! each_q {
 // mismatched pair, which cannot arise, is treated as a faulted or unknown queue).
 unsafe impl Backend for AnyBackend {
     type Queue = AnyQueue;
+    type Module = AnyModule;
 
     fn device_count(&self) -> u32 {
         each!(self, b => b.device_count())
@@ -379,6 +405,35 @@ unsafe impl Backend for AnyBackend {
 
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {
         each!(self, b => b.builtin_kernel(device, kernel))
+    }
+
+    fn module_load(&self, device: u32, code_object: &[u8]) -> Result<AnyModule> {
+        match self {
+            AnyBackend::Emu(b) => b.module_load(device, code_object).map(AnyModule::Kfd),
+            AnyBackend::Kfd(b) => b.module_load(device, code_object).map(AnyModule::Kfd),
+            #[cfg(feature = "rocr")]
+            AnyBackend::Rocr(b) => b.module_load(device, code_object).map(AnyModule::Rocr),
+        }
+    }
+
+    fn module_kernel(&self, module: &AnyModule, name: &str) -> Result<KernelSymbol> {
+        each_m!(self, module, b, m => b.module_kernel(m, name), Err(Error::InvalidHandle))
+    }
+
+    fn module_variable(&self, module: &AnyModule, name: &str) -> Result<VariableSymbol> {
+        each_m!(self, module, b, m => b.module_variable(m, name), Err(Error::InvalidHandle))
+    }
+
+    fn module_image(&self, module: &AnyModule) -> Option<(u64, u64)> {
+        each_m!(self, module, b, m => b.module_image(m), None)
+    }
+
+    fn module_unload(&self, module: AnyModule) -> Result<()> {
+        each_m!(self, module, b, m => b.module_unload(m), Err(Error::InvalidHandle))
+    }
+
+    fn reserve_scratch(&self, device: u32, bytes_per_work_item: u32) -> Result<()> {
+        each!(self, b => b.reserve_scratch(device, bytes_per_work_item))
     }
 
     fn host_call(&self, start: SignalHandle, done: SignalHandle, f: HostFn) -> Result<()> {

@@ -52,6 +52,7 @@ mod graphs;
 mod host_wait;
 mod implicit_sync;
 mod mempool;
+mod modules;
 mod ops;
 mod stream;
 #[allow(unsafe_code)]
@@ -64,6 +65,7 @@ pub use capture::CaptureSlot;
 pub use context::{ContextHandle, ContextSlot};
 #[cfg(feature = "capture")]
 pub use graphs::{ExecSlot, GraphExecHandle, GraphHandle, GraphSlot};
+pub use modules::{ModuleHandle, ModuleSlot};
 
 use crate::backend::{Backend, DeviceInfo};
 #[cfg(feature = "capture")]
@@ -561,6 +563,8 @@ pub struct Runtime<B: Backend, K: ThreadKeys, C: Config = crate::config::Default
     /// Body queues of conditional nodes, dedicated to their executables (outside the pool).
     #[cfg(feature = "capture")]
     body_queues: lock_api::Mutex<K::RawMutex, conditional::BodyQueues<B::Queue>>,
+    /// Loaded code objects.
+    modules: lock_api::Mutex<K::RawMutex, C::Modules<B::Module>>,
 }
 
 impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
@@ -603,6 +607,10 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             ),
             #[cfg(feature = "capture")]
             body_queues: lock_api::Mutex::const_new(<K::RawMutex as lock_api::RawMutex>::INIT, heapless::Vec::new()),
+            modules: lock_api::Mutex::const_new(
+                <K::RawMutex as lock_api::RawMutex>::INIT,
+                <C::Modules<B::Module> as Table<ModuleSlot<B::Module>>>::EMPTY,
+            ),
         }
     }
 

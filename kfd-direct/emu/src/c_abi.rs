@@ -161,7 +161,7 @@ impl CBody {
     fn call(&self, ctx: &KernelCtx<'_>, wg: [u32; 3]) -> Result<(), KernelError> {
         let mut stack = [AqdEmuArg::default(); STACK_ARGS];
         let heap: Vec<AqdEmuArg>;
-        let convert = |a: &crate::metadata::KernelArg| AqdEmuArg {
+        let convert = |a: &crate::twin::KernelArg| AqdEmuArg {
             offset: a.offset,
             size: a.size,
             hidden: u32::from(a.is_hidden()),

@@ -25,7 +25,7 @@
 //! - Kernels: [`twin`] (the Rust twin API), [`builtin`] (aqueduct's, ROCr's and ROCclr's blit
 //!   kernels), [`naming`] (naming a dispatched kernel object from the image in device memory),
 //!   [`c_abi`] (C twins, `AQUEDUCT_TWINS`), `registry` (which twin runs for a kernel object);
-//!   [`codeobj`] and [`metadata`] parse AMDHSA code objects.
+//!   code objects and their metadata are read with `amdhsa` (docs/code-objects.md).
 //! - `aql_queue`: an AQL queue as the device sees it, its completion and in-order retirement.
 //!   `sdma`: the SDMA v4 engine and its queues. `device`: one GPU's queues and failure reports.
 //! - `packet_processor`: the AQL rules (barrier bit, barrier-AND/OR, barrier-value, fences,
@@ -52,7 +52,6 @@ pub mod abi;
 mod aql_queue;
 pub mod builtin;
 pub mod c_abi;
-pub mod codeobj;
 mod device;
 mod driver;
 pub mod drm;
@@ -62,7 +61,6 @@ pub mod floor;
 mod hw;
 pub mod kernels;
 mod memory;
-pub mod metadata;
 pub mod naming;
 mod packet_processor;
 mod registry;

@@ -6,13 +6,14 @@
 //! 2. Every kernel a code-object loader placed in device memory, by the `.kd` symbol whose value
 //!    is the kernel object: the loader copies the whole span of `PT_LOAD` segments, whose first
 //!    page holds the ELF header, so the emulator walks down from the kernel object to the image
-//!    base and reads `.dynsym` through `PT_DYNAMIC` ([`elf_kernel_name`]).
+//!    base and reads the image's own tables with `amdhsa`, the one code-object reader
+//!    ([`elf_kernel_name`]; docs/code-objects.md §1).
 //!
 //! This module only reads device memory and names; the twin registry (`registry`) looks the names
 //! up among the twins registered by name and the built-in ones (`builtin`).
 
 use crate::memory::MemView;
-use crate::metadata::{self, KernelMeta};
+use crate::twin::Layout;
 
 /// `EM_AMDGPU`.
 const EM_AMDGPU: u16 = 224;
@@ -47,10 +48,6 @@ fn u16le(b: &[u8], o: usize) -> u16 {
     b.get(o..o + 2).map_or(0, |x| u16::from_le_bytes([x[0], x[1]]))
 }
 
-fn u32le(b: &[u8], o: usize) -> u32 {
-    b.get(o..o + 4).map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-}
-
 fn u64le(b: &[u8], o: usize) -> u64 {
     b.get(o..o + 8).and_then(|x| x.try_into().ok()).map_or(0, u64::from_le_bytes)
 }
@@ -73,79 +70,39 @@ pub fn image_base(mem: &MemView<'_>, object: u64) -> Option<u64> {
     }
 }
 
+/// The tables of the loaded image at `base` read from device memory: the ELF header and
+/// program headers first, then the prefix a reader of a placed image needs
+/// (`amdhsa::CodeObject::tables_end`: headers, symbol tables, the note, descriptors).
+fn image_tables(mem: &MemView<'_>, base: u64) -> Option<Vec<u8>> {
+    let eh = rd(mem, base, 64)?;
+    let (phoff, phnum) = (u64le(&eh, 32), u64::from(u16le(&eh, 56)));
+    let headers_end = phoff.checked_add(phnum.checked_mul(56)?)?;
+    if headers_end > 1 << 16 {
+        return None;
+    }
+    let headers = rd(mem, base, headers_end.max(64) as usize)?;
+    let end = amdhsa::CodeObject::from_image(&headers).ok()?.tables_end();
+    if end > 64 << 20 {
+        return None;
+    }
+    rd(mem, base, end.max(headers_end) as usize)
+}
+
+/// The symbol name (`foo.kd`) of the kernel descriptor at `object` and what the image's
+/// metadata note says of the kernel, if it has one.
+pub(crate) fn elf_kernel(mem: &MemView<'_>, object: u64) -> Option<(String, Option<Layout>)> {
+    let base = image_base(mem, object)?;
+    let tables = image_tables(mem, base)?;
+    let co = amdhsa::CodeObject::from_image(&tables).ok()?;
+    let want = object.wrapping_sub(base);
+    let symbols = co.symbols().ok()?;
+    let symbol = symbols.iter().find(|s| s.value == want && s.defined && s.name.ends_with(".kd"))?;
+    let name = symbol.name.strip_suffix(".kd").unwrap_or(symbol.name);
+    let meta = co.metadata().ok().flatten().and_then(|m| m.kernel(name).map(|k| Layout::of(&k)));
+    Some((symbol.name.to_owned(), meta))
+}
+
 /// The symbol name (`foo.kd`) of the kernel descriptor at `object` in a loaded AMDGPU image.
 pub fn elf_kernel_name(mem: &MemView<'_>, object: u64) -> Option<String> {
-    let base = image_base(mem, object)?;
-    symbol_at(mem, base, object)
-}
-
-/// The symbol name (`foo.kd`) of the kernel descriptor at `object` and the kernel's entry in
-/// the image's metadata note, if it has one.
-pub fn elf_kernel(mem: &MemView<'_>, object: u64) -> Option<(String, Option<KernelMeta>)> {
-    let base = image_base(mem, object)?;
-    let symbol = symbol_at(mem, base, object)?;
-    let name = symbol.strip_suffix(".kd").unwrap_or(&symbol);
-    let meta = image_metadata(mem, base).and_then(|ks| metadata::find(&ks, name).cloned());
-    Some((symbol, meta))
-}
-
-/// The metadata of the loaded image at `base`: the ELF header, program headers and `PT_NOTE`
-/// contents are read from device memory (the note at its `p_vaddr`) into a buffer laid out by
-/// file offset, which the ELF reader then walks.
-fn image_metadata(mem: &MemView<'_>, base: u64) -> Option<Vec<KernelMeta>> {
-    let eh = rd(mem, base, 64)?;
-    let (phoff, phentsize, phnum) = (u64le(&eh, 32), u16le(&eh, 54) as u64, u16le(&eh, 56) as u64);
-    let ph_end = phoff.checked_add(phentsize.checked_mul(phnum)?)?;
-    if ph_end > 1 << 16 {
-        return None;
-    }
-    let ph = rd(mem, base.wrapping_add(phoff), (ph_end - phoff) as usize)?;
-    let note = (0..phnum as usize).map(|i| &ph[i * phentsize as usize..]).find(|p| u32le(p, 0) == 4)?;
-    let (off, vaddr, filesz) = (u64le(note, 8), u64le(note, 16), u64le(note, 32));
-    if filesz > 1 << 20 || off > 1 << 24 {
-        return None;
-    }
-    let mut buf = vec![0u8; ph_end.max(off + filesz) as usize];
-    buf[..64].copy_from_slice(&eh);
-    buf[phoff as usize..ph_end as usize].copy_from_slice(&ph);
-    mem.read(base.wrapping_add(vaddr), &mut buf[off as usize..(off + filesz) as usize]).ok()?;
-    metadata::kernels_from_elf(&buf)
-}
-
-fn symbol_at(mem: &MemView<'_>, base: u64, object: u64) -> Option<String> {
-    let eh = rd(mem, base, 64)?;
-    let (phoff, phentsize, phnum) = (u64le(&eh, 32), u16le(&eh, 54) as u64, u16le(&eh, 56) as u64);
-    let ph = rd(mem, base.wrapping_add(phoff), (phentsize * phnum) as usize)?;
-    let dynamic = (0..phnum as usize).map(|i| &ph[i * phentsize as usize..]).find(|p| u32le(p, 0) == 2)?;
-    let (dyn_vaddr, dyn_size) = (u64le(dynamic, 16), u64le(dynamic, 40));
-    let d = rd(mem, base.wrapping_add(dyn_vaddr), dyn_size.min(4096) as usize)?;
-    let (mut symtab, mut strtab, mut strsz, mut hash, mut syment) = (0, 0, 0, 0, 24);
-    for e in d.chunks_exact(16) {
-        let (tag, val) = (u64le(e, 0), u64le(e, 8));
-        match tag {
-            0 => break,
-            4 => hash = val,
-            5 => strtab = val,
-            6 => symtab = val,
-            10 => strsz = val,
-            11 => syment = val,
-            _ => {}
-        }
-    }
-    if symtab == 0 || strtab == 0 || hash == 0 {
-        return None;
-    }
-    let nsyms = u32le(&rd(mem, base.wrapping_add(hash), 8)?, 4) as u64;
-    if !(16..=256).contains(&syment) || nsyms > 1 << 20 || strsz > 16 << 20 {
-        return None;
-    }
-    let syms = rd(mem, base.wrapping_add(symtab), (nsyms * syment) as usize)?;
-    let strs = rd(mem, base.wrapping_add(strtab), strsz as usize)?;
-    let want = object.wrapping_sub(base);
-    syms.chunks_exact(syment as usize).find(|s| u64le(s, 8) == want && u32le(s, 0) != 0).and_then(|s| {
-        let off = u32le(s, 0) as usize;
-        let name = strs.get(off..)?;
-        let end = name.iter().position(|&b| b == 0)?;
-        String::from_utf8(name[..end].to_vec()).ok()
-    })
+    elf_kernel(mem, object).map(|(name, _)| name)
 }

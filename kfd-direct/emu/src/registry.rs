@@ -23,8 +23,7 @@ use std::sync::RwLock;
 
 use crate::builtin::{builtin_object, builtin_twins, rocclr_twins, rocr_blit_twin, DIRECT_KERNEL_OBJECT_BASE};
 use crate::memory::MemView;
-use crate::metadata::KernelMeta;
-use crate::twin::Twin;
+use crate::twin::{Layout, Twin};
 
 /// A kernel recognised by its descriptor and entry code (from a loaded code object).
 #[derive(Clone, Debug)]
@@ -48,9 +47,9 @@ pub(crate) struct Registry {
 impl Twin {
     /// This twin bound to a kernel of a code object: the argument layout and segment size of its
     /// metadata entry, or the descriptor's kernarg size when the image has no metadata.
-    pub(crate) fn bound_to(mut self, meta: Option<&KernelMeta>, descriptor_kernarg_size: u32) -> Twin {
+    pub(crate) fn bound_to(mut self, meta: Option<&Layout>, descriptor_kernarg_size: u32) -> Twin {
         if let Some(m) = meta {
-            self.kernarg_size = self.kernarg_size.max(m.kernarg_segment_size);
+            self.kernarg_size = self.kernarg_size.max(m.kernarg_size);
             self.args = m.args.clone().into();
         }
         if self.kernarg_size == 0 {

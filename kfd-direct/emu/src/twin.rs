@@ -13,7 +13,53 @@ use std::sync::Arc;
 use aqueduct::aql::KernelDispatchPacket;
 
 use crate::memory::{KernelError, MemView};
-pub use crate::metadata::KernelArg;
+
+/// One kernel argument as the code object's metadata lays it out (docs/code-objects.md §6),
+/// explicit or hidden.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelArg {
+    /// Byte offset in the kernel-argument segment.
+    pub offset: u32,
+    /// Bytes.
+    pub size: u32,
+    /// `.value_kind` (`by_value`, `global_buffer`, `hidden_global_offset_x`, …).
+    pub value_kind: String,
+    /// `.name`, when the compiler kept it.
+    pub name: Option<String>,
+}
+
+impl KernelArg {
+    /// Whether the runtime, not the caller, supplies this argument.
+    pub fn is_hidden(&self) -> bool {
+        self.value_kind.starts_with("hidden_")
+    }
+}
+
+impl From<amdhsa::Arg<'_>> for KernelArg {
+    fn from(a: amdhsa::Arg<'_>) -> KernelArg {
+        KernelArg {
+            offset: a.offset,
+            size: a.size,
+            value_kind: a.value_kind.to_owned(),
+            name: a.name.map(str::to_owned),
+        }
+    }
+}
+
+/// What a code object's metadata says of one kernel, kept with the twin bound to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Kernel-argument bytes.
+    pub(crate) kernarg_size: u32,
+    /// The arguments, explicit then hidden.
+    pub(crate) args: Vec<KernelArg>,
+}
+
+impl Layout {
+    pub(crate) fn of(k: &amdhsa::KernelMeta<'_>) -> Layout {
+        Layout { kernarg_size: k.kernarg_segment_size, args: k.args().map(KernelArg::from).collect() }
+    }
+}
 
 /// What one work-group of a twin sees.
 pub struct KernelCtx<'a> {

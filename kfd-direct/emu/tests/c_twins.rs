@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use aqueduct_kfd_emu::c_abi::{aqd_emu_register_twin, AqdEmuCtx};
-use aqueduct_kfd_emu::codeobj::CodeObject;
 use aqueduct_kfd_emu::{EmuConfig, QueueState};
 use common::*;
 
@@ -41,15 +40,10 @@ fn twin_library() -> PathBuf {
 /// The gfx90a fixture loaded at a BO of `h`: the kernel objects of `fill_u32` and `vector_add`.
 fn load_fixture(h: &Harness) -> (u64, u64) {
     let elf = std::fs::read(format!("{MANIFEST}/fixtures/kernels-gfx90a.co")).unwrap();
-    let co = CodeObject::parse(&elf).unwrap();
     let bound = h.emu.load_code_object(&elf).unwrap();
     assert_eq!(bound, ["fill_u32", "vector_add"], "both kernels have a twin");
-    let code = h.alloc(co.image_size, GTT);
-    let image = CodeObject::image(&elf, code.va).unwrap();
-    // SAFETY: the code BO is CPU-mapped and image_size bytes long.
-    unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), code.ptr::<u8>(), image.len()) };
-    let object = |name: &str| code.va + co.kernel(name).unwrap().descriptor_offset;
-    (object("fill_u32"), object("vector_add"))
+    let objects = place_code_object(h, &elf, &["fill_u32", "vector_add"]);
+    (objects[0], objects[1])
 }
 
 /// Runs `fill_u32(c, 0x5a5a5a5a, n + 24)` then `vector_add(a, b, c, n)`; returns `c`.
@@ -168,14 +162,9 @@ fn a_twin_registered_in_process_through_the_c_abi_runs_for_every_machine() {
     assert_eq!(unsafe { aqd_emu_register_twin(std::ptr::null(), Some(fill_plus), std::ptr::null_mut()) }, -1);
     let h = Harness::new();
     let elf = std::fs::read(format!("{MANIFEST}/fixtures/kernels-gfx90a.co")).unwrap();
-    let co = CodeObject::parse(&elf).unwrap();
     // vector_add has no twin on this machine; fill_u32 has the process-wide one.
     assert_eq!(h.emu.load_code_object(&elf).unwrap(), ["fill_u32"]);
-    let code = h.alloc(co.image_size, GTT);
-    let image = CodeObject::image(&elf, code.va).unwrap();
-    // SAFETY: the code BO is CPU-mapped and image_size bytes long.
-    unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), code.ptr::<u8>(), image.len()) };
-    let fill = code.va + co.kernel("fill_u32").unwrap().descriptor_offset;
+    let fill = place_code_object(&h, &elf, &["fill_u32"])[0];
     let c = h.alloc(4096, VRAM);
     let k = h.alloc(4096, GTT);
     // SAFETY: CPU-mapped kernarg page.

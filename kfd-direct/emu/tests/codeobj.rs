@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use aqueduct_kfd_emu::codeobj::{mach, CodeObject};
+use amdhsa::CodeObject;
 use aqueduct_kfd_emu::{GpuProfile, KernelCtx, Twin};
 use common::*;
 
@@ -27,18 +27,21 @@ fn profile_for(target: &str) -> GpuProfile {
 
 #[test]
 fn fixtures_are_amdhsa_code_objects_for_their_targets() {
-    for (t, m) in [("gfx90a", mach::GFX90A), ("gfx940", mach::GFX940), ("gfx1100", mach::GFX1100)] {
-        let co = CodeObject::parse(&fixture(t)).unwrap();
-        assert_eq!(co.mach, m, "{t}");
-        assert!((4..=6).contains(&co.version));
-        let names: Vec<_> = co.kernels.iter().map(|k| k.name.as_str()).collect();
+    for t in ["gfx90a", "gfx940", "gfx1100"] {
+        let elf = fixture(t);
+        let co = CodeObject::parse(&elf).unwrap();
+        assert_eq!(co.target().processor.name, t);
+        assert!((4..=6).contains(&co.version()));
+        let mut kernels: Vec<_> = co.kernels().unwrap().map(Result::unwrap).collect();
+        kernels.sort_by_key(|k| k.name);
+        let names: Vec<_> = kernels.iter().map(|k| k.name).collect();
         assert_eq!(names, ["fill_u32", "vector_add"], "{t}");
-        for k in &co.kernels {
+        for k in &kernels {
             assert!(k.descriptor.kernarg_size >= 16, "{t} {}", k.name);
             assert_eq!(k.descriptor.private_segment_fixed_size, 0);
-            assert!(!k.code.is_empty());
+            assert!(co.bytes_from(k.entry_address()).is_some_and(|c| !c.is_empty()));
             // wave32 on gfx11 (kernel_code_properties bit 10).
-            assert_eq!(k.descriptor.kernel_code_properties & (1 << 10) != 0, t == "gfx1100", "{t} wave size");
+            assert_eq!(k.descriptor.wave32(), t == "gfx1100", "{t} wave size");
         }
     }
     assert!(CodeObject::parse(b"not an elf").is_err());
@@ -69,15 +72,11 @@ fn loaded_code_objects_dispatch_their_twins() {
         let h = Harness::profile(profile_for(t));
         twins(&h);
         let elf = fixture(t);
-        let co = CodeObject::parse(&elf).unwrap();
         let bound = h.emu.load_code_object(&elf).unwrap();
         assert_eq!(bound, ["fill_u32", "vector_add"]);
         // Load as a runtime would: one executable BO, segments at base + p_vaddr, relocated.
-        let code = h.alloc(co.image_size, GTT);
-        let image = CodeObject::image(&elf, code.va).unwrap();
-        // SAFETY: the code BO is CPU-mapped and image_size bytes long.
-        unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), code.ptr::<u8>(), image.len()) };
-        let object = |name: &str| code.va + co.kernel(name).unwrap().descriptor_offset;
+        let objects = place_code_object(&h, &elf, &["fill_u32", "vector_add"]);
+        let object = |name: &str| objects[usize::from(name == "vector_add")];
 
         let n = 1000u32;
         let a = h.alloc(4096, GTT);

@@ -13,7 +13,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use aqueduct::{Backend, MemPools, MemoryKind, Runtime};
-use aqueduct_kfd_emu::kernels::Twin;
 use aqueduct_kfd_emu::GpuProfile;
 use aqueduct_std::select::{AnyBackend, BackendKind, OpenOptions};
 use aqueduct_std::threads::{on_thread_exit, StdThreadKeys, ThreadExit};
@@ -146,11 +145,6 @@ fn init() -> Result<Arc<Global>, Hip> {
         options.emu_gpus = gpus;
     }
     let (backend, _) = AnyBackend::open(&options).map_err(|_| NO_DEVICE)?;
-    if let Some(emu) = backend.as_emu() {
-        for twin in fixture_twins() {
-            emu.sys().emu().register_twin_by_name(twin);
-        }
-    }
     // `Runtime::new` returns the whole table by value; build it where the stack is large.
     let rt = std::thread::Builder::new()
         .name("aqueduct-hip-init".into())
@@ -191,29 +185,4 @@ impl Global {
         drop(allocs);
         lock(&self.images).range(..=addr).next_back().is_some_and(|(&start, &len)| inside(start, len))
     }
-}
-
-/// Host twins of the emulator's fixture kernels (`kfd-direct/emu/fixtures/kernels.cl`), so code
-/// objects built from it run on the emulated GPU through `hipModuleLaunchKernel`.
-fn fixture_twins() -> Vec<Twin> {
-    vec![
-        // fill_u32(uint *dst, uint value, uint count)
-        Twin::new("fill_u32", 0, |ctx, wg| {
-            let (dst, value, count) = (ctx.arg(0), ctx.arg(1) as u32, ctx.arg(2) as u32);
-            for i in ctx.items_x(wg).filter(|&i| i < count) {
-                ctx.mem.write_u32(dst + u64::from(i) * 4, value)?;
-            }
-            Ok(())
-        }),
-        // vector_add(const uint *a, const uint *b, uint *c, uint count)
-        Twin::new("vector_add", 0, |ctx, wg| {
-            let (a, b, c, count) = (ctx.arg(0), ctx.arg(1), ctx.arg(2), ctx.arg(3) as u32);
-            for i in ctx.items_x(wg).filter(|&i| i < count) {
-                let off = u64::from(i) * 4;
-                let sum = ctx.mem.read_u32(a + off)?.wrapping_add(ctx.mem.read_u32(b + off)?);
-                ctx.mem.write_u32(c + off, sum)?;
-            }
-            Ok(())
-        }),
-    ]
 }

@@ -20,14 +20,16 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use std::collections::HashMap;
+
+use amdhsa::{HiddenArg, LaunchValues};
 use aqueduct::{KernelLaunch, StreamHandle};
 use aqueduct_kfd_emu::c_abi::AqdEmuCtx;
 use aqueduct_kfd_emu::kernels::Twin;
-use aqueduct_std::select::AnyBackend;
 
 use crate::error::{
-    api, Hip, HipResult, FILE_NOT_FOUND, INVALID_CONFIGURATION, INVALID_DEVICE_FUNCTION, INVALID_HANDLE, INVALID_IMAGE,
-    INVALID_KERNEL_FILE, INVALID_SYMBOL, INVALID_VALUE, NOT_FOUND, NOT_SUPPORTED,
+    api, HipResult, FILE_NOT_FOUND, INVALID_CONFIGURATION, INVALID_DEVICE_FUNCTION, INVALID_HANDLE, INVALID_IMAGE,
+    INVALID_KERNEL_FILE, INVALID_VALUE, NOT_SUPPORTED, NO_BINARY_FOR_GPU,
 };
 use crate::global::{global, lock, Global};
 use crate::{handle, put, stream_of, Dim3, Handle};
@@ -46,24 +48,23 @@ pub(crate) struct HostKernel {
 /// The explicit arguments of a kernel: (offset, size) of each in the kernel-argument segment.
 type ArgLayout = Vec<(usize, usize)>;
 
-/// A loaded module.
+/// A loaded module: core's handle, what the code object's metadata note says of each kernel,
+/// and where the image lies in device memory.
 pub(crate) struct ModuleEntry {
-    code: Code,
-    /// Argument layouts from the code object's metadata note, by kernel name; `None` when the
-    /// note is missing or cannot be parsed.
-    layouts: Option<Vec<(String, ArgLayout)>>,
-    /// The code object's data symbols (device variables): name, offset in the image, size.
-    variables: Vec<(String, u64, u64)>,
-    /// What the metadata note says each kernel uses, by kernel name.
-    resources: Vec<(String, Resources)>,
+    handle: aqueduct::ModuleHandle,
+    /// By kernel name; `None` when the note is missing or cannot be parsed.
+    kernels: Option<HashMap<String, KernelMeta>>,
     /// Where the image sits in device memory (base, bytes); `None` where the backend does not
     /// say (ROCr).
     image: Option<(u64, u64)>,
 }
 
-enum Code {
-    Kfd(aqueduct_kfd::CodeObjectHandle),
-    Rocr(aqueduct_std::rocr::ExecutableHandle),
+/// What a kernel's metadata entry says, kept from the note (docs/code-objects.md §6).
+#[derive(Debug, Clone)]
+struct KernelMeta {
+    args: ArgLayout,
+    hidden: Arc<[HiddenArg]>,
+    resources: Resources,
 }
 
 /// A function of a module.
@@ -72,10 +73,15 @@ pub(crate) struct FunctionEntry {
     pub(crate) module: usize,
     pub(crate) object: u64,
     pub(crate) group: u32,
+    /// The descriptor's fixed private segment per work-item.
     pub(crate) private: u32,
+    /// The kernel needs a dynamic stack.
+    pub(crate) dynamic_stack: bool,
     pub(crate) kernarg_size: usize,
     /// `None`: the metadata does not describe this kernel, so `kernelParams` cannot be laid out.
     pub(crate) args: Option<ArgLayout>,
+    /// The hidden arguments a launch fills (docs/code-objects.md §7).
+    pub(crate) hidden: Arc<[HiddenArg]>,
     /// Registers and limits from the metadata (`None` when it does not describe the kernel).
     pub(crate) resources: Option<Resources>,
 }
@@ -93,39 +99,49 @@ pub(crate) struct Resources {
     pub(crate) wavefront: u32,
 }
 
-/// The resources of every kernel the metadata note of `elf` describes.
-fn kernel_resources(elf: &[u8]) -> Vec<(String, Resources)> {
-    use aqueduct_kfd_emu::metadata::{decode, Value, NT_AMDGPU_METADATA};
-    use object::read::elf::{FileHeader, ProgramHeader};
-    let Ok(hdr) = object::elf::FileHeader64::<object::Endianness>::parse(elf) else { return Vec::new() };
-    let Ok(endian) = hdr.endian() else { return Vec::new() };
-    let Ok(headers) = hdr.program_headers(endian, elf) else { return Vec::new() };
-    for ph in headers.iter().filter(|ph| ph.p_type(endian) == object::elf::PT_NOTE) {
-        let Ok(Some(mut notes)) = ph.notes(endian, elf) else { continue };
-        while let Ok(Some(note)) = notes.next() {
-            if note.name() != b"AMDGPU" || note.n_type(endian) != NT_AMDGPU_METADATA {
-                continue;
-            }
-            let Some(Value::Array(kernels)) = decode(note.desc()).and_then(|v| v.get("amdhsa.kernels").cloned()) else {
-                return Vec::new();
-            };
-            let u32_of = |k: &Value, key: &str| k.get(key).and_then(Value::as_u64).map_or(0, |v| v as u32);
-            return kernels
-                .iter()
-                .filter_map(|k| {
-                    let name = k.get(".name").and_then(Value::as_str)?.to_owned();
-                    let r = Resources {
-                        vgprs: u32_of(k, ".vgpr_count"),
-                        sgprs: u32_of(k, ".sgpr_count"),
-                        max_threads: u32_of(k, ".max_flat_workgroup_size"),
-                        wavefront: u32_of(k, ".wavefront_size"),
-                    };
-                    Some((name, r))
-                })
-                .collect();
+impl FunctionEntry {
+    /// The private segment a launch asks for: the fixed one, and for a kernel with a dynamic
+    /// stack at least the stack-size limit (`hipLimitStackSize`; docs/code-objects.md §7).
+    pub(crate) fn launch_private(&self) -> u32 {
+        if self.dynamic_stack {
+            self.private.max(crate::properties::stack_size_limit())
+        } else {
+            self.private
         }
     }
-    Vec::new()
+}
+
+/// What the metadata note of `elf` says of every kernel; `None` without a readable note.
+fn kernel_metadata(elf: &[u8]) -> Option<HashMap<String, KernelMeta>> {
+    let co = amdhsa::CodeObject::parse(elf).ok()?;
+    let meta = co.metadata().ok()??;
+    Some(
+        meta.kernels()
+            .map(|k| {
+                let args = k.explicit_args().map(|a| (a.offset as usize, a.size as usize)).collect();
+                let hidden = k.hidden_args().map(HiddenArg::from).collect();
+                let resources = Resources {
+                    vgprs: k.vgpr_count,
+                    sgprs: k.sgpr_count,
+                    max_threads: k.max_flat_workgroup_size,
+                    wavefront: k.wavefront_size,
+                };
+                (k.name.to_owned(), KernelMeta { args, hidden, resources })
+            })
+            .collect(),
+    )
+}
+
+/// Fills the hidden arguments of a launch of `hidden` into its segment (docs/code-objects.md
+/// §7): geometry from the launch, 0 for what the runtime does not provide (global offsets,
+/// OpenCL's device enqueue; the hostcall buffer and the heap until a kernel needs them).
+pub(crate) fn fill_hidden(seg: &mut [u8], hidden: &[HiddenArg], grid: [u32; 3], block: [u16; 3], dynamic_lds: u32) {
+    if hidden.is_empty() {
+        return;
+    }
+    let values = LaunchValues { grid, workgroup: block, dims: 3, dynamic_lds, ..LaunchValues::default() };
+    // The segment spans every argument the metadata lists (`module_kernarg`).
+    let _ = amdhsa::hidden::fill(seg, hidden.iter().copied(), &values);
 }
 
 /// Tags of module and function handles (top 16 bits).
@@ -360,6 +376,7 @@ struct Resolved {
     /// Bytes of the kernel-argument segment.
     total: usize,
     layout: Arc<[(usize, usize)]>,
+    hidden: Arc<[HiddenArg]>,
 }
 
 /// Resolutions a thread remembers.
@@ -445,6 +462,7 @@ fn remember_host_kernel(g: &Global, function: *const c_void, stream: Handle) {
             private: 0,
             total: k.kernarg_size,
             layout: k.args.clone().into(),
+            hidden: Arc::from([]),
         })
     });
 }
@@ -462,9 +480,10 @@ fn remember_registered(g: &Global, function: *const c_void, stream: Handle) {
             epoch,
             object: f.object,
             group: f.group,
-            private: f.private,
+            private: f.launch_private(),
             total: f.kernarg_size.max(explicit_end),
             layout: args.clone().into(),
+            hidden: f.hidden.clone(),
         })
     });
 }
@@ -520,6 +539,7 @@ unsafe fn launch_resolved(
             })();
             Some(packed.and_then(|()| {
                 let (grid, workgroup) = geometry(grid, block)?;
+                fill_hidden(seg, &r.hidden, grid, workgroup, shared);
                 let launch = KernelLaunch {
                     kernel_object: r.object,
                     grid,
@@ -556,15 +576,16 @@ pub unsafe extern "C" fn aqdBenchCoreLaunch(
         let s = stream_of(stream);
         let f = resolve(g, function, g.rt.stream_device(s)?)?;
         // SAFETY: the caller's contract.
-        let seg = unsafe { module_kernarg(&f, args, std::ptr::null_mut())? };
+        let mut seg = unsafe { module_kernarg(&f, args, std::ptr::null_mut())? };
         let (grid, workgroup) = geometry(grid, block)?;
         let shared = u32::try_from(shared_mem).map_err(|_| INVALID_VALUE)?;
+        fill_hidden(&mut seg, &f.hidden, grid, workgroup, shared);
         let launch = KernelLaunch {
             kernel_object: f.object,
             grid,
             workgroup,
             group_segment_size: f.group.saturating_add(shared),
-            private_segment_size: f.private,
+            private_segment_size: f.launch_private(),
             kernarg: &seg,
         };
         for _ in 0..count {
@@ -574,155 +595,75 @@ pub unsafe extern "C" fn aqdBenchCoreLaunch(
     })
 }
 
-/// ELF64 sizes: file header, program header entry, section header entry.
-const EHDR_SIZE: usize = 64;
-const PHDR_SIZE: u64 = 56;
-const SHDR_SIZE: u64 = 64;
-
-/// The size of the ELF image at `image`, from its header tables: the largest end of the file
-/// header, the two header tables, every segment's file bytes and every section's file bytes.
-///
+/// The size of the ELF image at `image`, from its header tables (`amdhsa::elf::extent`:
 /// `hipModuleLoadData` receives no size, so the headers are trusted only as far as they are
-/// self-consistent: every sum and product is checked (a wrap is `hipErrorInvalidImage`, never a
-/// small size), a table entry smaller than its ELF64 record is refused (the record would be read
-/// past the entry), and nothing is read before the bytes that announce it have been checked: the
-/// four magic bytes first, then the 64-byte header, then the tables the header places.
+/// self-consistent, and nothing is read before the bytes that announce it were checked).
 ///
 /// # Safety
 /// `image` points at a readable buffer that starts with `\x7fELF` only if it is a complete
 /// ELF64 file (whose header tables lie inside it); any other buffer has at least 4 readable bytes.
 pub(crate) unsafe fn elf_size(image: *const u8) -> HipResult<usize> {
-    // SAFETY: the caller's contract: at least the 4 magic bytes are readable.
-    let magic = unsafe { std::slice::from_raw_parts(image, 4) };
-    if magic != b"\x7fELF" {
-        return Err(INVALID_IMAGE);
-    }
-    // SAFETY: an ELF file (magic checked) has its 64-byte header (caller's contract).
-    let hdr = unsafe { std::slice::from_raw_parts(image, EHDR_SIZE) };
-    if hdr[4] != 2 {
-        return Err(INVALID_IMAGE);
-    }
-    let u64_at = |b: &[u8], o: usize| b.get(o..o + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
-    let u32_at = |b: &[u8], o: usize| b.get(o..o + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_le_bytes);
-    let u16_at = |b: &[u8], o: usize| b.get(o..o + 2).and_then(|b| b.try_into().ok()).map_or(0, u16::from_le_bytes);
-    let (phoff, shoff) = (u64_at(hdr, 0x20), u64_at(hdr, 0x28));
-    let (phentsize, phnum) = (u64::from(u16_at(hdr, 0x36)), u64::from(u16_at(hdr, 0x38)));
-    let (shentsize, shnum) = (u64::from(u16_at(hdr, 0x3a)), u64::from(u16_at(hdr, 0x3c)));
-    if (phnum > 0 && phentsize < PHDR_SIZE) || (shnum > 0 && shentsize < SHDR_SIZE) {
-        return Err(INVALID_IMAGE);
-    }
-    // `end` of a table or a range: `off + n * len`, with every step checked and the result
-    // addressable (an offset handed to `ptr::add` must stay below `isize::MAX`).
-    let end_of = |off: u64, n: u64, len: u64| -> HipResult<u64> {
-        n.checked_mul(len)
-            .and_then(|bytes| off.checked_add(bytes))
-            .filter(|&end| end <= isize::MAX as u64)
-            .ok_or(INVALID_IMAGE)
-    };
-    let ph_end = end_of(phoff, phnum, phentsize)?;
-    let sh_end = end_of(shoff, shnum, shentsize)?;
-    let mut end = (EHDR_SIZE as u64).max(ph_end).max(sh_end);
-    // The whole table is read once its end is known not to wrap.
-    let table = |off: u64, table_end: u64| -> &[u8] {
-        if table_end == off {
-            return &[];
-        }
-        // SAFETY: the table lies inside the file (the caller's contract: the header describes
-        // the file); `off..table_end` neither wraps nor leaves the address space (checked).
-        unsafe { std::slice::from_raw_parts(image.add(off as usize), (table_end - off) as usize) }
-    };
-    for ph in table(phoff, ph_end).chunks_exact(phentsize.max(1) as usize) {
-        // p_offset + p_filesz.
-        end = end.max(end_of(u64_at(ph, 8), 1, u64_at(ph, 32))?);
-    }
-    for sh in table(shoff, sh_end).chunks_exact(shentsize.max(1) as usize) {
-        // SHT_NOBITS (8) sections occupy no file bytes; the others end at sh_offset + sh_size.
-        if u32_at(sh, 4) != 8 {
-            end = end.max(end_of(u64_at(sh, 0x18), 1, u64_at(sh, 0x20))?);
-        }
-    }
-    usize::try_from(end).map_err(|_| INVALID_IMAGE)
+    // SAFETY: the caller's contract: the 4 magic bytes are readable, and an ELF file's header
+    // and the tables it places are (extent reads nothing else, and each only once the bytes
+    // announcing it were checked).
+    let read = |off: usize, len: usize| Some(unsafe { std::slice::from_raw_parts(image.add(off), len) });
+    amdhsa::elf::extent(read).map_err(|_| INVALID_IMAGE)
 }
 
-/// Loads the code object `elf` onto `device`; returns the module's index.
+/// The size of the clang offload bundle at `blob`, from its header.
+///
+/// # Safety
+/// `blob` points at a complete bundle (every offset its header announces is readable).
+pub(crate) unsafe fn bundle_size(blob: *const u8) -> HipResult<usize> {
+    // SAFETY: the caller's contract.
+    let read = |off: usize, len: usize| Some(unsafe { std::slice::from_raw_parts(blob.add(off), len) });
+    amdhsa::bundle::extent(read).map_err(|e| if e == amdhsa::Error::Compressed { NOT_SUPPORTED } else { INVALID_IMAGE })
+}
+
+/// The code object of `bundle` for `device`: the most specific entry that runs on it
+/// (docs/code-objects.md §2), or `hipErrorNoBinaryForGpu`.
+pub(crate) fn entry_for<'b>(g: &Global, bundle: &'b [u8], device: u32) -> HipResult<&'b [u8]> {
+    let b = amdhsa::Bundle::parse(bundle).map_err(|_| INVALID_IMAGE)?;
+    let target = device_target(g, device)?;
+    b.best_for(&target).map(|e| e.code).ok_or(NO_BINARY_FOR_GPU)
+}
+
+/// What `device` runs as: its processor, SRAM ECC on where it has it, XNACK off.
+pub(crate) fn device_target(g: &Global, device: u32) -> HipResult<amdhsa::TargetId> {
+    let gfx = g.rt.device_info(device)?.gfx_target_version;
+    let processor = amdhsa::Processor::from_gfx_target_version(gfx).ok_or(NO_BINARY_FOR_GPU)?;
+    Ok(amdhsa::TargetId::device(processor, false))
+}
+
+/// Loads the code object `elf` onto `device`; returns the module's index. The backend's
+/// answer is HIP's: `hipErrorInvalidImage` for bytes that are not a code object,
+/// `hipErrorNoBinaryForGpu` for one built for another target, `hipErrorOutOfMemory`.
 pub(crate) fn load_on(g: &Global, device: u32, elf: &[u8]) -> HipResult<usize> {
-    let variables = data_symbols(elf).ok_or(INVALID_IMAGE)?;
-    let (code, image) = match g.rt.backend() {
-        AnyBackend::Emu(k) => {
-            let co = k.load_code_object(device, elf).map_err(|_| INVALID_IMAGE)?;
-            (Code::Kfd(co), k.code_object(co).map(|c| (c.base(), image_bytes(elf))))
-        }
-        AnyBackend::Kfd(k) => {
-            let co = k.load_code_object(device, elf).map_err(|_| INVALID_IMAGE)?;
-            (Code::Kfd(co), k.code_object(co).map(|c| (c.base(), image_bytes(elf))))
-        }
-        AnyBackend::Rocr(r) => (Code::Rocr(r.load_executable(device, elf).map_err(|_| INVALID_IMAGE)?), None),
-    };
-    let layouts = aqueduct_kfd_emu::metadata::kernels_from_elf(elf).map(|kernels| {
-        kernels
-            .into_iter()
-            .map(|k| {
-                let args =
-                    k.args.iter().filter(|a| !a.is_hidden()).map(|a| (a.offset as usize, a.size as usize)).collect();
-                (k.name, args)
-            })
-            .collect()
-    });
+    let handle = g.rt.module_load(device, elf)?;
+    let image = g.rt.module_image(handle).ok().flatten();
     if let Some((base, bytes)) = image {
         lock(&g.images).insert(base, bytes);
     }
-    let resources = kernel_resources(elf);
+    let kernels = kernel_metadata(elf);
     let mut modules = lock(&g.modules);
-    modules.push(Some(ModuleEntry { code, layouts, variables, resources, image }));
+    modules.push(Some(ModuleEntry { handle, kernels, image }));
     Ok(modules.len() - 1)
 }
 
-fn load(g: &Global, elf: &[u8]) -> HipResult<Handle> {
-    let i = load_on(g, g.rt.device()?, elf)?;
+/// `hipModuleLoadData` of a code object or of an offload bundle (as clr takes either).
+fn load(g: &Global, image: &[u8]) -> HipResult<Handle> {
+    let device = g.rt.device()?;
+    let code = if image.starts_with(amdhsa::bundle::MAGIC) { entry_for(g, image, device)? } else { image };
+    let i = load_on(g, device, code)?;
     Ok(handle(MODULE_TAG | i as u64))
 }
 
-/// The data symbols of an AMDGPU ELF (`STT_OBJECT` with a size, kernel descriptors excluded):
-/// name, value (offset in the loaded image) and size. `None` if the ELF cannot be read.
-fn data_symbols(elf: &[u8]) -> Option<Vec<(String, u64, u64)>> {
-    use object::{Object, ObjectSymbol, SymbolKind};
-    let file = object::read::elf::ElfFile64::<object::Endianness>::parse(elf).ok()?;
-    let mut out = Vec::new();
-    for sym in file.dynamic_symbols().chain(file.symbols()) {
-        let Ok(name) = sym.name() else { continue };
-        if sym.kind() != SymbolKind::Data || sym.is_undefined() || name.ends_with(".kd") {
-            continue;
-        }
-        if !out.iter().any(|(n, _, _): &(String, u64, u64)| n == name) {
-            out.push((name.to_owned(), sym.address(), sym.size()));
-        }
-    }
-    Some(out)
-}
-
-/// Bytes the loaded image of `elf` spans: the end of its last `PT_LOAD` segment in memory.
-fn image_bytes(elf: &[u8]) -> u64 {
-    use object::read::elf::{FileHeader, ProgramHeader};
-    let Ok(file) = object::read::elf::ElfFile64::<object::Endianness>::parse(elf) else { return 0 };
-    let e = file.endian();
-    let Ok(headers) = file.elf_header().program_headers(e, elf) else { return 0 };
-    headers
-        .iter()
-        .filter(|ph| ph.p_type(e) == object::elf::PT_LOAD)
-        .map(|ph| ph.p_vaddr(e).saturating_add(ph.p_memsz(e)))
-        .max()
-        .unwrap_or(0)
-}
-
-/// The device address and size of data symbol `name` of module `module`: `hipErrorInvalidSymbol`
-/// if the code object has no such symbol, `hipErrorNotSupported` where the backend does not say
-/// where the image lies.
+/// The device address and size of data symbol `name` of module `module`:
+/// `hipErrorInvalidSymbol` if the code object has no such variable.
 pub(crate) fn module_variable(g: &Global, module: usize, name: &str) -> HipResult<(u64, u64)> {
-    let modules = lock(&g.modules);
-    let m = modules.get(module).and_then(Option::as_ref).ok_or(INVALID_HANDLE)?;
-    let &(_, value, size) = m.variables.iter().find(|(n, _, _)| n == name).ok_or(INVALID_SYMBOL)?;
-    let (base, _) = m.image.ok_or(NOT_SUPPORTED)?;
-    Ok((base + value, size))
+    let h = lock(&g.modules).get(module).and_then(Option::as_ref).map(|m| m.handle).ok_or(INVALID_HANDLE)?;
+    let v = g.rt.module_variable(h, name)?;
+    Ok((v.address, v.size))
 }
 
 /// Unloads module `module` (no launch of its kernels may still be pending).
@@ -731,33 +672,32 @@ pub(crate) fn unload(g: &Global, module: usize) -> HipResult {
     if let Some((base, _)) = entry.image {
         lock(&g.images).remove(&base);
     }
-    match (entry.code, g.rt.backend()) {
-        (Code::Kfd(co), AnyBackend::Emu(k)) => k.unload_code_object(co).map_err(|_| INVALID_HANDLE),
-        (Code::Kfd(co), AnyBackend::Kfd(k)) => k.unload_code_object(co).map_err(|_| INVALID_HANDLE),
-        (Code::Rocr(x), AnyBackend::Rocr(r)) => r.unload_executable(x).map_err(Hip::from),
-        _ => Err(INVALID_HANDLE),
-    }
+    Ok(g.rt.module_unload(entry.handle)?)
 }
 
 /// Function `name` of module `module`: `hipErrorNotFound` if the code object has no such kernel.
 pub(crate) fn module_function(g: &Global, module: usize, name: &str) -> HipResult<FunctionEntry> {
     let modules = lock(&g.modules);
     let m = modules.get(module).and_then(Option::as_ref).ok_or(INVALID_HANDLE)?;
-    let (object, group, private, kernarg) = match (&m.code, g.rt.backend()) {
-        (Code::Kfd(co), AnyBackend::Emu(k)) => {
-            let info = k.kernel(*co, name).map_err(|_| NOT_FOUND)?;
-            (info.kernel_object, info.group_segment_size, info.private_segment_size, info.kernarg_size)
-        }
-        (Code::Kfd(co), AnyBackend::Kfd(k)) => {
-            let info = k.kernel(*co, name).map_err(|_| NOT_FOUND)?;
-            (info.kernel_object, info.group_segment_size, info.private_segment_size, info.kernarg_size)
-        }
-        (Code::Rocr(x), AnyBackend::Rocr(r)) => r.kernel(*x, name).map_err(|_| NOT_FOUND)?,
-        _ => return Err(INVALID_HANDLE),
-    };
-    let args = m.layouts.as_ref().and_then(|l| l.iter().find(|(n, _)| n == name)).map(|(_, a)| a.clone());
-    let resources = m.resources.iter().find(|(n, _)| n == name).map(|&(_, r)| r);
-    Ok(FunctionEntry { module, object, group, private, kernarg_size: kernarg as usize, args, resources })
+    let k = g.rt.module_kernel(m.handle, name)?;
+    let meta = m.kernels.as_ref().and_then(|ks| ks.get(name));
+    if k.dynamic_stack {
+        // The stack comes on top of the fixed private segment: the device's scratch holds it
+        // before the first launch (docs/code-objects.md §9).
+        let device = g.rt.module_device(m.handle)?;
+        g.rt.reserve_scratch(device, k.private_segment_size.max(crate::properties::stack_size_limit()))?;
+    }
+    Ok(FunctionEntry {
+        module,
+        object: k.kernel_object,
+        group: k.group_segment_size,
+        private: k.private_segment_size,
+        dynamic_stack: k.dynamic_stack,
+        kernarg_size: k.kernarg_size as usize,
+        args: meta.map(|m| m.args.clone()),
+        hidden: meta.map_or_else(|| Arc::from([]), |m| m.hidden.clone()),
+        resources: meta.map(|m| m.resources),
+    })
 }
 
 /// What a kernel handle passed to HIP names on `device`, as a function: a host kernel of
@@ -771,8 +711,10 @@ pub(crate) fn resolve(g: &Global, func: *const c_void, device: u32) -> HipResult
             object: k.object,
             group: 0,
             private: 0,
+            dynamic_stack: false,
             kernarg_size: k.kernarg_size,
             args: Some(k.args.clone()),
+            hidden: Arc::from([]),
             resources: None,
         });
     }
@@ -819,8 +761,10 @@ pub(crate) unsafe fn launch_function(
     extra: *mut *mut c_void,
 ) -> HipResult {
     // SAFETY: the caller's contract.
-    let seg = unsafe { module_kernarg(f, params, extra)? };
-    let t = Target { object: f.object, group: f.group.saturating_add(c.shared_mem), private: f.private };
+    let mut seg = unsafe { module_kernarg(f, params, extra)? };
+    let (items, workgroup) = geometry(c.grid, c.block)?;
+    fill_hidden(&mut seg, &f.hidden, items, workgroup, c.shared_mem);
+    let t = Target { object: f.object, group: f.group.saturating_add(c.shared_mem), private: f.launch_private() };
     launch(g, c.stream, t, c.grid, c.block, &seg)
 }
 
@@ -845,7 +789,8 @@ pub unsafe extern "C" fn hipModuleLoad(module: *mut Handle, path: *const c_char)
     })
 }
 
-/// `hipModuleLoadData`: loads the AMDHSA code object (ELF) at `image`.
+/// `hipModuleLoadData`: loads the AMDHSA code object (ELF) at `image`, or the device's code
+/// object of the clang offload bundle there.
 ///
 /// # Safety
 /// `module` is NULL or valid for writes; `image` is NULL or points at a complete ELF file.
@@ -856,11 +801,19 @@ pub unsafe extern "C" fn hipModuleLoadData(module: *mut Handle, image: *const c_
         if module.is_null() || image.is_null() {
             return Err(INVALID_VALUE);
         }
-        // SAFETY: the caller's contract: a complete ELF file.
-        let size = unsafe { elf_size(image.cast()) }?;
+        // SAFETY: the caller's contract: a complete ELF file or bundle (its 24 magic bytes are
+        // readable either way: an ELF header is 64).
+        let bundle = unsafe { std::slice::from_raw_parts(image.cast::<u8>(), 4) } == &amdhsa::bundle::MAGIC[..4];
+        let size = if bundle {
+            // SAFETY: as above: a complete bundle.
+            unsafe { bundle_size(image.cast()) }?
+        } else {
+            // SAFETY: as above: a complete ELF file.
+            unsafe { elf_size(image.cast()) }?
+        };
         // SAFETY: as above; the file spans `size` bytes.
-        let elf = unsafe { std::slice::from_raw_parts(image.cast::<u8>(), size) };
-        let h = load(g, elf)?;
+        let bytes = unsafe { std::slice::from_raw_parts(image.cast::<u8>(), size) };
+        let h = load(g, bytes)?;
         // SAFETY: the caller's contract.
         unsafe { put(module, h) }
     })
@@ -889,7 +842,7 @@ pub unsafe extern "C" fn hipModuleGetFunction(function: *mut Handle, module: Han
             return Err(INVALID_VALUE);
         }
         // SAFETY: the caller's contract: a NUL-terminated string.
-        let name = unsafe { CStr::from_ptr(name) }.to_str().map_err(|_| NOT_FOUND)?;
+        let name = unsafe { CStr::from_ptr(name) }.to_str().map_err(|_| crate::error::NOT_FOUND)?;
         if name.is_empty() {
             return Err(INVALID_VALUE);
         }

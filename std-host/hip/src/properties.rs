@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use aqueduct_kfd::Sys;
@@ -21,7 +22,7 @@ use crate::error::{api, Hip, HipResult, INVALID_DEVICE, INVALID_DEVICE_FUNCTION,
 use crate::global::{global, lock, Global};
 use crate::launch::FunctionEntry;
 use crate::put;
-use crate::register::{function_on, isa_name};
+use crate::register::function_on;
 
 /// `hipDeviceArch_t`: 17 one-bit fields in declaration order.
 #[repr(C)]
@@ -218,7 +219,10 @@ pub(crate) fn properties(g: &Global, device: u32) -> HipResult<Arc<DeviceProp>> 
     let waves_per_cu = prop("simd_per_cu") * prop("max_waves_per_simd");
     let location = prop("location_id");
     let name = marketing_name(prop("device_id")).unwrap_or_else(|| t.name.clone());
-    let target_id = isa_name(gfx);
+    // The target id without the triple (`gfx90a:sramecc+:xnack-`), as HIP's gcnArchName.
+    let target_id = amdhsa::Processor::from_gfx_target_version(gfx)
+        .map(|p| amdhsa::TargetId::device(p, false).to_string())
+        .unwrap_or_default();
     let int = |v: u64| c_int::try_from(v).unwrap_or(c_int::MAX);
     let vram = t.memory.get("size_in_bytes").copied().unwrap_or(0);
     let p = DeviceProp {
@@ -393,8 +397,22 @@ const LIMIT_RANGE: c_uint = 3;
 /// `hipErrorUnsupportedLimit`.
 const UNSUPPORTED_LIMIT: Hip = Hip(215);
 
+/// The default per-thread stack of kernels with a dynamic stack (`hipLimitStackSize`), bytes.
+const DEFAULT_STACK_SIZE: usize = 1024;
+/// The largest stack size HIP documents (128 KiB less 16 bytes).
+const MAX_STACK_SIZE: usize = (128 << 10) - 16;
+
+/// `hipLimitStackSize` (process-wide: every device gets the same).
+static STACK_SIZE: AtomicUsize = AtomicUsize::new(DEFAULT_STACK_SIZE);
+
+/// The stack a kernel with a dynamic stack gets per work-item, in bytes.
+pub(crate) fn stack_size_limit() -> u32 {
+    // Ordering: Relaxed; a launch reads whichever value was set before it, as HIP's does.
+    STACK_SIZE.load(Ordering::Relaxed) as u32
+}
+
 /// `hipDeviceGetLimit`: the malloc heap limit is the device's memory (as HIP reports it); the
-/// stack size is 0, since aqueduct gives kernels no scratch memory; the printf FIFO is
+/// stack size is what `hipDeviceSetLimit` set, 1024 bytes by default; the printf FIFO is
 /// `hipErrorUnsupportedLimit`.
 ///
 /// # Safety
@@ -408,7 +426,7 @@ pub unsafe extern "C" fn hipDeviceGetLimit(value: *mut usize, limit: c_uint) -> 
         }
         let v = match limit {
             LIMIT_MALLOC_HEAP_SIZE => properties(g, g.rt.device()?)?.totalGlobalMem,
-            LIMIT_STACK_SIZE => 0,
+            LIMIT_STACK_SIZE => STACK_SIZE.load(Ordering::Relaxed),
             _ => return Err(UNSUPPORTED_LIMIT),
         };
         // SAFETY: the caller's contract.
@@ -417,8 +435,9 @@ pub unsafe extern "C" fn hipDeviceGetLimit(value: *mut usize, limit: c_uint) -> 
 }
 
 /// `hipDeviceSetLimit`: a malloc heap up to the device's memory is accepted (no device-side
-/// `malloc` draws on it); a stack size other than 0 is `hipErrorInvalidValue` (no scratch
-/// memory to grow); the printf FIFO is `hipErrorUnsupportedLimit`.
+/// `malloc` draws on it); a stack size up to 128 KiB − 16 bytes is kept and given to kernels with
+/// a dynamic stack from their next launch on (the queue's scratch grows to fit it); the printf
+/// FIFO is `hipErrorUnsupportedLimit`.
 #[no_mangle]
 pub extern "C" fn hipDeviceSetLimit(limit: c_uint, value: usize) -> i32 {
     api(|| {
@@ -428,7 +447,18 @@ pub extern "C" fn hipDeviceSetLimit(limit: c_uint, value: usize) -> i32 {
         }
         match limit {
             LIMIT_MALLOC_HEAP_SIZE if value <= properties(g, g.rt.device()?)?.totalGlobalMem => Ok(()),
-            LIMIT_STACK_SIZE if value == 0 => Ok(()),
+            LIMIT_STACK_SIZE if value <= MAX_STACK_SIZE => {
+                // The current device's scratch grows to hold the stack before any launch asks
+                // for it (a device whose queues' scratch is not set up here keeps its own).
+                match g.rt.reserve_scratch(g.rt.device()?, value as u32) {
+                    Ok(()) | Err(aqueduct::Error::NotSupported) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                // Ordering: Relaxed; launches resolved before see the change once the epoch moves.
+                STACK_SIZE.store(value, Ordering::Relaxed);
+                crate::launch::invalidate_launches();
+                Ok(())
+            }
             LIMIT_MALLOC_HEAP_SIZE | LIMIT_STACK_SIZE => Err(INVALID_VALUE),
             _ => Err(UNSUPPORTED_LIMIT),
         }
@@ -674,8 +704,10 @@ mod tests {
             object: 0,
             group,
             private: 0,
+            dynamic_stack: false,
             kernarg_size: 0,
             args: None,
+            hidden: Arc::from([]),
             resources: Some(crate::launch::Resources { vgprs, sgprs, max_threads: 1024, wavefront: 64 }),
         }
     }

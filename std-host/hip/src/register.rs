@@ -10,14 +10,12 @@
 //!
 //! # Fat binaries and code-object selection
 //!
-//! The wrapper (`magic` "HIPF", version 1) points at a clang offload bundle
-//! (`__CLANG_OFFLOAD_BUNDLE__`, entry count, then per entry offset, size and an id such as
-//! `hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-`) or at a bare AMDGPU ELF. Nothing is read at
-//! registration: on the first use on a device the entries are walked in bundle order and the
-//! first whose target id suits the device's ISA name (`amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-`)
-//! is loaded as a module. A target suits the device when the two strings are equal, or when the
-//! processors are equal and every feature the code object states (`+` or `-`) is the device's;
-//! a feature the code object leaves out matches either setting.
+//! The wrapper (`magic` "HIPF", version 1) points at a clang offload bundle or at a bare AMDGPU
+//! ELF (docs/code-objects.md §3; both read by `amdhsa`, the one code-object reader). Nothing is
+//! read at registration: on the first use on a device the bundle entry that runs on the device
+//! and states the most features is loaded as a module (docs/code-objects.md §2), so a process
+//! registering hundreds of fat binaries loads only those it launches from. A code object that
+//! cannot be loaded answers the real cause (`hipErrorInvalidImage`, `hipErrorOutOfMemory`, …).
 //!
 //! When no entry suits the device, the launch (or symbol lookup) answers
 //! `hipErrorNoBinaryForGpu` (209), CUDA's `cudaErrorNoKernelImageForDevice`. HIP's releases
@@ -27,7 +25,7 @@
 //! "HIP C ABI"). Compressed bundles (`CCOB`) are `hipErrorNotSupported`.
 //!
 //! On the emulated GPU the chosen code object's kernels run as the host twins registered under
-//! their symbol names (see [`crate::global`]).
+//! their symbol names (`AQUEDUCT_TWINS`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -41,23 +39,14 @@ use crate::error::{
 };
 use crate::global::{global, global_if_created, lock, Global};
 use crate::launch::{
-    elf_size, launch_function, load_on, module_function, module_variable, unload, Config, FunctionEntry,
-    PARAM_BUFFER_POINTER, PARAM_BUFFER_SIZE, PARAM_END,
+    bundle_size, elf_size, entry_for, launch_function, load_on, module_function, module_variable, unload, Config,
+    FunctionEntry, PARAM_BUFFER_POINTER, PARAM_BUFFER_SIZE, PARAM_END,
 };
 use crate::memory::{check_capturing, memcpy_on, memcpy_sync};
 use crate::{put, stream_of, Dim3, Handle};
 
 /// `__hipFatMAGIC2`: "HIPF".
 const FAT_BINARY_MAGIC: u32 = 0x4849_5046;
-/// The uncompressed clang offload bundle magic.
-const BUNDLE_MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
-/// The compressed bundle magic.
-const COMPRESSED_MAGIC: &[u8; 4] = b"CCOB";
-/// The triple every AMDHSA target id starts with.
-const AMDHSA: &str = "amdgcn-amd-amdhsa--";
-/// Bounds on what a bundle header may announce (clang writes a handful of entries).
-const MAX_ENTRIES: u64 = 1024;
-const MAX_ID: u64 = 1024;
 
 /// `__CudaFatBinaryWrapper` (24 bytes on x86-64).
 #[repr(C)]
@@ -66,159 +55,6 @@ struct FatBinaryWrapper {
     version: u32,
     binary: *const u8,
     unused: *const c_void,
-}
-
-/// One code object of a bundle: its target id (`amdgcn-amd-amdhsa--gfx90a:xnack-`) and where
-/// its bytes lie, from the bundle's start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BundleEntry {
-    pub(crate) target: String,
-    pub(crate) offset: usize,
-    pub(crate) size: usize,
-}
-
-/// Reads a bundle's entries through `get(offset, len)`, which answers `None` past the bytes it
-/// knows; `None` if the header is malformed. Entries that are not device code (the `host-…`
-/// entry clang always writes) are skipped; `hip-`/`hcc-` entries (code object v2/v3 naming) take
-/// their target from the ELF header.
-pub(crate) fn parse_bundle<'a>(get: impl Fn(usize, usize) -> Option<&'a [u8]>) -> Option<Vec<BundleEntry>> {
-    let u64_at = |off: usize| -> Option<u64> { Some(u64::from_le_bytes(get(off, 8)?.try_into().ok()?)) };
-    if get(0, 24)? != BUNDLE_MAGIC {
-        return None;
-    }
-    let count = u64_at(24)?;
-    if count > MAX_ENTRIES {
-        return None;
-    }
-    let mut at = 32usize;
-    let mut out = Vec::new();
-    for _ in 0..count {
-        let (offset, size, id_len) = (u64_at(at)?, u64_at(at + 8)?, u64_at(at + 16)?);
-        if id_len > MAX_ID {
-            return None;
-        }
-        let id = std::str::from_utf8(get(at + 24, id_len as usize)?).ok()?;
-        at += 24 + id_len as usize;
-        let (offset, size) = (usize::try_from(offset).ok()?, usize::try_from(size).ok()?);
-        offset.checked_add(size)?;
-        let Some((kind, rest)) = id.split_once('-') else { continue };
-        let target = match kind {
-            "hipv4" => rest.to_owned(),
-            "hip" | "hcc" if size > 0 => elf_target(get(offset, size)?)?,
-            _ => continue,
-        };
-        out.push(BundleEntry { target, offset, size });
-    }
-    Some(out)
-}
-
-/// `EF_AMDGPU_MACH_*` → processor, for the targets aqueduct knows.
-const MACHS: [(u32, &str); 8] = [
-    (0x02c, "gfx900"),
-    (0x02f, "gfx906"),
-    (0x030, "gfx908"),
-    (0x036, "gfx1030"),
-    (0x03f, "gfx90a"),
-    (0x040, "gfx940"),
-    (0x041, "gfx1100"),
-    (0x04c, "gfx942"),
-];
-
-/// The target id of an AMDGPU ELF from its header: processor from `EF_AMDGPU_MACH`, `xnack`
-/// and `sramecc` from the feature bits of ABI v3 (one bit each: on) or v4+ (two bits: any, off,
-/// on). Code object v2 is refused, as HIP refuses it.
-fn elf_target(elf: &[u8]) -> Option<String> {
-    let header = elf.get(..64)?;
-    if header.get(..4)? != b"\x7fELF" || u16::from_le_bytes([header[18], header[19]]) != 224 {
-        return None;
-    }
-    let flags = u32::from_le_bytes(header.get(48..52)?.try_into().ok()?);
-    let (_, processor) = MACHS.iter().find(|(m, _)| *m == flags & 0xff)?;
-    let mut id = format!("{AMDHSA}{processor}");
-    let abi = header[8];
-    let mode = |bits: u32| match bits {
-        0x2 => Some('-'),
-        0x3 => Some('+'),
-        _ => None,
-    };
-    let (sramecc, xnack) = match abi {
-        1 => ((flags & 0x200 != 0).then_some('+'), (flags & 0x100 != 0).then_some('+')),
-        2.. => (mode((flags >> 10) & 0x3), mode((flags >> 8) & 0x3)),
-        _ => return None,
-    };
-    for (name, sign) in [("sramecc", sramecc), ("xnack", xnack)] {
-        if let Some(sign) = sign {
-            id.push_str(&format!(":{name}{sign}"));
-        }
-    }
-    Some(id)
-}
-
-/// The ISA name of a device of `gfx_target_version` (e.g. 90010), as HSA names the agent's ISA:
-/// `amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-`. Processors with SRAM ECC report it on; XNACK is
-/// off unless `HSA_XNACK=1`.
-pub(crate) fn isa_name(gfx_target_version: u32) -> String {
-    let (major, minor, stepping) =
-        (gfx_target_version / 10000, gfx_target_version / 100 % 100, gfx_target_version % 100);
-    let processor = format!("gfx{major}{minor}{stepping:x}");
-    let sramecc = matches!(processor.as_str(), "gfx906" | "gfx908" | "gfx90a" | "gfx940" | "gfx941" | "gfx942");
-    let xnack = major == 9;
-    let mut id = format!("{AMDHSA}{processor}");
-    if sramecc {
-        id.push_str(":sramecc+");
-    }
-    if xnack {
-        let on = std::env::var("HSA_XNACK").is_ok_and(|v| v == "1");
-        id.push_str(if on { ":xnack+" } else { ":xnack-" });
-    }
-    id
-}
-
-/// Whether a code object built for target id `code` runs on a device whose ISA is `agent`.
-pub(crate) fn compatible(code: &str, agent: &str) -> bool {
-    if code == agent {
-        return true;
-    }
-    let (Some(code), Some(agent)) = (code.strip_prefix(AMDHSA), agent.strip_prefix(AMDHSA)) else {
-        return false;
-    };
-    let (mut c, mut a) = (code.split(':'), agent.split(':'));
-    if c.next() != a.next() {
-        return false;
-    }
-    let agent_features: Vec<&str> = a.collect();
-    c.all(|feature| agent_features.contains(&feature))
-}
-
-/// What a fat binary's blob holds.
-enum Contents {
-    Bundle(Vec<BundleEntry>),
-    Elf(usize),
-    Compressed,
-    Invalid,
-}
-
-/// Reads the blob of a fat binary.
-///
-/// # Safety
-/// `blob` points at what clang placed in `.hip_fatbin`: a complete bundle or ELF (every offset
-/// its header announces is readable), or at least 24 readable bytes of something else.
-unsafe fn contents(blob: *const u8) -> Contents {
-    // SAFETY: at least the 24 magic bytes are readable (the caller's contract).
-    let head = unsafe { std::slice::from_raw_parts(blob, 24) };
-    if head.starts_with(COMPRESSED_MAGIC) {
-        return Contents::Compressed;
-    }
-    if head == BUNDLE_MAGIC {
-        // SAFETY: a bundle's header, entries and code objects are readable where it says.
-        let get = |off: usize, len: usize| Some(unsafe { std::slice::from_raw_parts(blob.add(off), len) });
-        return parse_bundle(get).map_or(Contents::Invalid, Contents::Bundle);
-    }
-    // SAFETY: the caller's contract: a complete ELF, or 24 readable bytes that are not one.
-    match unsafe { elf_size(blob) } {
-        Ok(size) => Contents::Elf(size),
-        Err(_) => Contents::Invalid,
-    }
 }
 
 /// A registered fat binary.
@@ -269,22 +105,25 @@ fn module_on(g: &Global, reg: &mut Registry, handle: usize, device: u32, unknown
 }
 
 fn load_for(g: &Global, blob: usize, device: u32) -> HipResult<usize> {
-    let agent = isa_name(g.rt.device_info(device)?.gfx_target_version);
     let blob = blob as *const u8;
     // SAFETY: registered blobs are what clang placed in `.hip_fatbin` (the caller of
-    // `__hipRegisterFatBinary` vouched for them) and stay mapped until unregistered.
-    let image = match unsafe { contents(blob) } {
-        Contents::Bundle(entries) => {
-            let e = entries.iter().find(|e| compatible(&e.target, &agent)).ok_or(NO_BINARY_FOR_GPU)?;
-            // SAFETY: the entry lies inside the bundle (its header says so).
-            unsafe { std::slice::from_raw_parts(blob.add(e.offset), e.size) }
-        }
+    // `__hipRegisterFatBinary` vouched for them): a complete bundle or ELF, or at least 24
+    // readable bytes of something else; they stay mapped until unregistered.
+    let head = unsafe { std::slice::from_raw_parts(blob, 24) };
+    let code = if head.starts_with(amdhsa::bundle::COMPRESSED_MAGIC) {
+        return Err(NOT_SUPPORTED);
+    } else if head == amdhsa::bundle::MAGIC {
+        // SAFETY: as above: a complete bundle.
+        let size = unsafe { bundle_size(blob) }?;
+        // SAFETY: the bundle spans `size` bytes.
+        entry_for(g, unsafe { std::slice::from_raw_parts(blob, size) }, device)?
+    } else {
+        // SAFETY: as above: a complete ELF, or 24 readable bytes that are not one.
+        let size = unsafe { elf_size(blob) }.map_err(|_| NO_BINARY_FOR_GPU)?;
         // SAFETY: a complete ELF of `size` bytes.
-        Contents::Elf(size) => unsafe { std::slice::from_raw_parts(blob, size) },
-        Contents::Compressed => return Err(NOT_SUPPORTED),
-        Contents::Invalid => return Err(NO_BINARY_FOR_GPU),
+        unsafe { std::slice::from_raw_parts(blob, size) }
     };
-    load_on(g, device, image).map_err(|_| NO_BINARY_FOR_GPU)
+    load_on(g, device, code)
 }
 
 /// The function behind kernel handle `key` on `device`.
@@ -721,87 +560,4 @@ pub unsafe extern "C" fn hipMemcpyFromSymbolAsync(
         let src = symbol_range(g, symbol, bytes, offset)?;
         memcpy_on(g, stream_of(stream), dst as usize as u64, src, bytes as u64)
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
-        let header: usize = 32 + entries.iter().map(|(id, _)| 24 + id.len()).sum::<usize>();
-        let mut at = header.div_ceil(4096) * 4096;
-        let mut out = BUNDLE_MAGIC.to_vec();
-        out.extend((entries.len() as u64).to_le_bytes());
-        let mut offsets = Vec::new();
-        for (id, code) in entries {
-            offsets.push(at);
-            out.extend((at as u64).to_le_bytes());
-            out.extend((code.len() as u64).to_le_bytes());
-            out.extend((id.len() as u64).to_le_bytes());
-            out.extend(id.as_bytes());
-            at += code.len().div_ceil(4096) * 4096;
-        }
-        for ((_, code), off) in entries.iter().zip(offsets) {
-            out.resize(off, 0);
-            out.extend(*code);
-        }
-        out
-    }
-
-    fn fixture(name: &str) -> Vec<u8> {
-        let path = format!("{}/../../kfd-direct/emu/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-        std::fs::read(path).expect("the emulator's fixture code objects")
-    }
-
-    #[test]
-    fn bundles_parse_and_skip_the_host_entry() {
-        let co = fixture("kernels-gfx90a.co");
-        let b = bundle(&[
-            ("host-x86_64-unknown-linux-gnu", &[]),
-            ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", b"abc"),
-            ("hip-amdgcn-amd-amdhsa-gfx90a", &co),
-        ]);
-        let entries = parse_bundle(|o, l| b.get(o..o.checked_add(l)?)).expect("a bundle");
-        assert_eq!(entries.len(), 2);
-        assert_eq!(entries[0].target, "amdgcn-amd-amdhsa--gfx90a:xnack+");
-        assert_eq!(&b[entries[0].offset..][..entries[0].size], b"abc");
-        // The v2/v3 naming takes the target from the ELF header (clang-15 fixture: v4, any).
-        assert_eq!(entries[1].target, "amdgcn-amd-amdhsa--gfx90a");
-        assert_eq!(&b[entries[1].offset..][..entries[1].size], &co[..]);
-        // Truncated or foreign headers are refused, never read past.
-        assert_eq!(parse_bundle(|o, l| b.get(o..o.checked_add(l)?.min(60))), None);
-        assert_eq!(parse_bundle(|o, l| co.get(o..o.checked_add(l)?)), None);
-    }
-
-    #[test]
-    fn targets_match_by_processor_and_stated_features() {
-        let agent = "amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-";
-        assert!(compatible(agent, agent));
-        assert!(compatible("amdgcn-amd-amdhsa--gfx90a", agent));
-        assert!(compatible("amdgcn-amd-amdhsa--gfx90a:xnack-", agent));
-        assert!(compatible("amdgcn-amd-amdhsa--gfx90a:sramecc+", agent));
-        assert!(!compatible("amdgcn-amd-amdhsa--gfx90a:xnack+", agent));
-        assert!(!compatible("amdgcn-amd-amdhsa--gfx90a:sramecc-:xnack-", agent));
-        assert!(!compatible("amdgcn-amd-amdhsa--gfx1100", agent));
-        assert!(!compatible("amdgcn-amd-amdhsa--gfx908", agent));
-        assert!(!compatible("spirv64-amd-amdhsa--amdgcnspirv", agent));
-    }
-
-    #[test]
-    fn isa_names_follow_hsa() {
-        assert!(isa_name(90010).starts_with("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack"));
-        assert!(isa_name(90402).starts_with("amdgcn-amd-amdhsa--gfx942:sramecc+:xnack"));
-        assert_eq!(isa_name(110000), "amdgcn-amd-amdhsa--gfx1100");
-    }
-
-    #[test]
-    fn elf_targets_come_from_the_header() {
-        assert_eq!(elf_target(&fixture("kernels-gfx1100.co")).as_deref(), Some("amdgcn-amd-amdhsa--gfx1100"));
-        let mut co = fixture("kernels-gfx90a.co");
-        // ABI v4 feature bits: sramecc on (0xc00), xnack off (0x200).
-        let flags = (u32::from_le_bytes(co[48..52].try_into().unwrap()) & !0xf00) | 0xe00;
-        co[48..52].copy_from_slice(&flags.to_le_bytes());
-        assert_eq!(elf_target(&co).as_deref(), Some("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-"));
-        assert_eq!(elf_target(b"not an ELF"), None);
-    }
 }

@@ -121,6 +121,8 @@ fn run_env(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(exe);
     c.args(args)
         .env("AQUEDUCT_BACKEND", "emu")
+        // The fixture kernels' twins come from the test, as a user's would.
+        .env("AQUEDUCT_TWINS", common::fixture_twins(&out_dir()))
         .env_remove("AQD_EXPECT_HIP52") // HIP 5.2's allowances never apply to aqueduct
         .envs(env.iter().copied());
     common::run_command(c, Duration::from_secs(60))
@@ -273,8 +275,15 @@ fn programs_linked_against_debians_hip_run_on_aqueducts_libamdhip64() {
     let needs = Command::new("objdump").arg("-p").arg(&exe).output().expect("objdump");
     let needs = String::from_utf8_lossy(&needs.stdout);
     assert!(needs.contains("NEEDED               libamdhip64.so.5") && needs.contains("hip_4.2"), "{needs}");
+    let twins = common::fixture_twins(&out_dir());
     let with_aqueduct = |exe: &Path, args: &[&str]| {
-        Command::new(exe).args(args).env("LD_LIBRARY_PATH", dir).env("AQUEDUCT_BACKEND", "emu").output().expect("spawn")
+        Command::new(exe)
+            .args(args)
+            .env("LD_LIBRARY_PATH", dir)
+            .env("AQUEDUCT_BACKEND", "emu")
+            .env("AQUEDUCT_TWINS", twins)
+            .output()
+            .expect("spawn")
     };
     let ldd = Command::new("ldd").arg(&exe).env("LD_LIBRARY_PATH", dir).output().expect("ldd");
     let ldd = String::from_utf8_lossy(&ldd.stdout);

@@ -121,25 +121,8 @@ fn check(name: &str, runtime: &str, out: &Output) {
     assert!(stdout.contains(&format!("{name}: ok")), "{name} on {runtime} did not finish:\n{stdout}\n{stderr}");
 }
 
-/// The emulator's C twins of its fixture kernels (`kfd-direct/emu/tests/c/twins.c`), for
-/// Debian's HIP, which loads them through `AQUEDUCT_TWINS` (aqueduct's library has its own).
 fn fixture_twins() -> &'static Path {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let emu = manifest().join("../../kfd-direct/emu");
-        let lib = out_dir().join("libfixture_twins.so");
-        let _g = common::compiler_turn();
-        let out = Command::new("gcc")
-            .args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-I"])
-            .arg(emu.join("include"))
-            .arg(emu.join("tests/c/twins.c"))
-            .arg("-o")
-            .arg(&lib)
-            .output()
-            .expect("gcc");
-        assert!(out.status.success(), "gcc twins.c failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        lib
-    })
+    common::fixture_twins(&out_dir())
 }
 
 /// The emulator's clang-15 gfx90a fixture code object.
@@ -149,13 +132,13 @@ fn fixture() -> String {
     path.to_str().expect("utf-8 path").to_owned()
 }
 
-/// Builds `tests/c/<name>.c` once and runs the binary on both runtimes; `debian_env` is extra
-/// environment for the Debian run.
+/// Builds `tests/c/<name>.c` once and runs the binary on both runtimes; `env` is extra
+/// environment for both runs (twins, which both runtimes take alike).
 fn differential(name: &str, args: &[&str]) {
     differential_env(name, args, &[]);
 }
 
-fn differential_env(name: &str, args: &[&str], debian_env: &[(&str, &Path)]) {
+fn differential_env(name: &str, args: &[&str], env: &[(&str, &Path)]) {
     let exe = build(name);
 
     // Aqueduct's libamdhip64.so.5, as `aqueduct run --hip aqueduct` loads it; never under
@@ -166,7 +149,8 @@ fn differential_env(name: &str, args: &[&str], debian_env: &[(&str, &Path)]) {
     assert!(ldd.contains(&format!("{}/libamdhip64.so.5", dir.display())), "{ldd}");
     let mut c = Command::new(&exe);
     c.args(args).env("LD_LIBRARY_PATH", dir).env("AQUEDUCT_BACKEND", "emu").env_remove("AQD_EXPECT_HIP52");
-    c.env_remove("LD_PRELOAD");
+    c.env_remove("LD_PRELOAD").env_remove("AQUEDUCT_TWINS");
+    c.envs(env.iter().copied());
     check(name, "aqueduct", &run_command(c, Duration::from_secs(120)));
 
     // Debian's HIP 5.2 on the emulated gfx90a under the preload library.
@@ -177,7 +161,7 @@ fn differential_env(name: &str, args: &[&str], debian_env: &[(&str, &Path)]) {
         .env("AQD_EXPECT_HIP52", "1")
         .env_remove("LD_LIBRARY_PATH")
         .env_remove("AQUEDUCT_TWINS");
-    c.envs(debian_env.iter().copied());
+    c.envs(env.iter().copied());
     check(name, "Debian's HIP 5.2", &run_command(c, Duration::from_secs(300)));
 }
 

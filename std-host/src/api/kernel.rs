@@ -6,7 +6,6 @@ use aqueduct::{Error, KernelLaunch};
 use aqueduct_kfd_emu::{KernelCtx, KernelError, Twin};
 
 use super::{Deferred, Device, Result};
-use crate::select::AnyBackend;
 
 /// Kernel arguments: a `#[repr(C)]` struct laid out as the kernel expects them.
 ///
@@ -125,13 +124,7 @@ impl LaunchBuf {
 /// A loaded code object. Unloaded once the device is next idle after the drop.
 pub struct Module<'d> {
     dev: &'d Device,
-    handle: ModuleHandle,
-}
-
-enum ModuleHandle {
-    Kfd(aqueduct_kfd::CodeObjectHandle),
-    #[cfg(feature = "rocr")]
-    Rocr(crate::rocr::ExecutableHandle),
+    handle: aqueduct::ModuleHandle,
 }
 
 impl std::fmt::Debug for Module<'_> {
@@ -176,14 +169,10 @@ impl Device {
         }
     }
 
-    /// Loads an AMDHSA code object (ELF) for this device.
+    /// Loads an AMDHSA code object (ELF) for this device: `InvalidImage` for bytes that are not
+    /// one, `NoBinaryForGpu` for one built for another target.
     pub fn load_module(&self, elf: &[u8]) -> Result<Module<'_>> {
-        let handle = match self.backend() {
-            AnyBackend::Emu(k) => ModuleHandle::Kfd(k.load_code_object(self.index, elf).map_err(Error::from)?),
-            AnyBackend::Kfd(k) => ModuleHandle::Kfd(k.load_code_object(self.index, elf).map_err(Error::from)?),
-            #[cfg(feature = "rocr")]
-            AnyBackend::Rocr(r) => ModuleHandle::Rocr(r.load_executable(self.index, elf)?),
-        };
+        let handle = self.shared.rt.module_load(self.index, elf)?;
         Ok(Module { dev: self, handle })
     }
 }
@@ -192,29 +181,16 @@ impl Module<'_> {
     /// The kernel `name` (without `.kd`), typed by its arguments. `InvalidValue` if the argument
     /// type is larger than the kernel's argument block.
     pub fn kernel<A: KernelArgs>(&self, name: &str) -> Result<Kernel<A>> {
-        let (object, group, private, kernarg) = match (&self.handle, self.dev.backend()) {
-            (ModuleHandle::Kfd(co), AnyBackend::Emu(k)) => {
-                let i = k.kernel(*co, name).map_err(Error::from)?;
-                (i.kernel_object, i.group_segment_size, i.private_segment_size, i.kernarg_size)
-            }
-            (ModuleHandle::Kfd(co), AnyBackend::Kfd(k)) => {
-                let i = k.kernel(*co, name).map_err(Error::from)?;
-                (i.kernel_object, i.group_segment_size, i.private_segment_size, i.kernarg_size)
-            }
-            #[cfg(feature = "rocr")]
-            (ModuleHandle::Rocr(x), AnyBackend::Rocr(r)) => r.kernel(*x, name)?,
-            #[allow(unreachable_patterns)]
-            _ => return Err(Error::InvalidHandle),
-        };
-        if std::mem::size_of::<A>() > kernarg as usize {
+        let k = self.dev.shared.rt.module_kernel(self.handle, name)?;
+        if std::mem::size_of::<A>() > k.kernarg_size as usize {
             return Err(Error::InvalidValue);
         }
         Ok(Kernel {
             name: name.to_owned(),
-            object,
-            group_segment_size: group,
-            private_segment_size: private,
-            kernarg_size: (kernarg as usize).min(MAX_KERNARG),
+            object: k.kernel_object,
+            group_segment_size: k.group_segment_size,
+            private_segment_size: k.private_segment_size,
+            kernarg_size: (k.kernarg_size as usize).min(MAX_KERNARG),
             _a: PhantomData,
         })
     }
@@ -222,10 +198,6 @@ impl Module<'_> {
 
 impl Drop for Module<'_> {
     fn drop(&mut self) {
-        match self.handle {
-            ModuleHandle::Kfd(co) => self.dev.defer(Deferred::CodeObject(co)),
-            #[cfg(feature = "rocr")]
-            ModuleHandle::Rocr(x) => self.dev.defer(Deferred::RocrExecutable(x)),
-        }
+        self.dev.defer(Deferred::Module(self.handle));
     }
 }

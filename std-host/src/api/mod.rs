@@ -53,9 +53,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// What the device frees once it is idle.
 enum Deferred {
     Memory(u64),
-    CodeObject(aqueduct_kfd::CodeObjectHandle),
-    #[cfg(feature = "rocr")]
-    RocrExecutable(crate::rocr::ExecutableHandle),
+    Module(aqueduct::ModuleHandle),
 }
 
 pub(crate) struct Shared {
@@ -239,17 +237,7 @@ impl Device {
         for d in items {
             let r = match d {
                 Deferred::Memory(a) => self.shared.rt.free(a),
-                Deferred::CodeObject(co) => match self.backend() {
-                    AnyBackend::Emu(k) => k.unload_code_object(co).map_err(Error::from),
-                    AnyBackend::Kfd(k) => k.unload_code_object(co).map_err(Error::from),
-                    #[cfg(feature = "rocr")]
-                    AnyBackend::Rocr(_) => Ok(()),
-                },
-                #[cfg(feature = "rocr")]
-                Deferred::RocrExecutable(x) => match self.backend() {
-                    AnyBackend::Rocr(r) => r.unload_executable(x),
-                    _ => Ok(()),
-                },
+                Deferred::Module(m) => self.shared.rt.module_unload(m),
             };
             if let Err(e) = r {
                 self.record_drop_error(e);

@@ -27,6 +27,8 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use aqueduct_kfd_emu::c_abi::{AqdEmuCtx, AqdEmuTwinFn};
+
 use super::bench::{Figure, Floor};
 
 /// `dim3`.
@@ -181,6 +183,24 @@ fn check(what: &str, code: i32) -> Result<(), String> {
     }
 }
 
+/// `aqd_emu_register_twin`.
+type RegisterTwin = unsafe extern "C" fn(*const c_char, Option<AqdEmuTwinFn>, *mut c_void) -> c_int;
+
+/// The twin of `fill_u32(dst, value, count)` for the launches measured here, which all pass a
+/// count of 0: it checks that and touches nothing (any other count fails the dispatch).
+unsafe extern "C" fn fill_nothing(ctx: *const AqdEmuCtx, _user: *mut c_void) -> c_int {
+    // SAFETY: the emulator passes its live context, whose kernel-argument segment holds
+    // `kernarg_size` bytes (fill_u32's: dst at 0, value at 8, count at 12).
+    let count = unsafe {
+        let ctx = &*ctx;
+        if ctx.kernarg_size < 16 {
+            return 1;
+        }
+        ctx.kernarg.add(12).cast::<u32>().read_unaligned()
+    };
+    c_int::from(count != 0)
+}
+
 /// Figures and the floors they are measured against.
 pub type Measured = (Vec<Figure>, Vec<Floor>);
 
@@ -216,6 +236,7 @@ pub fn figures(samples: usize, short: bool) -> Result<Option<Measured>, String> 
     let register = sym!(Register, b"aqdRegisterHostKernel");
     let register_fat_binary = sym!(RegisterFatBinary, b"__hipRegisterFatBinary");
     let register_function = sym!(RegisterFunction, b"__hipRegisterFunction");
+    let register_twin = sym!(RegisterTwin, b"aqd_emu_register_twin");
 
     let host = (&HOST_SYMBOL as *const u8).cast::<c_void>();
     let hipcc = (&HIPCC_HANDLE as *const u8).cast::<c_void>();
@@ -224,6 +245,11 @@ pub fn figures(samples: usize, short: bool) -> Result<Option<Measured>, String> 
     // are leaked, so they stay mapped for the process's life as registration requires.
     unsafe {
         check("aqdRegisterHostKernel", register(host, Some(empty_kernel), 1, &arg_size))?;
+        // The fixture kernel runs on the emulated GPU as the twin the benchmark supplies (as a
+        // user's would come through AQUEDUCT_TWINS), registered in the library's emulator.
+        if register_twin(c"fill_u32".as_ptr(), Some(fill_nothing), std::ptr::null_mut()) != 0 {
+            return Err("aqd_emu_register_twin refused fill_u32's twin".into());
+        }
         let blob: &'static [u8] = Box::leak(bundle(FIXTURE_GFX90A).into_boxed_slice());
         let wrapper: &'static FatBinaryWrapper = Box::leak(Box::new(FatBinaryWrapper {
             magic: 0x4849_5046,

@@ -37,7 +37,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aqueduct::aql::{AqlRing, Condition};
-use aqueduct::backend::{BuiltinKernel, DeviceInfo, HostFn, MemoryKind, QueueDesc, Timeout};
+use aqueduct::backend::{
+    BuiltinKernel, DeviceInfo, HostFn, KernelSymbol, MemoryKind, QueueDesc, Timeout, VariableSymbol,
+};
 use aqueduct::{Backend, CuMask, Error, Priority, Result, SignalHandle};
 use hsa_sys::{
     amd_queue, consts, hsa_agent_t, hsa_amd_event_t, hsa_amd_memory_pool_t, hsa_code_object_reader_t,
@@ -319,7 +321,7 @@ impl Rocr {
                     let mut blit = [0u64; 3];
                     for (slot, name) in blit.iter_mut().zip(["aqueduct_copy", "aqueduct_fill", "aqueduct_write_value"])
                     {
-                        *slot = r.kernel(x, name).map(|k| k.0).unwrap_or(0);
+                        *slot = r.kernel(x, name).map(|k| k.kernel_object).unwrap_or(0);
                     }
                     if let Some(g) = r.gpus.get_mut(i) {
                         g.blit = blit;
@@ -530,20 +532,28 @@ impl Rocr {
         Ok(ExecutableHandle(xs.len() - 1))
     }
 
-    /// A kernel of an executable: (kernel object, group, private, kernarg segment sizes).
-    pub fn kernel(&self, x: ExecutableHandle, name: &str) -> Result<(u64, u32, u32, u32)> {
+    /// The symbol `name` of an executable on its agent.
+    fn symbol(&self, x: ExecutableHandle, name: &str, missing: Error) -> Result<hsa_executable_symbol_t> {
         let xs = self.executables.lock().map_err(|_| Error::Unknown)?;
         let e = xs.get(x.0).and_then(|e| e.as_ref()).ok_or(Error::InvalidHandle)?;
         let agent = self.gpus.get(e.gpu).ok_or(Error::InvalidDevice)?.agent;
-        let cname = CString::new(format!("{name}.kd")).map_err(|_| Error::InvalidValue)?;
+        let cname = CString::new(name).map_err(|_| missing)?;
         let mut sym = hsa_executable_symbol_t::default();
         // SAFETY: a live executable, a NUL-terminated name, valid out-pointer.
         unsafe { (self.hsa.hsa_executable_get_symbol_by_name)(e.exec, cname.as_ptr(), &agent, &mut sym) }
             .ok()
-            .map_err(|_| Error::NotFound)?;
+            .map_err(|_| missing)?;
+        Ok(sym)
+    }
+
+    /// A kernel of an executable, as ROCr's loader placed it.
+    pub fn kernel(&self, x: ExecutableHandle, name: &str) -> Result<KernelSymbol> {
+        let sym = self.symbol(x, &format!("{name}.kd"), Error::NotFound)?;
         let mut object = 0u64;
-        let (mut group, mut private, mut kernarg) = (0u32, 0u32, 0u32);
-        // SAFETY: KERNEL_OBJECT is u64, the segment sizes are u32.
+        let (mut group, mut private, mut kernarg, mut align) = (0u32, 0u32, 0u32, 16u32);
+        let mut dynamic = false;
+        // SAFETY: KERNEL_OBJECT is u64, the segment sizes and alignment u32, the call-stack
+        // flag a bool, as hsa.h documents each attribute.
         unsafe {
             let f = self.hsa.hsa_executable_symbol_get_info;
             f(sym, consts::SYMBOL_INFO_KERNEL_OBJECT, &mut object as *mut u64 as *mut c_void)
@@ -552,8 +562,32 @@ impl Rocr {
             f(sym, consts::SYMBOL_INFO_GROUP_SEGMENT_SIZE, &mut group as *mut u32 as *mut c_void);
             f(sym, consts::SYMBOL_INFO_PRIVATE_SEGMENT_SIZE, &mut private as *mut u32 as *mut c_void);
             f(sym, consts::SYMBOL_INFO_KERNARG_SEGMENT_SIZE, &mut kernarg as *mut u32 as *mut c_void);
+            f(sym, consts::SYMBOL_INFO_KERNARG_SEGMENT_ALIGNMENT, &mut align as *mut u32 as *mut c_void);
+            f(sym, consts::SYMBOL_INFO_KERNEL_DYNAMIC_CALLSTACK, &mut dynamic as *mut bool as *mut c_void);
         }
-        Ok((object, group, private, kernarg))
+        Ok(KernelSymbol {
+            kernel_object: object,
+            group_segment_size: group,
+            private_segment_size: private,
+            kernarg_size: kernarg,
+            kernarg_align: align.max(16),
+            dynamic_stack: dynamic,
+        })
+    }
+
+    /// A device variable of an executable.
+    pub fn variable(&self, x: ExecutableHandle, name: &str) -> Result<VariableSymbol> {
+        let sym = self.symbol(x, name, Error::InvalidSymbol)?;
+        let (mut address, mut size) = (0u64, 0u32);
+        // SAFETY: VARIABLE_ADDRESS is u64, VARIABLE_SIZE u32 (hsa.h).
+        unsafe {
+            let f = self.hsa.hsa_executable_symbol_get_info;
+            f(sym, consts::SYMBOL_INFO_VARIABLE_ADDRESS, &mut address as *mut u64 as *mut c_void)
+                .ok()
+                .map_err(|_| Error::InvalidSymbol)?;
+            f(sym, consts::SYMBOL_INFO_VARIABLE_SIZE, &mut size as *mut u32 as *mut c_void);
+        }
+        Ok(VariableSymbol { address, size: u64::from(size) })
     }
 
     /// Destroys an executable (no dispatch of its kernels may be pending).
@@ -622,6 +656,35 @@ const SLICE_NS: u64 = 10_000_000;
 // `queue_fault` reports.
 unsafe impl Backend for Rocr {
     type Queue = RocrQueue;
+    type Module = ExecutableHandle;
+
+    fn module_load(&self, device: u32, code_object: &[u8]) -> Result<ExecutableHandle> {
+        // The checks are the code-object reader's (precise errors), the load ROCr's own.
+        let g = self.gpus.get(device as usize).ok_or(Error::InvalidDevice)?;
+        let co = amdhsa::CodeObject::parse(code_object).map_err(|_| Error::InvalidImage)?;
+        let processor = amdhsa::Processor::from_gfx_target_version(g.gfx).ok_or(Error::NoBinaryForGpu)?;
+        let xnack = std::env::var("HSA_XNACK").is_ok_and(|v| v == "1");
+        if !co.target().runs_on(&amdhsa::TargetId::device(processor, xnack)) {
+            return Err(Error::NoBinaryForGpu);
+        }
+        self.load_executable(device, code_object)
+    }
+
+    fn module_kernel(&self, module: &ExecutableHandle, name: &str) -> Result<KernelSymbol> {
+        self.kernel(*module, name)
+    }
+
+    fn module_variable(&self, module: &ExecutableHandle, name: &str) -> Result<VariableSymbol> {
+        self.variable(*module, name)
+    }
+
+    fn module_image(&self, _module: &ExecutableHandle) -> Option<(u64, u64)> {
+        None
+    }
+
+    fn module_unload(&self, module: ExecutableHandle) -> Result<()> {
+        self.unload_executable(module)
+    }
 
     fn device_count(&self) -> u32 {
         self.gpus.len() as u32

@@ -5,7 +5,10 @@ use aqueduct::BuiltinKernel;
 
 use crate::builtin::builtin_object;
 use crate::registry::Fingerprint;
-use crate::twin::Twin;
+use crate::twin::{Layout, Twin};
+
+/// Bytes of entry code a fingerprint compares besides the descriptor.
+const FINGERPRINT_CODE: usize = 256;
 use crate::{Errno, SysResult};
 
 use super::Emu;
@@ -29,24 +32,24 @@ impl Emu {
 
     /// Announces an AMDHSA code object (ELF bytes): every kernel descriptor in it whose
     /// symbol has a twin registered by name becomes recognisable wherever a loader places it.
-    /// Returns the names that were bound. Fails with `EINVAL` for a file that is not an AMDGPU
+    /// Returns the names that were bound, sorted. Fails with `EINVAL` for a file that is not an AMDGPU
     /// HSA code object.
     pub fn load_code_object(&self, elf: &[u8]) -> SysResult<Vec<String>> {
-        let co = crate::codeobj::CodeObject::parse(elf).map_err(|_| Errno::EINVAL)?;
+        let co = amdhsa::CodeObject::parse(elf).map_err(|_| Errno::EINVAL)?;
+        let meta = co.metadata().ok().flatten();
         let mut bound = Vec::new();
-        for k in &co.kernels {
-            if let Some(mut twin) = self.m.registry.by_name(&k.name) {
-                if let Some(m) = &k.meta {
-                    twin.kernarg_size = twin.kernarg_size.max(m.kernarg_segment_size);
-                    twin.args = m.args.clone().into();
-                }
-                if twin.kernarg_size == 0 {
-                    twin.kernarg_size = k.descriptor.kernarg_size;
-                }
-                self.m.registry.add_fingerprint(Fingerprint { kd: k.descriptor_bytes, code: k.code.clone(), twin });
-                bound.push(k.name.clone());
-            }
+        for k in co.kernels().map_err(|_| Errno::EINVAL)? {
+            let k = k.map_err(|_| Errno::EINVAL)?;
+            let Some(twin) = self.m.registry.by_name(k.name) else { continue };
+            let layout = meta.as_ref().and_then(|m| m.kernel(k.name)).map(|m| Layout::of(&m));
+            let twin = twin.bound_to(layout.as_ref(), k.descriptor.kernarg_size);
+            // The fingerprint: the descriptor and up to 256 bytes of code at the entry.
+            let code = co.bytes_from(k.entry_address()).unwrap_or(&[]);
+            let code = code.get(..code.len().min(FINGERPRINT_CODE)).unwrap_or(&[]).to_vec();
+            self.m.registry.add_fingerprint(Fingerprint { kd: k.descriptor.to_bytes(), code, twin });
+            bound.push(k.name.to_owned());
         }
+        bound.sort();
         Ok(bound)
     }
 

@@ -406,3 +406,16 @@ pub fn wait_signal(s: &AmdSignal, value: i64) -> bool {
 pub fn expect_err(r: SysResult<i32>, e: Errno) {
     assert_eq!(r, Err(e));
 }
+
+/// Places the code object `elf` in a GTT buffer of `h` as a loader does (`amdhsa`: segments at
+/// `base + p_vaddr`, relocated); returns the kernel objects of `names`.
+#[allow(dead_code)]
+pub fn place_code_object(h: &Harness, elf: &[u8], names: &[&str]) -> Vec<u64> {
+    let co = amdhsa::CodeObject::parse(elf).expect("a code object");
+    let code = h.alloc(co.image_size(), GTT);
+    let mut image = vec![0u8; co.image_size() as usize];
+    co.place(&mut image, code.va).expect("placed");
+    // SAFETY: the code BO is CPU-mapped and image_size bytes long.
+    unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), code.ptr::<u8>(), image.len()) };
+    names.iter().map(|n| code.va + co.kernel(n).unwrap().expect("the kernel").descriptor_address).collect()
+}

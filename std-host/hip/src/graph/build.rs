@@ -304,7 +304,7 @@ impl KernelNode {
             grid,
             workgroup,
             group_segment_size: self.f.group.saturating_add(self.shared_mem),
-            private_segment_size: self.f.private,
+            private_segment_size: self.f.launch_private(),
             kernarg: self.bytes(),
         })
     }

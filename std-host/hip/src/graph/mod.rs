@@ -37,7 +37,7 @@ use crate::error::{
     api, Hip, HipResult, INVALID_CONFIGURATION, INVALID_MEMCPY_DIRECTION, INVALID_VALUE, NOT_SUPPORTED,
 };
 use crate::global::{global, lock, Global};
-use crate::launch::{geometry, module_kernarg, resolve, FunctionEntry};
+use crate::launch::{fill_hidden, geometry, module_kernarg, resolve, FunctionEntry};
 use crate::register::{check_direction, symbol_range, TO_DEVICE, TO_HOST};
 use crate::{handle, put, stream_of, Dim3, Handle};
 
@@ -185,9 +185,10 @@ impl KernelNode {
         if u64::from(p.block.x) * u64::from(p.block.y) * u64::from(p.block.z) > 1024 {
             return Err(INVALID_VALUE);
         }
-        geometry(p.grid, p.block)?;
+        let (items, workgroup) = geometry(p.grid, p.block)?;
         // SAFETY: the caller's contract.
-        let bytes = unsafe { module_kernarg(&f, p.kernel_params, p.extra)? };
+        let mut bytes = unsafe { module_kernarg(&f, p.kernel_params, p.extra)? };
+        fill_hidden(&mut bytes, &f.hidden, items, workgroup, p.shared_mem);
         let by_buffer = p.kernel_params.is_null() && !p.extra.is_null();
         Ok(KernelNode::from_parts(p.func as usize, p.grid, p.block, p.shared_mem, f, &bytes, by_buffer))
     }

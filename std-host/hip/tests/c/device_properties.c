@@ -119,12 +119,15 @@ int main(void) {
        hipErrorUnsupportedLimit and has not the latter. */
     if (!hip52) {
         OK(hipDeviceGetLimit(&limit, hipLimitStackSize));
-        TRUE(limit == 0);
+        TRUE(limit == 1024); /* the default stack of kernels with a dynamic stack */
         OK(hipDeviceSetLimit(hipLimitMallocHeapSize, 1 << 20));
         EXPECT(hipDeviceSetLimit(hipLimitMallocHeapSize, p->totalGlobalMem + 1), hipErrorInvalidValue);
         EXPECT(hipDeviceSetLimit(hipLimitPrintfFifoSize, 1 << 20), hipErrorUnsupportedLimit);
-        OK(hipDeviceSetLimit(hipLimitStackSize, 0));
-        EXPECT(hipDeviceSetLimit(hipLimitStackSize, 4096), hipErrorInvalidValue);
+        OK(hipDeviceSetLimit(hipLimitStackSize, 4096));
+        OK(hipDeviceGetLimit(&limit, hipLimitStackSize));
+        TRUE(limit == 4096);
+        EXPECT(hipDeviceSetLimit(hipLimitStackSize, 128 << 10), hipErrorInvalidValue); /* past 128 KiB - 16 */
+        OK(hipDeviceSetLimit(hipLimitStackSize, 1024));
         EXPECT(hipDeviceSetLimit((enum hipLimit_t)3, 0), hipErrorInvalidValue);
     } else {
         EXPECT(hipDeviceGetLimit(&limit, hipLimitStackSize), hipErrorUnsupportedLimit);

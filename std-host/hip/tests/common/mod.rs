@@ -1,8 +1,8 @@
 //! Helpers shared by the C-program test harnesses of this crate.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Runs `c`, killing it after `timeout`.
@@ -36,4 +36,27 @@ pub fn run_command(mut c: Command, timeout: Duration) -> Output {
 pub fn compiler_turn() -> MutexGuard<'static, ()> {
     static TURN: Mutex<()> = Mutex::new(());
     TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The C twins of the emulator's fixture kernels (`fill_u32`, `vector_add`), built once into
+/// `dir` as a shared library for `AQUEDUCT_TWINS`: the tests supply them, the library never
+/// registers test kernels of its own.
+#[allow(dead_code)] // c_stress.rs runs no fixture kernel
+pub fn fixture_twins(dir: &Path) -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let emu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kfd-direct/emu");
+        let lib = dir.join("libfixture_twins.so");
+        let _g = compiler_turn();
+        let out = Command::new("gcc")
+            .args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-I"])
+            .arg(emu.join("include"))
+            .arg(emu.join("tests/c/twins.c"))
+            .arg("-o")
+            .arg(&lib)
+            .output()
+            .expect("gcc");
+        assert!(out.status.success(), "gcc twins.c failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        lib
+    })
 }
