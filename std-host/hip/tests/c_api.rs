@@ -313,6 +313,13 @@ fn device_properties_and_attributes() {
     assert!(out.contains("name: AMD Instinct MI210"), "{out}");
 }
 
+/// hipInit, the versions, driver-style device queries and settings, HIP's contexts.
+#[test]
+fn device_queries_and_contexts() {
+    c_test("device_ctx", &[]);
+    check("device_ctx", &run_env(&build("device_ctx", false), &[], &[("AQUEDUCT_EMU_GPUS", "2")]));
+}
+
 #[test]
 fn device_memory_and_errors() {
     let out = c_test("device_memory", &[]);

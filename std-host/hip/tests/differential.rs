@@ -9,7 +9,7 @@
 //! `tests/c/check.h`, each with a comment naming the difference; README lists them under
 //! "Where aqueduct's answer differs from HIP 5.2's"). Aqueduct's run never sets it.
 //!
-//! Standard-only and run here: `capture_graph`, `device_memory`, `device_properties`,
+//! Standard-only and run here: `capture_graph`, `device_ctx`, `device_memory`, `device_properties`,
 //! `module_metadata`, `scale`, `streams`, `threads`. Not here:
 //! - `captures`, `conditional`, `detach`, `graph_nodes`, `kernels`, `memory_api`, `mempool`,
 //!   `multigpu`, `pageable`, `readme_example`, `readme_while` and `stress` call aqueduct's
@@ -195,6 +195,11 @@ fn device_properties_on_both_runtimes() {
 #[test]
 fn module_metadata_on_both_runtimes() {
     differential_env("module_metadata", &[&fixture()], &[("AQUEDUCT_TWINS", fixture_twins())]);
+}
+
+#[test]
+fn device_queries_and_contexts_on_both_runtimes() {
+    differential("device_ctx", &[]);
 }
 
 #[test]
