@@ -305,6 +305,62 @@ fn programs_linked_against_debians_hip_run_on_aqueducts_libamdhip64() {
     check("registration", &with_aqueduct(&exe, &[]));
 }
 
+/// `tests/c/per_thread.hip` built by Debian's hipcc three ways, linked against Debian's
+/// `libamdhip64` and run on aqueduct's `libamdhip64.so.5`: with `-fgpu-default-stream=per-thread`
+/// (`<<<>>>` and the renamed API call the `_spt` functions), with
+/// `-DHIP_API_PER_THREAD_DEFAULT_STREAM` (the renamed API; no kernels, which clang cannot stub
+/// with the macro alone), and with neither (the legacy default stream). Two threads' default
+/// streams do not order against each other in the first two and do in the third; the legacy
+/// stream waits for a blocking stream in all three.
+#[test]
+fn per_thread_default_stream_builds_by_hipcc() {
+    require("hipcc", "/usr/bin/hipcc");
+    require("libamdhip64-dev", "/usr/lib/x86_64-linux-gnu/libamdhip64.so");
+    let dir = amdhip64_dir();
+    let src = manifest().join("tests/c/per_thread.hip");
+    let builds: [(&str, &[&str], &[&str], &str); 3] = [
+        (
+            "per_thread-fgpu",
+            &["-fgpu-default-stream=per-thread"],
+            &["hipLaunchKernel_spt", "hipMemcpyAsync_spt", "hipMemcpy_spt", "hipStreamSynchronize_spt"],
+            "per-thread default stream",
+        ),
+        (
+            "per_thread-macro",
+            &["-DHIP_API_PER_THREAD_DEFAULT_STREAM", "-DAQD_NO_KERNELS"],
+            &["hipMemcpyAsync_spt", "hipStreamQuery_spt", "hipStreamGetFlags_spt"],
+            "per-thread default stream",
+        ),
+        ("per_thread-legacy", &[], &[], "legacy default stream"),
+    ];
+    for (name, flags, calls, mode) in builds {
+        let exe = out_dir().join(name);
+        {
+            let _g = common::compiler_turn();
+            let out = Command::new("hipcc")
+                .args(flags)
+                .args(["--offload-arch=gfx90a", "-nogpulib", "-nogpuinc", "-O1", "-Wall", "-Werror"])
+                .arg(&src)
+                .arg("-o")
+                .arg(&exe)
+                .arg("-lpthread")
+                .output()
+                .expect("hipcc");
+            assert!(out.status.success(), "hipcc {flags:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+        let nm = Command::new("nm").arg("-u").arg(&exe).output().expect("nm");
+        let undefined = String::from_utf8_lossy(&nm.stdout);
+        for f in calls {
+            assert!(undefined.contains(&format!("{f}@hip_5.2")), "{name} does not call {f}@hip_5.2:\n{undefined}");
+        }
+        assert_eq!(calls.is_empty(), !undefined.contains("_spt"), "{name}:\n{undefined}");
+        let mut c = Command::new(&exe);
+        c.env("LD_LIBRARY_PATH", dir).env("AQUEDUCT_BACKEND", "emu");
+        let out = check("per_thread", &common::run_command(c, Duration::from_secs(60)));
+        assert!(out.contains(&format!("per_thread: ok ({mode})")), "{name}: {out}");
+    }
+}
+
 #[test]
 fn device_properties_and_attributes() {
     require("libdrm-common", "/usr/share/libdrm/amdgpu.ids");
