@@ -472,6 +472,13 @@ fn device_setter_is_a_system_scope_release_store() {
     );
 }
 
+/// Host memory under its older names, pointer attributes and ranges, pitched and 3-D memory,
+/// the `_spt` copies and fills, and allocation answers.
+#[test]
+fn host_pitched_and_3d_memory() {
+    c_test("host_pitched", &[]);
+}
+
 #[test]
 fn copies_fills_pointers_and_free_lifetime() {
     c_test("memory_api", &[]);
