@@ -305,6 +305,170 @@ fn programs_linked_against_debians_hip_run_on_aqueducts_libamdhip64() {
     check("registration", &with_aqueduct(&exe, &[]));
 }
 
+/// The functions of the families served in full: each must be exported in the version node
+/// Debian's libamdhip64 5.2.3 gives it.
+const FINISHED_FAMILIES: &[(&str, &[&str])] = &[
+    (
+        "init, versions and device queries",
+        &[
+            "hipInit",
+            "hipDriverGetVersion",
+            "hipRuntimeGetVersion",
+            "hipDeviceGet",
+            "hipDeviceGetName",
+            "hipDeviceTotalMem",
+            "hipDeviceComputeCapability",
+            "hipDeviceGetPCIBusId",
+            "hipDeviceGetByPCIBusId",
+            "hipDeviceGetUuid",
+            "hipChooseDevice",
+            "hipDeviceGetCacheConfig",
+            "hipDeviceSetCacheConfig",
+            "hipDeviceGetSharedMemConfig",
+            "hipDeviceSetSharedMemConfig",
+            "hipSetDeviceFlags",
+            "hipGetDeviceFlags",
+            "hipDeviceGetP2PAttribute",
+            "hipDeviceCanAccessPeer",
+            "hipDeviceGetLimit",
+            "hipExtGetLinkTypeAndHopCount",
+            "hipGetStreamDeviceId",
+        ],
+    ),
+    (
+        "contexts",
+        &[
+            "hipCtxCreate",
+            "hipCtxDestroy",
+            "hipCtxPushCurrent",
+            "hipCtxPopCurrent",
+            "hipCtxSetCurrent",
+            "hipCtxGetCurrent",
+            "hipCtxGetDevice",
+            "hipCtxGetApiVersion",
+            "hipCtxGetCacheConfig",
+            "hipCtxSetCacheConfig",
+            "hipCtxGetSharedMemConfig",
+            "hipCtxSetSharedMemConfig",
+            "hipCtxSynchronize",
+            "hipCtxGetFlags",
+            "hipCtxEnablePeerAccess",
+            "hipCtxDisablePeerAccess",
+            "hipDevicePrimaryCtxGetState",
+            "hipDevicePrimaryCtxRelease",
+            "hipDevicePrimaryCtxReset",
+            "hipDevicePrimaryCtxRetain",
+            "hipDevicePrimaryCtxSetFlags",
+        ],
+    ),
+    (
+        "the per-thread default stream (but the array and cooperative forms)",
+        &[
+            "hipStreamSynchronize_spt",
+            "hipStreamQuery_spt",
+            "hipStreamGetFlags_spt",
+            "hipStreamGetPriority_spt",
+            "hipStreamWaitEvent_spt",
+            "hipLaunchKernel_spt",
+            "hipMemcpy_spt",
+            "hipMemcpyAsync_spt",
+            "hipMemcpy2D_spt",
+            "hipMemcpy3D_spt",
+            "hipMemcpyToSymbol_spt",
+            "hipMemcpyFromSymbol_spt",
+            "hipMemset_spt",
+            "hipMemset2D_spt",
+            "hipMemset3D_spt",
+        ],
+    ),
+    (
+        "host memory and pointers",
+        &[
+            "hipHostMalloc",
+            "hipHostAlloc",
+            "hipMallocHost",
+            "hipMemAllocHost",
+            "hipHostFree",
+            "hipFreeHost",
+            "hipHostGetFlags",
+            "hipHostGetDevicePointer",
+            "hipExtMallocWithFlags",
+            "hipMemGetAddressRange",
+            "hipMemPtrGetInfo",
+            "hipPointerGetAttribute",
+            "hipPointerGetAttributes",
+            "hipDrvPointerGetAttributes",
+        ],
+    ),
+    (
+        "pitched and 3-D linear memory",
+        &[
+            "hipMallocPitch",
+            "hipMemAllocPitch",
+            "hipMalloc3D",
+            "hipMemcpy2D",
+            "hipMemcpy2DAsync",
+            "hipMemcpyParam2D",
+            "hipMemcpyParam2DAsync",
+            "hipDrvMemcpy2DUnaligned",
+            "hipMemcpy3D",
+            "hipMemcpy3DAsync",
+            "hipDrvMemcpy3D",
+            "hipDrvMemcpy3DAsync",
+            "hipMemset2D",
+            "hipMemset2DAsync",
+            "hipMemset3D",
+            "hipMemset3DAsync",
+            "hipMemsetD8",
+            "hipMemsetD8Async",
+            "hipMemsetD16",
+            "hipMemsetD16Async",
+        ],
+    ),
+];
+
+/// The `(version node, function)` pairs a library exports (`objdump -T`, defined functions).
+fn exported_functions(lib: &Path) -> std::collections::BTreeSet<(String, String)> {
+    let out = Command::new("objdump").arg("-T").arg(lib).output().expect("objdump");
+    assert!(out.status.success(), "objdump -T {}: {}", lib.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 7 && f[3] == ".text").then(|| (f[f.len() - 2].to_owned(), f[f.len() - 1].to_owned()))
+        })
+        .collect()
+}
+
+/// The export lists of Debian's `libamdhip64.so.5` and of aqueduct's (built by
+/// `build-libamdhip64.sh`), compared as the pre-stop hook compares them: prints what is still
+/// missing, and fails on any missing function of [`FINISHED_FAMILIES`] (or one exported in
+/// another version node than Debian's).
+#[test]
+fn libamdhip64_exports_debians_functions() {
+    require("binutils", "/usr/bin/objdump");
+    let debian = Path::new("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5");
+    require("libamdhip64-5", "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5");
+    let theirs = exported_functions(debian);
+    let ours = exported_functions(&amdhip64_dir().join("libamdhip64.so.5"));
+    let missing: Vec<&(String, String)> = theirs.difference(&ours).collect();
+    println!("{} of Debian's {} exported functions are missing from aqueduct's libamdhip64.so.5:", missing.len(), theirs.len());
+    for (node, name) in &missing {
+        println!("  {node} {name}");
+    }
+    let mut failures = Vec::new();
+    for (family, functions) in FINISHED_FAMILIES {
+        for f in *functions {
+            match theirs.iter().find(|(_, n)| n == f) {
+                Some(pair) if !ours.contains(pair) => failures.push(format!("{family}: {} {}", pair.0, pair.1)),
+                Some(_) => {}
+                None => failures.push(format!("{family}: {f} is not one of Debian's exports")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "missing from aqueduct's libamdhip64.so.5:\n{}", failures.join("\n"));
+}
+
 /// `tests/c/per_thread.hip` built by Debian's hipcc three ways, linked against Debian's
 /// `libamdhip64` and run on aqueduct's `libamdhip64.so.5`: with `-fgpu-default-stream=per-thread`
 /// (`<<<>>>` and the renamed API call the `_spt` functions), with
