@@ -1,7 +1,7 @@
 //! Driver-style device queries and settings: `hipInit`, the driver and runtime versions,
 //! `hipDeviceGet`, the name, memory, compute capability, PCI location and UUID of a device,
 //! `hipChooseDevice`, the cache and shared-memory preferences, device flags and the peer-link
-//! attributes (docs/hip-semantics.md, "Devices").
+//! attributes (docs/hip-semantics.md §9).
 //!
 //! Answers follow Debian's HIP 5.2 on the same emulated GPU, except where the newest HIP checks
 //! more (README, "Where aqueduct's answer differs from HIP 5.2's"): `hipInit` wants flags 0, and

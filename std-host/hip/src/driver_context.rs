@@ -1,5 +1,5 @@
 //! HIP's (deprecated) driver contexts: `hipCtx*` and `hipDevicePrimaryCtx*`
-//! (docs/hip-semantics.md, "Contexts"). Not the execution contexts of `crate::context`.
+//! (docs/hip-semantics.md §9). Not the execution contexts of `crate::context`.
 //!
 //! As in HIP, a context stands for a device: each device has one context, which is its primary
 //! context and also what `hipCtxCreate` hands out for it, so every context is bound to its
@@ -42,13 +42,13 @@ pub(crate) fn context(device: u32) -> Handle {
 
 /// The device of context `ctx`; `None` for NULL, values never issued and devices that do not
 /// exist.
-fn device_of(g: &Global, ctx: Handle) -> HipResult<Option<u32>> {
+fn device_of(g: &Global, ctx: Handle) -> Option<u32> {
     let raw = ctx as usize as u64;
     if raw & TAG_MASK != CTX_TAG {
-        return Ok(None);
+        return None;
     }
     let d = (raw & !TAG_MASK).wrapping_sub(1);
-    Ok(u32::try_from(d).ok().filter(|&d| d < g.rt.device_count().unwrap_or(0)))
+    u32::try_from(d).ok().filter(|&d| d < g.rt.device_count().unwrap_or(0))
 }
 
 std::thread_local! {
@@ -86,7 +86,8 @@ fn on_device(g: &Global, device: u32, f: impl FnOnce() -> i32) -> HipResult {
 }
 
 /// `hipCtxCreate`: the context of `device`, pushed onto the caller's stack and made current; a
-/// device that does not exist is `hipErrorInvalidValue` (HIP's answer).
+/// device that does not exist is `hipErrorInvalidValue` (HIP's answer). The flags are accepted
+/// and not kept, as HIP does (scheduling flags belong to the device: `hipSetDeviceFlags`).
 ///
 /// # Safety
 /// `ctx` is NULL or valid for writes.
@@ -111,7 +112,7 @@ pub unsafe extern "C" fn hipCtxCreate(ctx: *mut Handle, _flags: c_uint, device: 
 pub extern "C" fn hipCtxDestroy(ctx: Handle) -> i32 {
     api(|| {
         let g = global()?;
-        let d = device_of(g, ctx)?.ok_or(INVALID_VALUE)?;
+        let d = device_of(g, ctx).ok_or(INVALID_VALUE)?;
         let uncovered = stack(|s| {
             if s.last() == Some(&d) {
                 s.pop();
@@ -153,7 +154,7 @@ pub unsafe extern "C" fn hipCtxPopCurrent(ctx: *mut Handle) -> i32 {
 pub extern "C" fn hipCtxPushCurrent(ctx: Handle) -> i32 {
     api(|| {
         let g = global()?;
-        let d = device_of(g, ctx)?.ok_or(INVALID_CONTEXT)?;
+        let d = device_of(g, ctx).ok_or(INVALID_CONTEXT)?;
         stack(|s| s.push(d))?;
         make_current(d)
     })
@@ -172,7 +173,7 @@ pub extern "C" fn hipCtxSetCurrent(ctx: Handle) -> i32 {
             })?;
             return next.map_or(Ok(()), make_current);
         }
-        let d = device_of(g, ctx)?.ok_or(INVALID_CONTEXT)?;
+        let d = device_of(g, ctx).ok_or(INVALID_CONTEXT)?;
         stack(|s| {
             s.pop();
             s.push(d);
@@ -227,7 +228,7 @@ pub unsafe extern "C" fn hipCtxGetApiVersion(ctx: Handle, version: *mut c_int) -
         if version.is_null() {
             return Err(INVALID_VALUE);
         }
-        if !ctx.is_null() && device_of(g, ctx)?.is_none() {
+        if !ctx.is_null() && device_of(g, ctx).is_none() {
             return Err(INVALID_CONTEXT);
         }
         // SAFETY: the caller's contract.
@@ -299,7 +300,7 @@ pub unsafe extern "C" fn hipCtxGetFlags(flags: *mut c_uint) -> i32 {
 pub extern "C" fn hipCtxEnablePeerAccess(peer: Handle, flags: c_uint) -> i32 {
     api(|| {
         let g = global()?;
-        let p = device_of(g, peer)?.ok_or(INVALID_VALUE)?;
+        let p = device_of(g, peer).ok_or(INVALID_VALUE)?;
         on_device(g, current(g)?, || hipDeviceEnablePeerAccess(p as c_int, flags))
     })
 }
@@ -309,7 +310,7 @@ pub extern "C" fn hipCtxEnablePeerAccess(peer: Handle, flags: c_uint) -> i32 {
 pub extern "C" fn hipCtxDisablePeerAccess(peer: Handle) -> i32 {
     api(|| {
         let g = global()?;
-        let p = device_of(g, peer)?.ok_or(INVALID_VALUE)?;
+        let p = device_of(g, peer).ok_or(INVALID_VALUE)?;
         on_device(g, current(g)?, || hipDeviceDisablePeerAccess(p as c_int))
     })
 }

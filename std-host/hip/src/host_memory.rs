@@ -1,7 +1,7 @@
 //! Pinned host memory under its older names, and what a pointer is: `hipHostAlloc`,
 //! `hipMallocHost`, `hipMemAllocHost`, `hipFreeHost`, `hipHostGetFlags`, `hipExtMallocWithFlags`,
 //! `hipMemGetAddressRange`, `hipMemPtrGetInfo`, `hipPointerGetAttribute` and
-//! `hipDrvPointerGetAttributes` (docs/hip-semantics.md, "Memory").
+//! `hipDrvPointerGetAttributes` (docs/hip-semantics.md §6.1).
 //!
 //! Allocations are those `crate::memory` records (`hipMalloc`, `hipHostMalloc`, pitched and
 //! pool memory); an address anywhere inside one names it.

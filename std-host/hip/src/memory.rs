@@ -31,7 +31,9 @@ use std::sync::{LazyLock, Mutex};
 use aqueduct::mempool::{Freed, Mark, PoolHost};
 use aqueduct::{Backend, CaptureStatus, MemoryKind, StreamHandle};
 
-use crate::error::{api, Hip, HipResult, INVALID_MEMCPY_DIRECTION, INVALID_VALUE, NOT_SUPPORTED, OUT_OF_MEMORY};
+use crate::error::{
+    api, Hip, HipResult, INVALID_MEMCPY_DIRECTION, INVALID_PITCH, INVALID_VALUE, NOT_SUPPORTED, OUT_OF_MEMORY,
+};
 use crate::global::{global, lock, Global, STAGING_BYTES};
 use crate::{put, stream_of, Handle};
 
@@ -59,7 +61,8 @@ pub(crate) fn alloc(ptr: *mut *mut c_void, bytes: usize, host: Option<c_uint>) -
     } else if host.is_some() {
         g.rt.host_malloc(bytes).map_err(out_of_memory)?
     } else {
-        if bytes as u64 > crate::properties::properties(g, device)?.totalGlobalMem as u64 {
+        let total = crate::properties::properties(g, device)?.totalGlobalMem;
+        if total != 0 && bytes > total {
             g.rt.free(0)?;
             return Err(OUT_OF_MEMORY);
         }
@@ -589,7 +592,7 @@ fn check_2d(kind: c_uint, dpitch: usize, spitch: usize, width: usize, height: us
         return Ok(false);
     }
     if width > dpitch || width > spitch {
-        return Err(Hip(12));
+        return Err(INVALID_PITCH);
     }
     Ok(true)
 }

@@ -1,7 +1,7 @@
 //! Pitched and 3-D memory: `hipMallocPitch`, `hipMemAllocPitch`, `hipMalloc3D`, copies between
 //! pitched regions (`hipMemcpyParam2D` (+`Async`), `hipDrvMemcpy2DUnaligned`, `hipMemcpy3D`
 //! (+`Async`), `hipDrvMemcpy3D` (+`Async`)) and fills (`hipMemset2D` / `hipMemset3D` (+`Async`))
-//! (docs/hip-semantics.md, "Memory").
+//! (docs/hip-semantics.md §6.1).
 //!
 //! A pitched allocation is linear memory whose rows start every `pitch` bytes, the width rounded
 //! up to 256 bytes (HIP's pitch alignment on AMD devices). A pitched copy or fill is a sequence

@@ -452,7 +452,11 @@ fn libamdhip64_exports_debians_functions() {
     let theirs = exported_functions(debian);
     let ours = exported_functions(&amdhip64_dir().join("libamdhip64.so.5"));
     let missing: Vec<&(String, String)> = theirs.difference(&ours).collect();
-    println!("{} of Debian's {} exported functions are missing from aqueduct's libamdhip64.so.5:", missing.len(), theirs.len());
+    println!(
+        "{} of Debian's {} exported functions are missing from aqueduct's libamdhip64.so.5:",
+        missing.len(),
+        theirs.len()
+    );
     for (node, name) in &missing {
         println!("  {node} {name}");
     }
