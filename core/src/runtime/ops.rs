@@ -64,8 +64,10 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     }
 
     /// Synchronous copies and fills while any capture is active: `StreamCaptureImplicit`, and
-    /// every capture is invalidated (HIP differs from CUDA here).
-    pub(super) fn check_sync_copy(&self) -> Result<()> {
+    /// every capture is invalidated (HIP differs from CUDA here). Front ends call it before a
+    /// synchronous copy or fill on a stream other than the null stream (the per-thread default
+    /// stream of HIP's `_spt` functions).
+    pub fn check_sync_copy(&self) -> Result<()> {
         #[cfg(feature = "capture")]
         if self.any_capture() {
             let mut st = self.lock();

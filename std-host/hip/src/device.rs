@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 
 use aqueduct::Backend;
 
-use crate::error::{api, last_error, Hip, CODES, INVALID_DEVICE, INVALID_VALUE};
-use crate::global::{global, lock};
+use crate::error::{api, last_error, Hip, HipResult, CODES, INVALID_DEVICE, INVALID_VALUE};
+use crate::global::{global, lock, Global};
 use crate::put;
 
 /// `hipGetDeviceCount`.
@@ -85,6 +85,12 @@ pub extern "C" fn hipDeviceReset() -> i32 {
         });
         Ok(())
     })
+}
+
+/// `device` as an index of an existing device; anything else is `hipErrorInvalidDevice`.
+pub(crate) fn checked_device(g: &Global, device: c_int) -> HipResult<u32> {
+    let count = g.rt.device_count()?;
+    u32::try_from(device).ok().filter(|&d| d < count).ok_or(INVALID_DEVICE)
 }
 
 /// `hipDeviceGetStreamPriorityRange`: least 1, greatest -1; either pointer may be NULL.

@@ -22,10 +22,16 @@ impl From<aqueduct::Error> for Hip {
 pub(crate) const SUCCESS: i32 = 0;
 /// `hipErrorInvalidValue`.
 pub(crate) const INVALID_VALUE: Hip = Hip(1);
+/// `hipErrorOutOfMemory`.
+pub(crate) const OUT_OF_MEMORY: Hip = Hip(2);
 /// `hipErrorInvalidConfiguration`.
 pub(crate) const INVALID_CONFIGURATION: Hip = Hip(9);
+/// `hipErrorInvalidPitchValue`.
+pub(crate) const INVALID_PITCH: Hip = Hip(12);
 /// `hipErrorInvalidSymbol`.
 pub(crate) const INVALID_SYMBOL: Hip = Hip(13);
+/// `hipErrorInvalidDevicePointer`.
+pub(crate) const INVALID_DEVICE_POINTER: Hip = Hip(17);
 /// `hipErrorInvalidMemcpyDirection`.
 pub(crate) const INVALID_MEMCPY_DIRECTION: Hip = Hip(21);
 /// `hipErrorMissingConfiguration`.
@@ -38,8 +44,12 @@ pub(crate) const NO_DEVICE: Hip = Hip(100);
 pub(crate) const INVALID_DEVICE: Hip = Hip(101);
 /// `hipErrorInvalidImage`.
 pub(crate) const INVALID_IMAGE: Hip = Hip(200);
+/// `hipErrorInvalidContext`.
+pub(crate) const INVALID_CONTEXT: Hip = Hip(201);
 /// `hipErrorNoBinaryForGpu`.
 pub(crate) const NO_BINARY_FOR_GPU: Hip = Hip(209);
+/// `hipErrorContextAlreadyInUse`.
+pub(crate) const CONTEXT_ALREADY_IN_USE: Hip = Hip(216);
 /// `hipErrorInvalidKernelFile`.
 pub(crate) const INVALID_KERNEL_FILE: Hip = Hip(218);
 /// `hipErrorFileNotFound`.
@@ -62,6 +72,15 @@ pub(crate) const UNKNOWN: Hip = Hip(999);
 std::thread_local! {
     /// The calling thread's last error (`hip::tls.last_error_`).
     static LAST_ERROR: Cell<i32> = const { Cell::new(SUCCESS) };
+}
+
+/// The result of another exported function called from this layer, as a [`HipResult`].
+pub(crate) fn status(code: i32) -> HipResult {
+    if code == SUCCESS {
+        Ok(())
+    } else {
+        Err(Hip(code))
+    }
 }
 
 /// Records `code` as the calling thread's last error the way HIP's `HIP_RETURN` does: failures

@@ -20,8 +20,10 @@
 //!   over core's graphs.
 //! - `mempool`: stream-ordered allocation over core's [`aqueduct::MemPools`].
 //! - `peer`: several GPUs: peer access and peer copies.
-//! - `device`, `properties`, `stream`, `capture`, `memory`, `launch`, `context`: the exported
-//!   functions. This
+//! - `device`, `device_query`, `properties`, `driver_context`, `stream`, `per_thread`,
+//!   `capture`, `memory`, `host_memory`, `pitched`, `launch`, `context`: the exported
+//!   functions (`per_thread`: the `_spt` forms over the others; `driver_context`: HIP's
+//!   deprecated `hipCtx*` contexts, `context`: aqueduct's execution contexts). This
 //!   layer checks what only C has — NULL out-pointers, in the order HIP checks them — converts
 //!   handles, and passes everything else to core, whose errors already carry HIP's numbers.
 //!
@@ -32,13 +34,18 @@
 mod capture;
 mod context;
 mod device;
+mod device_query;
+mod driver_context;
 mod error;
 mod global;
 mod graph;
+mod host_memory;
 mod launch;
 mod memory;
 mod mempool;
 mod peer;
+mod per_thread;
+mod pitched;
 mod properties;
 mod register;
 mod stream;

@@ -31,7 +31,9 @@ use std::sync::{LazyLock, Mutex};
 use aqueduct::mempool::{Freed, Mark, PoolHost};
 use aqueduct::{Backend, CaptureStatus, MemoryKind, StreamHandle};
 
-use crate::error::{api, Hip, HipResult, INVALID_MEMCPY_DIRECTION, INVALID_VALUE, NOT_SUPPORTED};
+use crate::error::{
+    api, Hip, HipResult, INVALID_MEMCPY_DIRECTION, INVALID_PITCH, INVALID_VALUE, NOT_SUPPORTED, OUT_OF_MEMORY,
+};
 use crate::global::{global, lock, Global, STAGING_BYTES};
 use crate::{put, stream_of, Handle};
 
@@ -41,17 +43,30 @@ const HOST_MALLOC_NON_COHERENT: c_uint = 0x8000_0000;
 /// Every `hipHostMalloc*` flag bit.
 const HOST_MALLOC_FLAGS: c_uint = 0x1 | 0x2 | 0x4 | 0x2000_0000 | HOST_MALLOC_COHERENT | HOST_MALLOC_NON_COHERENT;
 
-fn alloc(ptr: *mut *mut c_void, bytes: usize, host: Option<c_uint>) -> HipResult {
+/// Allocates `bytes` of device memory (`host`: `None`) or of pinned host memory with the
+/// `hipHostMalloc` flags `host`, and writes the address through `ptr` (NULL for zero bytes).
+/// More than the backend can give is `hipErrorOutOfMemory`, whatever the size (HIP's answer,
+/// `hipMalloc(SIZE_MAX)` too).
+pub(crate) fn alloc(ptr: *mut *mut c_void, bytes: usize, host: Option<c_uint>) -> HipResult {
     let g = global()?;
     let device = g.rt.device()?;
+    let out_of_memory = |e: aqueduct::Error| match e {
+        aqueduct::Error::InvalidValue => OUT_OF_MEMORY,
+        e => Hip::from(e),
+    };
     let addr = if bytes == 0 {
         // HIP gives NULL for a zero-byte request (after the capture checks an allocation makes).
         g.rt.free(0)?;
         0
     } else if host.is_some() {
-        g.rt.host_malloc(bytes)?
+        g.rt.host_malloc(bytes).map_err(out_of_memory)?
     } else {
-        g.rt.malloc(bytes)?
+        let total = crate::properties::properties(g, device)?.totalGlobalMem;
+        if total != 0 && bytes > total {
+            g.rt.free(0)?;
+            return Err(OUT_OF_MEMORY);
+        }
+        g.rt.malloc(bytes).map_err(out_of_memory)?
     };
     if addr != 0 {
         lock(&g.allocs).insert(addr, (bytes as u64, device));
@@ -59,6 +74,10 @@ fn alloc(ptr: *mut *mut c_void, bytes: usize, host: Option<c_uint>) -> HipResult
         if let Some(flags) = host {
             lock(&HOST_FLAGS).insert(addr, flags);
         }
+        let mut ids = lock(&BUFFER_IDS);
+        ids.1 += 1;
+        let id = ids.1;
+        ids.0.insert(addr, id);
     }
     // SAFETY: `ptr` was checked non-null by the caller of this helper, which holds the C
     // contract that it is valid for writes.
@@ -67,6 +86,35 @@ fn alloc(ptr: *mut *mut c_void, bytes: usize, host: Option<c_uint>) -> HipResult
 
 /// The flags of each `hipHostMalloc` allocation (for `hipPointerGetAttributes`).
 static HOST_FLAGS: LazyLock<Mutex<HashMap<u64, c_uint>>> = LazyLock::new(Default::default);
+
+/// Each allocation's buffer id (`HIP_POINTER_ATTRIBUTE_BUFFER_ID`), and the last id given.
+static BUFFER_IDS: LazyLock<Mutex<(HashMap<u64, u32>, u32)>> = LazyLock::new(Default::default);
+
+/// An allocation of this runtime holding `addr`: its start, bytes, device, `hipHostMalloc`
+/// flags (`None` for device memory) and buffer id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Allocation {
+    pub(crate) base: u64,
+    pub(crate) bytes: u64,
+    pub(crate) device: u32,
+    pub(crate) host_flags: Option<c_uint>,
+    pub(crate) buffer_id: u32,
+}
+
+/// The allocation holding `addr` (any address inside it), if any.
+pub(crate) fn allocation_of(g: &Global, addr: u64) -> Option<Allocation> {
+    let (base, bytes, device) = {
+        let allocs = lock(&g.allocs);
+        let (&base, &(len, device)) = allocs.range(..=addr).next_back()?;
+        if addr >= base + len.max(1) {
+            return None;
+        }
+        (base, len, device)
+    };
+    let host_flags = lock(&HOST_FLAGS).get(&base).copied();
+    let buffer_id = lock(&BUFFER_IDS).0.get(&base).copied().unwrap_or(0);
+    Some(Allocation { base, bytes, device, host_flags, buffer_id })
+}
 
 /// Waits for the work of `device` (switching the calling thread to it for the wait).
 fn wait_idle_on(g: &Global, device: u32) -> HipResult {
@@ -103,6 +151,7 @@ pub(crate) fn free(p: *mut c_void) -> HipResult {
     g.rt.free(addr)?;
     lock(&g.allocs).remove(&addr);
     lock(&HOST_FLAGS).remove(&addr);
+    lock(&BUFFER_IDS).0.remove(&addr);
     Ok(())
 }
 
@@ -151,7 +200,7 @@ pub extern "C" fn hipHostFree(ptr: *mut c_void) -> i32 {
 }
 
 /// `hipMemcpyKind` values 0 (`HostToHost`) to 4 (`Default`).
-fn check_kind(kind: c_uint) -> HipResult {
+pub(crate) fn check_kind(kind: c_uint) -> HipResult {
     if kind > 4 {
         return Err(INVALID_MEMCPY_DIRECTION);
     }
@@ -381,7 +430,7 @@ fn memset_sync(dst: *mut c_void, value: u32, size: u32, count: usize) -> HipResu
 }
 
 /// A fill in `stream`'s order (recorded when it captures).
-fn memset_on(dst: *mut c_void, value: u32, size: u32, count: usize, stream: Handle) -> HipResult {
+pub(crate) fn memset_on(dst: *mut c_void, value: u32, size: u32, count: usize, stream: Handle) -> HipResult {
     let g = global()?;
     let dst = dst as usize as u64;
     if !check_fill(g, dst, count as u64 * u64::from(size))? {
@@ -389,6 +438,19 @@ fn memset_on(dst: *mut c_void, value: u32, size: u32, count: usize, stream: Hand
         return Ok(g.rt.memset_async(stream_of(stream), 1, 0, 1, 0)?);
     }
     Ok(g.rt.memset_async(stream_of(stream), dst, value, size, count as u64)?)
+}
+
+/// A synchronous operation in `stream`'s order, `stream` being the null stream or the
+/// calling thread's per-thread stream (HIP's `_spt` functions): the check of synchronous
+/// copies (any active capture: `hipErrorStreamCaptureImplicit`), `work` on the stream, then a
+/// wait for the stream (for the null stream, as `hipStreamSynchronize(hipStreamLegacy)`).
+pub(crate) fn synchronously(g: &Global, stream: StreamHandle, work: impl FnOnce(Handle) -> HipResult) -> HipResult {
+    g.rt.check_sync_copy()?;
+    work(crate::handle(stream.0))?;
+    let wait = if stream == StreamHandle::NULL { StreamHandle::LEGACY } else { stream };
+    g.rt.stream_synchronize(wait)?;
+    g.pools.release_on_sync(&*g.rt);
+    Ok(())
 }
 
 /// `hipMemset`: synchronous byte fill.
@@ -530,7 +592,7 @@ fn check_2d(kind: c_uint, dpitch: usize, spitch: usize, width: usize, height: us
         return Ok(false);
     }
     if width > dpitch || width > spitch {
-        return Err(Hip(12));
+        return Err(INVALID_PITCH);
     }
     Ok(true)
 }
@@ -674,16 +736,8 @@ pub unsafe extern "C" fn hipPointerGetAttributes(attr: *mut PointerAttributes, p
         if attr.is_null() || ptr.is_null() {
             return Err(INVALID_VALUE);
         }
-        let addr = ptr as usize as u64;
-        let (base, device) = {
-            let allocs = lock(&g.allocs);
-            let (&base, &(len, device)) = allocs.range(..=addr).next_back().ok_or(INVALID_VALUE)?;
-            if addr >= base + len.max(1) {
-                return Err(INVALID_VALUE);
-            }
-            (base, device)
-        };
-        let host_flags = lock(&HOST_FLAGS).get(&base).copied();
+        let a = allocation_of(g, ptr as usize as u64).ok_or(INVALID_VALUE)?;
+        let (device, host_flags) = (a.device, a.host_flags);
         let p = ptr.cast_mut();
         let a = PointerAttributes {
             memory_type: if host_flags.is_some() { MEMORY_HOST } else { MEMORY_DEVICE },

@@ -164,6 +164,11 @@ fn topology(g: &Global, device: u32) -> Option<Topology> {
     }
 }
 
+/// One value of `device`'s topology node properties (`unique_id`, `location_id`, `domain` …).
+pub(crate) fn topology_value(g: &Global, device: u32, key: &str) -> Option<u64> {
+    topology(g, device)?.props.get(key).copied()
+}
+
 /// The marketing name of PCI device `id` in libdrm's `amdgpu.ids` (`DEVICE, REVISION, NAME`).
 fn marketing_name(id: u64) -> Option<String> {
     let text = std::fs::read_to_string("/usr/share/libdrm/amdgpu.ids").ok()?;

@@ -366,3 +366,12 @@ pub unsafe extern "C" fn hipEventElapsedTime(ms: *mut f32, start: Handle, stop: 
         unsafe { put(ms, t) }
     })
 }
+
+/// `hipGetStreamDeviceId`: the device of `stream` (the null stream: the calling thread's), or
+/// -1 when the stream is not valid.
+#[no_mangle]
+pub extern "C" fn hipGetStreamDeviceId(stream: Handle) -> c_int {
+    let Ok(g) = global() else { return -1 };
+    let device = if stream.is_null() { g.rt.device() } else { g.rt.stream_device(stream_of(stream)) };
+    device.map_or(-1, |d| d as c_int)
+}

@@ -9,8 +9,9 @@
 //! `tests/c/check.h`, each with a comment naming the difference; README lists them under
 //! "Where aqueduct's answer differs from HIP 5.2's"). Aqueduct's run never sets it.
 //!
-//! Standard-only and run here: `capture_graph`, `device_memory`, `device_properties`,
-//! `module_metadata`, `scale`, `streams`, `threads`. Not here:
+//! Standard-only and run here: `capture_graph`, `device_ctx`, `device_memory`, `device_properties`,
+//! `module_metadata`, `scale`, `streams`, `threads`, and the legacy hipcc build of
+//! `per_thread.hip`. Not here:
 //! - `captures`, `conditional`, `detach`, `graph_nodes`, `kernels`, `memory_api`, `mempool`,
 //!   `multigpu`, `pageable`, `readme_example`, `readme_while` and `stress` call aqueduct's
 //!   extensions (host kernels through `aqdRegisterHostKernel`, execution contexts, conditional
@@ -139,22 +140,25 @@ fn differential(name: &str, args: &[&str]) {
 }
 
 fn differential_env(name: &str, args: &[&str], env: &[(&str, &Path)]) {
-    let exe = build(name);
+    run_both(name, &build(name), args, env);
+}
 
+/// Runs the built program `exe` (printing `<name>: ok`) on both runtimes, with `env` on both.
+fn run_both(name: &str, exe: &Path, args: &[&str], env: &[(&str, &Path)]) {
     // Aqueduct's libamdhip64.so.5, as `aqueduct run --hip aqueduct` loads it; never under
     // AQD_EXPECT_HIP52.
     let dir = amdhip64_dir();
-    let ldd = Command::new("ldd").arg(&exe).env("LD_LIBRARY_PATH", dir).output().expect("ldd");
+    let ldd = Command::new("ldd").arg(exe).env("LD_LIBRARY_PATH", dir).output().expect("ldd");
     let ldd = String::from_utf8_lossy(&ldd.stdout);
     assert!(ldd.contains(&format!("{}/libamdhip64.so.5", dir.display())), "{ldd}");
-    let mut c = Command::new(&exe);
+    let mut c = Command::new(exe);
     c.args(args).env("LD_LIBRARY_PATH", dir).env("AQUEDUCT_BACKEND", "emu").env_remove("AQD_EXPECT_HIP52");
     c.env_remove("LD_PRELOAD").env_remove("AQUEDUCT_TWINS");
     c.envs(env.iter().copied());
     check(name, "aqueduct", &run_command(c, Duration::from_secs(120)));
 
     // Debian's HIP 5.2 on the emulated gfx90a under the preload library.
-    let mut c = Command::new(&exe);
+    let mut c = Command::new(exe);
     c.args(args)
         .env("LD_PRELOAD", profile_dir().join("libaqueduct_kfd_preload.so"))
         .env("AQUEDUCT_GPU", "gfx90a")
@@ -179,6 +183,33 @@ fn device_properties_on_both_runtimes() {
 #[test]
 fn module_metadata_on_both_runtimes() {
     differential_env("module_metadata", &[&fixture()], &[("AQUEDUCT_TWINS", fixture_twins())]);
+}
+
+#[test]
+fn device_queries_and_contexts_on_both_runtimes() {
+    differential("device_ctx", &[]);
+}
+
+/// `tests/c/per_thread.hip` built by Debian's hipcc for the legacy default stream (its kernel
+/// runs as the emulator's C twin of `fill_u32` on Debian's side). The per-thread builds run on
+/// aqueduct only (`c_api.rs`): HIP 5.2 crashes in `hipStreamWaitValue32(hipStreamPerThread, …)`.
+#[test]
+fn per_thread_program_legacy_build_on_both_runtimes() {
+    require("hipcc", "/usr/bin/hipcc");
+    let exe = out_dir().join("per_thread-legacy-differential");
+    {
+        let _g = common::compiler_turn();
+        let out = Command::new("hipcc")
+            .args(["--offload-arch=gfx90a", "-nogpulib", "-nogpuinc", "-O1", "-Wall", "-Werror"])
+            .arg(manifest().join("tests/c/per_thread.hip"))
+            .arg("-o")
+            .arg(&exe)
+            .arg("-lpthread")
+            .output()
+            .expect("hipcc");
+        assert!(out.status.success(), "hipcc failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    run_both("per_thread", &exe, &[], &[("AQUEDUCT_TWINS", fixture_twins())]);
 }
 
 #[test]
