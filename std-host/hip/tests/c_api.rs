@@ -767,3 +767,56 @@ fn bench_reports_the_launch_cost_of_the_c_abi_beside_cores() {
         assert!(!entry.contains("\"ratio\":null") && !entry.contains("\"ns\":null"), "{entry}");
     }
 }
+
+/// Builds `examples/hip/<source>` with `compiler`, `args` and then `libs` into this run's folder.
+fn build_example(source: &str, compiler: &str, args: &[&str], libs: &[&str]) -> PathBuf {
+    let src = manifest().join("../../examples/hip").join(source);
+    let exe = out_dir().join(source.split('.').next().unwrap_or(source));
+    let _g = common::compiler_turn();
+    let out = Command::new(compiler).args(args).arg(&src).args(libs).arg("-o").arg(&exe).output().expect(compiler);
+    assert!(out.status.success(), "{compiler} {source} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+/// Debian's rocRAND and rocSPARSE, and a rocPRIM program built by hipcc, load their kernels
+/// unmodified through aqueduct's `libamdhip64.so.5`: among the fat binaries they register
+/// (rocSPARSE over a hundred) the right bundle entry is loaded for the device, the kernel is
+/// found by name in the placed image, its launch reaches the emulated GPU, and the GPU names the
+/// kernel from that image. None has a host twin, so the dispatch fails and the program reports
+/// it — a wrong code object, target or symbol would fail earlier, with another error (until the
+/// emulator runs their machine code, which lets them finish).
+#[test]
+fn client_libraries_load_their_kernels_through_aqueducts_libamdhip64() {
+    require("hipcc", "/usr/bin/hipcc");
+    require("librocprim-dev", "/usr/include/rocprim/rocprim.hpp");
+    require("librocrand-dev", "/usr/include/rocrand/rocrand.h");
+    require("librocsparse-dev", "/usr/include/rocsparse/rocsparse.h");
+    let dir = amdhip64_dir();
+    let hipcc = ["-std=c++17", "--offload-arch=gfx90a", "-O2"];
+    let programs = [
+        (build_example("rocprim_sort.hip", "hipcc", &hipcc, &[]), "_ZN7rocprim6detail"),
+        (build_example("rocrand_uniform.cpp", "hipcc", &hipcc, &["-lrocrand"]), "_ZN12rocrand_host6detail"),
+        (
+            build_example(
+                "rocsparse_handle.c",
+                "gcc",
+                &["-D__HIP_PLATFORM_AMD__"],
+                &["-lrocsparse", "-lamdhip64", "-lm"],
+            ),
+            "_ZL11init_kernelv",
+        ),
+    ];
+    for (exe, kernel) in programs {
+        let mut c = Command::new(&exe);
+        c.env("LD_LIBRARY_PATH", dir).env("AQUEDUCT_BACKEND", "emu").env_remove("AQUEDUCT_TWINS");
+        let out = common::run_command(c, Duration::from_secs(120));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let named = format!("no host twin for kernel `{kernel}");
+        assert!(stderr.contains(&named), "{}: its kernel did not reach the GPU:\n{stderr}", exe.display());
+        for wrong in ["hipErrorNoBinaryForGpu", "hipErrorInvalidImage", "hipErrorInvalidDeviceFunction", "cannot name"]
+        {
+            assert!(!stderr.contains(wrong), "{}: {wrong}\n{stderr}", exe.display());
+        }
+        assert!(!out.status.success(), "{}: cannot succeed without its kernels' results", exe.display());
+    }
+}
