@@ -532,7 +532,9 @@ fn per_thread_default_stream_builds_by_hipcc() {
         }
         assert_eq!(calls.is_empty(), !undefined.contains("_spt"), "{name}:\n{undefined}");
         let mut c = Command::new(&exe);
-        c.env("LD_LIBRARY_PATH", dir).env("AQUEDUCT_BACKEND", "emu");
+        c.env("LD_LIBRARY_PATH", dir)
+            .env("AQUEDUCT_BACKEND", "emu")
+            .env("AQUEDUCT_TWINS", common::fixture_twins(&out_dir()));
         let out = check("per_thread", &common::run_command(c, Duration::from_secs(60)));
         assert!(out.contains(&format!("per_thread: ok ({mode})")), "{name}: {out}");
     }
