@@ -1,0 +1,229 @@
+//! Shared helpers of the LLVM comparison tests: tool lookup, a minimal ELF and offload-bundle
+//! reader, `llvm-objdump-15` output parsing and the line-by-line comparison with coverage.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use aqueduct_isa::{decode, Encoding, Op};
+
+/// Returns the path of `tool`, or panics naming the Debian package that provides it.
+pub fn tool(tool: &str, package: &str) -> PathBuf {
+    let found = std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|p| p.join(tool)).find(|p| p.is_file()));
+    match found {
+        Some(p) => p,
+        None => panic!("`{tool}` not found: install the Debian package `{package}`"),
+    }
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
+}
+
+fn u16le(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+fn u32le(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
+}
+fn u64le(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+
+/// A section of an ELF64 file: (file offset, size, address).
+pub struct Section {
+    pub offset: u64,
+    pub size: u64,
+    pub addr: u64,
+}
+
+/// Finds a section by name, reading only the headers (works on very large files).
+pub fn find_section(file: &mut File, name: &str) -> Option<Section> {
+    let mut eh = [0u8; 64];
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.read_exact(&mut eh).ok()?;
+    if &eh[..4] != b"\x7fELF" || eh[4] != 2 {
+        return None;
+    }
+    let shoff = u64le(&eh, 0x28);
+    let shentsize = u16le(&eh, 0x3a) as u64;
+    let shnum = u16le(&eh, 0x3c) as u64;
+    let shstrndx = u16le(&eh, 0x3e) as u64;
+    let mut sh = vec![0u8; (shentsize * shnum) as usize];
+    file.seek(SeekFrom::Start(shoff)).ok()?;
+    file.read_exact(&mut sh).ok()?;
+    let hdr = |i: u64| &sh[(i * shentsize) as usize..((i + 1) * shentsize) as usize];
+    let strtab = hdr(shstrndx);
+    let (str_off, str_size) = (u64le(strtab, 0x18), u64le(strtab, 0x20));
+    let mut names = vec![0u8; str_size as usize];
+    file.seek(SeekFrom::Start(str_off)).ok()?;
+    file.read_exact(&mut names).ok()?;
+    for i in 0..shnum {
+        let h = hdr(i);
+        let n = u32le(h, 0) as usize;
+        let end = names[n..].iter().position(|&c| c == 0).map_or(names.len(), |e| n + e);
+        if &names[n..end] == name.as_bytes() {
+            return Some(Section { addr: u64le(h, 0x10), offset: u64le(h, 0x18), size: u64le(h, 0x20) });
+        }
+    }
+    None
+}
+
+pub fn read_at(file: &mut File, offset: u64, size: u64) -> Vec<u8> {
+    let mut v = vec![0u8; size as usize];
+    file.seek(SeekFrom::Start(offset)).unwrap();
+    file.read_exact(&mut v).unwrap();
+    v
+}
+
+/// One entry of a clang offload bundle: (absolute file offset, size, id).
+pub struct BundleEntry {
+    pub offset: u64,
+    pub size: u64,
+    pub id: String,
+}
+
+const BUNDLE_MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
+
+/// Lists the entries of every bundle in `[start, start+size)` (bundles back to back, aligned).
+pub fn bundle_entries(file: &mut File, start: u64, size: u64) -> Vec<BundleEntry> {
+    let mut out = Vec::new();
+    let mut pos = start;
+    let end = start + size;
+    while pos + 32 <= end {
+        let head = read_at(file, pos, 32);
+        if &head[..24] != BUNDLE_MAGIC {
+            pos += 8; // bundles are aligned; skip padding
+            continue;
+        }
+        let count = u64le(&head, 24);
+        let mut p = pos + 32;
+        let mut bundle_end = p;
+        for _ in 0..count {
+            let e = read_at(file, p, 24);
+            let (off, sz, idlen) = (u64le(&e, 0), u64le(&e, 8), u64le(&e, 16));
+            let id = String::from_utf8_lossy(&read_at(file, p + 24, idlen)).into_owned();
+            p += 24 + idlen;
+            bundle_end = bundle_end.max(pos + off + sz);
+            out.push(BundleEntry { offset: pos + off, size: sz, id });
+        }
+        pos = bundle_end.max(p);
+    }
+    out
+}
+
+/// Instruction lines of `llvm-objdump-15 -d`: (address, text before the `//` comment).
+pub fn objdump(path: &Path) -> Vec<(u64, String)> {
+    let objdump = tool("llvm-objdump-15", "llvm-15");
+    let out = Command::new(objdump).args(["-d", "--mcpu=gfx90a"]).arg(path).output().expect("run llvm-objdump-15");
+    assert!(out.status.success(), "llvm-objdump-15 failed on {}", path.display());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = Vec::new();
+    for l in text.lines() {
+        let Some(pos) = l.rfind("// ") else { continue };
+        if !l.starts_with('\t') {
+            continue;
+        }
+        let comment = &l[pos + 3..];
+        let Some(colon) = comment.find(':') else { continue };
+        let Ok(addr) = u64::from_str_radix(&comment[..colon], 16) else { continue };
+        lines.push((addr, l[..pos].trim().to_string()));
+    }
+    lines
+}
+
+#[derive(Default)]
+pub struct Report {
+    pub instructions: usize,
+    pub seen: BTreeMap<Encoding, BTreeSet<Op>>,
+    pub mismatches: Vec<String>,
+    pub mismatch_count: usize,
+    pub objects: usize,
+    pub per_mnemonic: BTreeMap<String, usize>,
+}
+
+impl Report {
+    pub fn print(&self, title: &str) {
+        println!("== {title}: {} code objects, {} instructions", self.objects, self.instructions);
+        println!("{:<8} {:>8}", "encoding", "opcodes");
+        let mut total = 0;
+        for (e, ops) in &self.seen {
+            println!("{:<8} {:>8}", e.name(), ops.len());
+            total += ops.len();
+        }
+        println!("{:<8} {:>8}  (all decoded; mismatches: {})", "total", total, self.mismatch_count);
+        for m in self.mismatches.iter().take(150) {
+            println!("MISMATCH {m}");
+        }
+    }
+    pub fn assert_clean(&self) {
+        assert_eq!(self.mismatch_count, 0, "{} mismatches against llvm-objdump-15", self.mismatch_count);
+    }
+}
+
+/// Decodes `.text` of the code object at `path` and compares every line with llvm-objdump-15.
+pub fn compare(path: &Path, report: &mut Report) {
+    let mut file = File::open(path).unwrap();
+    let text = find_section(&mut file, ".text").expect(".text section");
+    let bytes = read_at(&mut file, text.offset, text.size);
+    let words: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let lines = objdump(path);
+    report.objects += 1;
+    let note = |report: &mut Report, want: &str, s: String| {
+        report.mismatch_count += 1;
+        let key = want.split(' ').next().unwrap_or("").to_string();
+        let n = report.per_mnemonic.entry(key).or_default();
+        *n += 1;
+        if *n <= 2 && report.mismatches.len() < 400 {
+            report.mismatches.push(s);
+        }
+    };
+    for (addr, want) in lines {
+        if addr < text.addr || addr >= text.addr + text.size {
+            continue;
+        }
+        let at = ((addr - text.addr) / 4) as usize;
+        report.instructions += 1;
+        match decode(&words, at) {
+            Ok(inst) => {
+                report.seen.entry(inst.encoding()).or_default().insert(inst.op);
+                let got = inst.display().to_string();
+                if got != want {
+                    let raw: Vec<String> = words[at..(at + inst.len as usize).min(words.len())]
+                        .iter()
+                        .map(|w| format!("{w:08X}"))
+                        .collect();
+                    note(
+                        report,
+                        &want,
+                        format!(
+                            "{}: {:#x}: llvm `{want}` ours `{got}` [{}]",
+                            path.file_name().unwrap().to_string_lossy(),
+                            addr,
+                            raw.join(" ")
+                        ),
+                    );
+                }
+            }
+            Err(e) => {
+                if want.starts_with("; ") || want.contains("<unknown>") {
+                    continue;
+                }
+                note(
+                    report,
+                    &want,
+                    format!(
+                        "{}: {:#x}: llvm `{want}` ours error {e}",
+                        path.file_name().unwrap().to_string_lossy(),
+                        addr
+                    ),
+                );
+            }
+        }
+    }
+}
