@@ -303,10 +303,10 @@ impl Decoder<'_> {
                 self.mods.abs = (bits(ext, 21, 1) | bits(ext, 29, 1) << 1) as u8;
                 let sext = (bits(ext, 19, 1) | bits(ext, 27, 1) << 1) as u8;
                 if enc == Encoding::Vopc {
+                    // VOPC has no clamp/omod here: bits 14:8 are the scalar destination.
                     if bits(ext, 15, 1) == 1 {
                         vcc_dst = Some(self.src(bits(ext, 8, 7), 2)?);
                     }
-                    self.mods.clamp = bits(ext, 13, 1) == 1;
                     self.mods.ext = Ext::Sdwa(Sdwa {
                         dst_sel: 6,
                         dst_unused: 0,

@@ -156,7 +156,7 @@ fn imm(f: &mut fmt::Formatter<'_>, v: u32, ty: Ty) -> fmt::Result {
         Ty::Sendmsg => sendmsg(f, v),
         Ty::GprIdxMode => gpr_idx(f, v),
         Ty::Branch => write!(f, "{}", v & 0xffff),
-        Ty::Imm8 => write!(f, "{v:#x}"),
+        Ty::Imm8 | Ty::Hex16 => write!(f, "{v:#x}"),
         Ty::Imm7 => write!(f, "{v}"),
         _ => hex_or_small(f, v),
     }
@@ -320,7 +320,10 @@ fn scalar(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
 
 fn smem(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
     operands(f, inst.op.name(), inst, |f, s, o| match (s.field, o) {
-        (Field::Offset, Operand::Imm(v)) => write!(f, "{v:#x}"),
+        (Field::Offset, Operand::Imm(_)) if inst.mods.offset < 0 => {
+            write!(f, "-{:#x}", inst.mods.offset.unsigned_abs())
+        }
+        (Field::Offset, Operand::Imm(_)) => write!(f, "{:#x}", inst.mods.offset),
         _ => plain(f, s, o),
     })?;
     if inst.mods.glc {
@@ -527,7 +530,9 @@ fn ds(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
     let spec = inst.op.spec();
     let m = &inst.mods;
     operands(f, spec.name, inst, plain)?;
-    if spec.flags & spec::TWO_OFFSETS != 0 {
+    if spec.name == "ds_swizzle_b32" {
+        swizzle(f, m.offset as u32)?;
+    } else if spec.flags & spec::TWO_OFFSETS != 0 {
         if m.offset != 0 {
             write!(f, " offset0:{}", m.offset)?;
         }
@@ -541,6 +546,46 @@ fn ds(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
         f.write_str(" gds")?;
     }
     Ok(())
+}
+
+/// `ds_swizzle_b32` offsets in LLVM's symbolic form (`docs/isa.md`, "DS").
+fn swizzle(f: &mut fmt::Formatter<'_>, v: u32) -> fmt::Result {
+    if v == 0 {
+        return Ok(());
+    }
+    if v & 0xff00 == 0x8000 {
+        let l = |i: u32| (v >> (2 * i)) & 3;
+        return write!(f, " offset:swizzle(QUAD_PERM,{},{},{},{})", l(0), l(1), l(2), l(3));
+    }
+    if v & 0x8000 != 0 {
+        return write!(f, " offset:{v}");
+    }
+    let and = v & 0x1f;
+    let or = (v >> 5) & 0x1f;
+    let xor = (v >> 10) & 0x1f;
+    if and == 0x1f && or == 0 && xor.count_ones() == 1 {
+        return write!(f, " offset:swizzle(SWAP,{xor})");
+    }
+    if and == 0x1f && or == 0 && xor > 0 && (xor + 1).is_power_of_two() {
+        return write!(f, " offset:swizzle(REVERSE,{})", xor + 1);
+    }
+    let group = 0x1f - and + 1;
+    if group > 1 && group.is_power_of_two() && or < group && xor == 0 {
+        return write!(f, " offset:swizzle(BROADCAST,{group},{or})");
+    }
+    f.write_str(" offset:swizzle(BITMASK_PERM,\"")?;
+    let p0 = or ^ xor;
+    let p1 = (0x1f & and | or) ^ xor;
+    for bit in (0..5).rev() {
+        let (a, b) = (p0 >> bit & 1, p1 >> bit & 1);
+        f.write_str(match (a == b, a) {
+            (true, 0) => "0",
+            (true, _) => "1",
+            (false, 0) => "p",
+            (false, _) => "i",
+        })?;
+    }
+    f.write_str("\")")
 }
 
 fn flat(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {

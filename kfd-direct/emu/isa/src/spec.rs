@@ -75,8 +75,10 @@ pub enum Ty {
     Optional16,
     /// A branch offset in dwords.
     Branch,
-    /// A plain 16-bit immediate.
+    /// A plain 16-bit immediate (SOPP: decimal up to 64, hex above).
     Imm16,
+    /// A 16-bit immediate always printed in hex (SOPK).
+    Hex16,
     /// `hwreg(id, offset, size)`.
     Hwreg,
     /// An 8-bit immediate in a source field (`s_set_gpr_idx_on`).

@@ -47,6 +47,7 @@ for op in range(128):
 for op in range(32):
     add('SOPK',op,'r',[0xB<<28|op<<23|10<<16|0x1234])
     add('SOPK',op,'l',[0xB<<28|op<<23|10<<16|0x1234, 0x5678])
+    add('SOPK',op,'l0',[0xB<<28|op<<23|0x1234, 0x5678])
 for op in range(256):
     add('SOP1',op,'r',[0x17D<<23|10<<16|op<<8|20])
     add('SOP1',op,'z',[0x17D<<23|0<<16|op<<8|0])
@@ -68,7 +69,7 @@ for op in range(256):
     D=20|0x111<<8|0xf<<24|0xf<<28
     S=20|6<<8|2<<11|6<<16|6<<24
     add('VOP1',op,'dpp',[0x3F<<25|10<<17|op<<9|0xFA, D])
-    add('VOP1',op,'sdwa',[0x3F<<25|10<<17|op<<9|0xF9, S])
+    add('VOP1',op,'sdwa',[0x3F<<25|10<<17|op<<9|0xF9, 20|6<<8|2<<11|6<<16])
     add('VOPC',op,'dpp',[0x3E<<25|op<<17|30<<9|0xFA, D])
     add('VOPC',op,'sdwa',[0x3E<<25|op<<17|30<<9|0xF9, S])
     add('VOPC',op,'sdwa2',[0x3E<<25|op<<17|30<<9|0xF9, S|(1<<15)|(50<<8)])

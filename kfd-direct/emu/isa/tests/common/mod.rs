@@ -227,3 +227,40 @@ pub fn compare(path: &Path, report: &mut Report) {
         }
     }
 }
+
+/// The gfx90a code objects inside a host library's `.hip_fatbin`, written to temporary files.
+pub fn gfx90a_objects(lib: &Path, package: &str) -> Vec<(String, PathBuf)> {
+    gfx90a_objects_filtered(lib, package, |_, _| true)
+}
+
+/// As [`gfx90a_objects`], keeping the `n`-th gfx90a image (counted over the whole section) when
+/// `keep(n, id)` says so; only kept images are read.
+pub fn gfx90a_objects_filtered(
+    lib: &Path,
+    package: &str,
+    mut keep: impl FnMut(usize, &str) -> bool,
+) -> Vec<(String, PathBuf)> {
+    let Ok(mut file) = File::open(lib) else {
+        panic!("{} not found: install the Debian package `{package}`", lib.display());
+    };
+    let sec = find_section(&mut file, ".hip_fatbin").expect(".hip_fatbin section");
+    let entries = bundle_entries(&mut file, sec.offset, sec.size);
+    let dir = std::env::temp_dir().join(format!("aqueduct-isa-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stem = lib.file_name().unwrap().to_string_lossy().into_owned();
+    let mut out = Vec::new();
+    let mut n = 0;
+    for (i, e) in entries.iter().enumerate() {
+        if !e.id.contains("gfx90a") || e.size == 0 {
+            continue;
+        }
+        n += 1;
+        if !keep(n - 1, &e.id) {
+            continue;
+        }
+        let path = dir.join(format!("{stem}-{i}-{}.co", e.id.replace([':', '+'], "_")));
+        std::fs::write(&path, read_at(&mut file, e.offset, e.size)).unwrap();
+        out.push((e.id.clone(), path));
+    }
+    out
+}
