@@ -156,6 +156,7 @@ fn imm(f: &mut fmt::Formatter<'_>, v: u32, ty: Ty) -> fmt::Result {
         Ty::Sendmsg => sendmsg(f, v),
         Ty::GprIdxMode => gpr_idx(f, v),
         Ty::Branch => write!(f, "{}", v & 0xffff),
+        Ty::Imm8 if v <= 15 => gpr_idx(f, v),
         Ty::Imm8 | Ty::Hex16 => write!(f, "{v:#x}"),
         Ty::Imm7 => write!(f, "{v}"),
         _ => hex_or_small(f, v),

@@ -81,7 +81,7 @@ pub enum Ty {
     Hex16,
     /// `hwreg(id, offset, size)`.
     Hwreg,
-    /// An 8-bit immediate in a source field (`s_set_gpr_idx_on`).
+    /// An 8-bit immediate in a source field (`s_set_gpr_idx_on`: `gpr_idx(…)` mode bits).
     Imm8,
     /// A 7-bit immediate in the SMEM data field (`s_atc_probe`).
     Imm7,

@@ -64,3 +64,54 @@ fn rocsparse() {
         .print(&format!("rocSPARSE gfx90a (every {stride}. bundle{})", if all { ", both images" } else { ", xnack-" }));
     report.assert_clean();
 }
+
+/// Kernels written for this test (`tests/kernels/isa-test.{cl,hip}`), compiled now with clang-15
+/// (OpenCL) and hipcc (HIP) at several optimisation levels, to reach MFMA/AGPR, DPP, swizzle,
+/// packed-math, f16/f64, atomic, LDS, scratch, printf and clock code.
+#[test]
+fn compiled_kernels() {
+    let clang = common::tool("clang-15", "clang-15");
+    let hipcc = common::tool("hipcc", "hipcc");
+    common::tool("ld.lld-15", "lld-15");
+    let libs = std::path::Path::new("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode");
+    assert!(
+        libs.join("ockl.bc").is_file(),
+        "ROCm device libraries missing: install the Debian package `rocm-device-libs`"
+    );
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernels");
+    let dir = std::env::temp_dir().join(format!("aqueduct-isa-kernels-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut objects = Vec::new();
+    for opt in ["-O3", "-O1"] {
+        let out = dir.join(format!("cl{opt}.co"));
+        let st = std::process::Command::new(&clang)
+            .args(["-x", "cl", "-Xclang", "-finclude-default-header", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx90a"])
+            .arg(format!("--rocm-device-lib-path={}", libs.display()))
+            .arg(opt)
+            .arg(src.join("isa-test.cl"))
+            .arg("-o")
+            .arg(&out)
+            .status()
+            .expect("run clang-15");
+        assert!(st.success(), "clang-15 failed on isa-test.cl {opt}");
+        objects.push(out);
+    }
+    for (opt, extra) in [("-O3", ""), ("-O0", ""), ("-O2", "-mcode-object-version=5")] {
+        let out = dir.join(format!("hip{opt}{extra}.co"));
+        let mut cmd = std::process::Command::new(&hipcc);
+        cmd.args(["--offload-arch=gfx90a", "--cuda-device-only", "--no-gpu-bundle-output", "-c", "-w", opt]);
+        if !extra.is_empty() {
+            cmd.arg(extra);
+        }
+        let st = cmd.arg(src.join("isa-test.hip")).arg("-o").arg(&out).status().expect("run hipcc");
+        assert!(st.success(), "hipcc failed on isa-test.hip {opt} {extra}");
+        objects.push(out);
+    }
+    let mut report = Report::default();
+    for p in &objects {
+        compare(p, &mut report);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    report.print("test kernels (clang-15 OpenCL, hipcc HIP)");
+    report.assert_clean();
+}
