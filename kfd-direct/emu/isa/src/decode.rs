@@ -135,9 +135,23 @@ impl Decoder<'_> {
         Ok(v)
     }
 
-    /// A source operand code (8-bit scalar or 9-bit vector) of `width` dwords.
+    /// A source operand code (8-bit scalar or 9-bit vector) of `width` dwords. SGPR and TTMP
+    /// tuples are aligned down (pairs even, wider tuples on multiples of four) as the hardware
+    /// and LLVM do; a special-register pair must start at its low half.
     fn src(&mut self, code: u32, width: u8) -> R<Operand> {
         let w = width.max(1);
+        let code = match code {
+            0..=101 => u32::from(align_sgpr(code, w)),
+            108..=123 => 108 + u32::from(align_sgpr(code - 108, w)),
+            102..=107 | 126 | 127 if w > 1 && code & 1 == 1 => return Err(DecodeErrorKind::IllegalForm),
+            124 if w > 1 => return Err(DecodeErrorKind::IllegalForm),
+            125 => return Ok(Operand::Special { reg: Special::Null, hi: false, count: w }),
+            _ => code,
+        };
+        self.src_unchecked(code, w)
+    }
+
+    fn src_unchecked(&mut self, code: u32, w: u8) -> R<Operand> {
         Ok(match code {
             0..=101 => Operand::Sgpr { reg: align_sgpr(code, w), count: w },
             102..=107 | 124 | 126 | 127 => {
@@ -172,6 +186,7 @@ impl Decoder<'_> {
             251 => Operand::Special { reg: Special::Vccz, hi: false, count: 1 },
             252 => Operand::Special { reg: Special::Execz, hi: false, count: 1 },
             253 => Operand::Special { reg: Special::Scc, hi: false, count: 1 },
+            254 => Operand::Special { reg: Special::LdsDirect, hi: false, count: 1 },
             255 => Operand::Literal(self.take_literal()?),
             256..=511 => Operand::Vgpr { reg: (code - 256) as u8, count: w },
             _ => return Err(DecodeErrorKind::IllegalForm),
@@ -221,6 +236,9 @@ impl Decoder<'_> {
             _ => Self::lookup(&tables::SOPP_MAP, bits(w, 16, 7))?,
         };
         let spec = op.spec();
+        if enc == Encoding::Sopp && spec.slots.is_empty() && bits(w, 0, 16) != 0 {
+            return Err(DecodeErrorKind::IllegalForm);
+        }
         let mut ops = [Operand::Off; MAX_OPERANDS];
         for (i, s) in spec.slots.iter().enumerate().take(MAX_OPERANDS) {
             ops[i] = match s.field {
@@ -258,7 +276,7 @@ impl Decoder<'_> {
                     self.mods.offset = sext(bits(w1, 0, 21), 21);
                     Operand::Imm(bits(w1, 0, 21))
                 }
-                Field::Offset => self.src(bits(w1, 0, 8), 1)?,
+                Field::Offset => self.src(bits(w1, 0, 7), 1)?,
                 _ => return Err(DecodeErrorKind::IllegalForm),
             };
         }
@@ -276,8 +294,10 @@ impl Decoder<'_> {
         let mut src0 = bits(w, 0, 9);
         let mut src1_sgpr = false;
         let mut vcc_dst: Option<Operand> = None;
-        if src0 == 0xFA || src0 == 0xF9 {
-            let has_src0 = spec.slots.iter().any(|s| s.field == Field::Src0);
+        // 0xFA/0xF9 select DPP/SDWA only where src0 is a general source (not v_accvgpr_mov's AGPR).
+        let general_src0 = spec.slots.iter().any(|s| s.field == Field::Src0 && s.class == Class::Any);
+        if (src0 == 0xFA || src0 == 0xF9) && general_src0 {
+            let has_src0 = true;
             let ext = self.word(1)?;
             self.len = 2;
             if src0 == 0xFA {
@@ -332,6 +352,8 @@ impl Decoder<'_> {
         for (i, s) in spec.slots.iter().enumerate().take(MAX_OPERANDS) {
             ops[i] = match s.field {
                 Field::Dst => self.fixed(s.class, bits(w, 17, 8), s.width)?,
+                Field::Src0 if s.class == Class::Vgpr => Operand::Vgpr { reg: src0 as u8, count: s.width.max(1) },
+                Field::Src0 if s.class == Class::Agpr => Operand::Agpr { reg: src0 as u8, count: s.width.max(1) },
                 Field::Src0 => {
                     let o = self.src(src0, s.width)?;
                     match (s.class, o) {
@@ -477,13 +499,13 @@ impl Decoder<'_> {
         };
         let op = Self::lookup(map, bits(w0, 18, 7))?;
         let spec: &OpSpec = op.spec();
-        if bits(w0, 13, 1) == 1 {
-            return Err(DecodeErrorKind::IllegalForm); // LDS DMA is gfx940+
-        }
+        let lds = bits(w0, 13, 1) == 1;
+        self.mods.gds_lds = lds;
+        self.mods.scc = bits(w0, 25, 1) == 1;
         self.mods.slc = bits(w0, 17, 1) == 1;
         self.mods.glc = bits(w0, 16, 1) == 1;
         self.mods.offset = match enc {
-            Encoding::Flat => bits(w0, 0, 12) as i32,
+            Encoding::Flat => bits(w0, 0, 13) as i32,
             _ => sext(bits(w0, 0, 13), 13),
         };
         let acc = bits(w1, 23, 1) == 1;
@@ -509,6 +531,8 @@ impl Decoder<'_> {
                 break;
             }
             ops[n] = match s.field {
+                // LDS DMA loads write LDS, not a VGPR.
+                Field::Dst if lds => continue,
                 Field::Dst => reg(bits(w1, 24, 8), s.width, acc),
                 Field::Data0 => reg(bits(w1, 8, 8), s.width, acc),
                 Field::Addr => match enc {
@@ -551,6 +575,8 @@ impl Decoder<'_> {
         };
         let spec = op.spec();
         self.mods.glc = bits(w0, 14, 1) == 1;
+        // SCC: MUBUF bit 15; MTBUF bit 53 (bit 15 belongs to its opcode there).
+        self.mods.scc = if enc == Encoding::Mubuf { bits(w0, 15, 1) == 1 } else { bits(w1, 21, 1) == 1 };
         self.mods.idxen = bits(w0, 13, 1) == 1;
         self.mods.offen = bits(w0, 12, 1) == 1;
         self.mods.offset = bits(w0, 0, 12) as i32;
@@ -561,18 +587,23 @@ impl Decoder<'_> {
         let data_w = spec.slots.iter().find(|s| s.field == Field::Data0).map_or(1, |s| s.width);
         let vdata = bits(w1, 8, 8);
         let mut ops = [Operand::Off; MAX_OPERANDS];
-        ops[0] = if acc {
-            Operand::Agpr { reg: vdata as u8, count: data_w.max(1) }
-        } else {
-            Operand::Vgpr { reg: vdata as u8, count: data_w.max(1) }
-        };
+        let mut n = 0;
+        // An LDS load (`lds`) writes LDS instead of vdata, which is then not an operand.
+        if !(enc == Encoding::Mubuf && self.mods.gds_lds) {
+            ops[n] = if acc {
+                Operand::Agpr { reg: vdata as u8, count: data_w.max(1) }
+            } else {
+                Operand::Vgpr { reg: vdata as u8, count: data_w.max(1) }
+            };
+            n += 1;
+        }
         let addr_w = u8::from(self.mods.idxen) + u8::from(self.mods.offen);
-        ops[1] = if addr_w == 0 { Operand::Off } else { Operand::Vgpr { reg: bits(w1, 0, 8) as u8, count: addr_w } };
-        ops[2] = Operand::Sgpr { reg: (bits(w1, 16, 5) * 4) as u8, count: 4 };
-        ops[3] = self.src(bits(w1, 24, 8), 1)?;
-        if matches!(ops[3], Operand::Literal(_)) {
+        ops[n] = if addr_w == 0 { Operand::Off } else { Operand::Vgpr { reg: bits(w1, 0, 8) as u8, count: addr_w } };
+        ops[n + 1] = self.src(bits(w1, 16, 5) * 4, 4)?;
+        ops[n + 2] = self.src(bits(w1, 24, 8), 1)?;
+        if matches!(ops[n + 2], Operand::Literal(_)) {
             return Err(DecodeErrorKind::IllegalForm);
         }
-        Ok(self.finish(op, &ops[..4]))
+        Ok(self.finish(op, &ops[..n + 3]))
     }
 }

@@ -215,6 +215,10 @@ pub enum Special {
     PrivateLimit,
     /// POPS exiting wave id (239).
     PopsExitingWaveId,
+    /// LDS direct (254; not usable on gfx90a, printed as LLVM does).
+    LdsDirect,
+    /// The null register (125; reads 0, writes are dropped).
+    Null,
 }
 
 /// Float inline constants (codes 240–248).
@@ -351,7 +355,9 @@ pub struct Mods {
     pub glc: bool,
     /// Memory: SLC.
     pub slc: bool,
-    /// DS: GDS; MUBUF: LDS.
+    /// Memory: SCC (system coherence; MUBUF/MTBUF bit 15, FLAT bit 25).
+    pub scc: bool,
+    /// DS: GDS; MUBUF and FLAT: LDS (the load goes to LDS, no VGPR destination).
     pub gds_lds: bool,
     /// MUBUF/MTBUF: offen.
     pub offen: bool,

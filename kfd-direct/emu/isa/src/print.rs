@@ -61,6 +61,8 @@ fn special(f: &mut fmt::Formatter<'_>, reg: Special, hi: bool, count: u8) -> fmt
         Special::PrivateBase => f.write_str("src_private_base"),
         Special::PrivateLimit => f.write_str("src_private_limit"),
         Special::PopsExitingWaveId => f.write_str("src_pops_exiting_wave_id"),
+        Special::LdsDirect => f.write_str("src_lds_direct"),
+        Special::Null => f.write_str("null"),
     }
 }
 
@@ -154,11 +156,12 @@ fn imm(f: &mut fmt::Formatter<'_>, v: u32, ty: Ty) -> fmt::Result {
         Ty::Waitcnt => waitcnt(f, v),
         Ty::Hwreg => hwreg(f, v),
         Ty::Sendmsg => sendmsg(f, v),
-        Ty::GprIdxMode => gpr_idx(f, v),
+        Ty::GprIdxMode if v <= 15 => gpr_idx(f, v),
+        Ty::GprIdxMode => write!(f, "{v:#x}"),
         Ty::Branch => write!(f, "{}", v & 0xffff),
         Ty::Imm8 if v <= 15 => gpr_idx(f, v),
         Ty::Imm8 | Ty::Hex16 => write!(f, "{v:#x}"),
-        Ty::Imm7 => write!(f, "{v}"),
+        Ty::Imm7 => hex_or_small(f, v),
         _ => hex_or_small(f, v),
     }
 }
@@ -239,8 +242,20 @@ fn sendmsg(f: &mut fmt::Formatter<'_>, v: u32) -> fmt::Result {
         _ => "",
     };
     let has_op = matches!(id, 2 | 3 | 15);
-    if name.is_empty() || (!has_op && v >> 4 != 0) {
-        return write!(f, "sendmsg({id}, {op}, {stream})");
+    // LLVM decodes id [3:0], op [6:4] and stream [9:8] and ignores the other bits.
+    let valid = !name.is_empty()
+        && match id {
+            2 => (1..=3).contains(&op),
+            3 => op <= 3 && (op != 0 || stream == 0),
+            15 => (1..=4).contains(&op) && stream == 0,
+            _ => op == 0 && stream == 0,
+        };
+    if !valid {
+        // Fields that re-encode to the same immediate print as a tuple, anything else raw.
+        if id | op << 4 | stream << 8 == v {
+            return write!(f, "sendmsg({id}, {op}, {stream})");
+        }
+        return write!(f, "{v}");
     }
     write!(f, "sendmsg({name}")?;
     if has_op {
@@ -327,7 +342,9 @@ fn smem(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
         (Field::Offset, Operand::Imm(_)) => write!(f, "{:#x}", inst.mods.offset),
         _ => plain(f, s, o),
     })?;
-    if inst.mods.glc {
+    let slots = inst.op.spec().slots;
+    let data = slots.len() == 3 && slots.first().is_some_and(|s| s.class != Class::Imm);
+    if inst.mods.glc && data {
         f.write_str(" glc")?;
     }
     Ok(())
@@ -348,6 +365,13 @@ fn with_mods(f: &mut fmt::Formatter<'_>, s: &Slot, o: &Operand, neg: u8, abs: u8
         Some(i) => (neg >> i & 1 == 1, abs >> i & 1 == 1),
         None => (false, false),
     };
+    let imm = matches!(o, Operand::Int(_) | Operand::Float(_) | Operand::Literal(_));
+    if n && imm && !a {
+        // LLVM spells a negated constant `neg(c)` so it cannot be read as the constant `-c`.
+        f.write_str("neg(")?;
+        operand(f, o, s.ty)?;
+        return f.write_str(")");
+    }
     if n {
         f.write_str("-")?;
     }
@@ -383,6 +407,14 @@ fn vop32(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
     let spec = inst.op.spec();
     let m = &inst.mods;
     match m.ext {
+        // With a mandatory K literal (v_madmk/madak_f16), a literal src0 is that same dword
+        // and LLVM prints all 32 bits of it.
+        Ext::None if spec.slots.iter().any(|s| s.field == Field::Literal) => {
+            operands(f, spec.name, inst, |f, s, o| match o {
+                Operand::Literal(_) => operand(f, o, Ty::B32),
+                _ => plain(f, s, o),
+            })
+        }
         Ext::None => operands(f, spec.name, inst, plain),
         Ext::Dpp(d) => {
             f.write_str(base_name(spec.name))?;
@@ -468,8 +500,26 @@ fn n_srcs(inst: &Inst) -> usize {
 
 fn vop3(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
     let m = &inst.mods;
-    operands(f, inst.op.name(), inst, |f, s, o| with_mods(f, s, o, m.neg, m.abs))?;
-    if m.op_sel != 0 {
+    let flags = inst.op.spec().flags;
+    // Opcodes without source modifiers or op_sel ignore those bits, and so does LLVM's printer.
+    // Only sources that take modifiers print them (LLVM ignores the bits elsewhere);
+    // v_cvt_pk_u8_f32's integer sources read their neg bit as sext.
+    let mods = ((flags / spec::MODS_SRC0) & 7) as u8;
+    let sext_srcs: u8 = if inst.op.name() == "v_cvt_pk_u8_f32" { 0b110 } else { 0 };
+    let (neg, abs) = (m.neg & (mods | sext_srcs), m.abs & mods);
+    operands(f, inst.op.name(), inst, |f, s, o| {
+        let i = src_index(s.field).unwrap_or(3);
+        if sext_srcs >> i & 1 == 1 {
+            if neg >> i & 1 == 1 {
+                f.write_str("sext(")?;
+                operand(f, o, s.ty)?;
+                return f.write_str(")");
+            }
+            return operand(f, o, s.ty);
+        }
+        with_mods(f, s, o, neg, abs)
+    })?;
+    if m.op_sel != 0 && flags & spec::OPSEL != 0 {
         let n = n_srcs(inst);
         // op_sel bits: one per source, then bit 3 for the destination.
         let v = (m.op_sel & ((1 << n) - 1)) | ((m.op_sel >> 3 & 1) << n);
@@ -599,11 +649,22 @@ fn flat(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
     if m.offset != 0 {
         write!(f, " offset:{}", m.offset)?;
     }
+    cache_bits(f, m)?;
+    if m.gds_lds {
+        f.write_str(" lds")?;
+    }
+    Ok(())
+}
+
+fn cache_bits(f: &mut fmt::Formatter<'_>, m: &crate::Mods) -> fmt::Result {
     if m.glc {
         f.write_str(" glc")?;
     }
     if m.slc {
         f.write_str(" slc")?;
+    }
+    if m.scc {
+        f.write_str(" scc")?;
     }
     Ok(())
 }
@@ -643,8 +704,12 @@ fn buffer(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
     if spec.enc == Encoding::Mtbuf {
         let dfmt = usize::from(m.offset1 & 0xf);
         let nfmt = usize::from(m.offset1 >> 4 & 7);
-        if !(dfmt == 1 && nfmt == 0) {
-            write!(f, " format:[BUF_DATA_FORMAT_{},BUF_NUM_FORMAT_{}]", DFMT[dfmt], NFMT[nfmt])?;
+        // LLVM leaves out the default halves (data format 8, number format UNORM).
+        match (dfmt != 1, nfmt != 0) {
+            (true, true) => write!(f, " format:[BUF_DATA_FORMAT_{},BUF_NUM_FORMAT_{}]", DFMT[dfmt], NFMT[nfmt])?,
+            (true, false) => write!(f, " format:[BUF_DATA_FORMAT_{}]", DFMT[dfmt])?,
+            (false, true) => write!(f, " format:[BUF_NUM_FORMAT_{}]", NFMT[nfmt])?,
+            (false, false) => {}
         }
     }
     if m.idxen {
@@ -656,12 +721,7 @@ fn buffer(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
     if m.offset != 0 {
         write!(f, " offset:{}", m.offset)?;
     }
-    if m.glc {
-        f.write_str(" glc")?;
-    }
-    if m.slc {
-        f.write_str(" slc")?;
-    }
+    cache_bits(f, m)?;
     if m.gds_lds {
         f.write_str(" lds")?;
     }

@@ -112,24 +112,32 @@ pub struct OpSpec {
     /// Operands in print order.
     pub slots: &'static [Slot],
     /// `DPP`, `SDWA`, `MAI`, … bits.
-    pub flags: u8,
+    pub flags: u16,
 }
 
 /// VOP1/VOP2/VOPC opcode has a DPP form.
-pub const DPP: u8 = 1;
+pub const DPP: u16 = 1;
 /// VOP1/VOP2/VOPC opcode has an SDWA form.
-pub const SDWA: u8 = 2;
+pub const SDWA: u16 = 2;
 /// VOP3P matrix (MFMA) opcode: acc_cd/abid/cbsz/blgp instead of packed-math modifiers.
-pub const MAI: u8 = 4;
+pub const MAI: u16 = 4;
 /// VOP3 opcode accepts abs/neg source modifiers.
-pub const SRC_MODS: u8 = 8;
+pub const SRC_MODS: u16 = 8;
 /// DS opcode with two 8-bit offsets.
-pub const TWO_OFFSETS: u8 = 16;
+pub const TWO_OFFSETS: u16 = 16;
 /// DS opcode that always runs on GDS.
-pub const GDS_ONLY: u8 = 32;
+pub const GDS_ONLY: u16 = 32;
 /// GLOBAL opcode without an SGPR-base form.
-pub const NO_SADDR: u8 = 64;
+pub const NO_SADDR: u16 = 64;
 /// SMEM opcode without an immediate-offset form; MUBUF opcode without an address.
-pub const NO_IMM: u8 = 128;
+pub const NO_IMM: u16 = 128;
 /// Same bit as [`NO_IMM`], for MUBUF.
-pub const NO_ADDR: u8 = 128;
+pub const NO_ADDR: u16 = 128;
+/// VOP3 opcode with `op_sel` (16-bit operand halves).
+pub const OPSEL: u16 = 256;
+/// VOP3 source 0 takes neg/abs.
+pub const MODS_SRC0: u16 = 512;
+/// VOP3 source 1 takes neg/abs.
+pub const MODS_SRC1: u16 = 1024;
+/// VOP3 source 2 takes neg/abs.
+pub const MODS_SRC2: u16 = 2048;

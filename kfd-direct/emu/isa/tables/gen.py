@@ -50,7 +50,10 @@ def const_ty(ctok, width, lit_ok, name):
     if width != 1: return 'B32'
     if ctok == '0x3c00': return 'I16'
     if ctok == '1.0' and not lit_ok: return 'F16'
-    if ctok is None and not lit_ok and '16' in name: return 'I16'
+    if ctok is None and not lit_ok:
+        # No constant probe: the source type is the last type suffix (v_cvt_<dst>_<src>).
+        sufs = re.findall(r'_([fiub])(16|32|64)', name)
+        if sufs and sufs[-1][1] == '16': return 'F16' if sufs[-1][0] == 'f' else 'I16'
     return 'B32'
 
 def vop(enc, code, d):
@@ -88,10 +91,18 @@ def vop(enc, code, d):
             ci = len(slots)
             ctok = cops[ci] if ci < len(cops) else None
             ty = const_ty(ctok, w, True, name)
+            if enc == 'VOP3P' and w == 2: ty = 'B32'  # packed f32: constants are per 32-bit half
             cls_ = 'A' if cls == 'a' and name.startswith('v_accvgpr') else 'X'
             slots.append(slot(f, w, cls_, ty))
         flags = []
-        if bt and '|' in bt: flags.append('SRC_MODS')
+        for i in range(n):
+            nt = d.get('n%d_%d' % (n, i)) or ''
+            at = d.get('a%d_%d' % (n, i)) or ''
+            if '|' in at or '-' in nt or 'neg(' in nt or 'sext(' in nt:
+                flags.append('MODS_SRC%d' % i)
+        if any(f.startswith('MODS_SRC') for f in flags): flags.append('SRC_MODS')
+        ot = d.get('o%d' % n)
+        if ot and 'op_sel' in ot: flags.append('OPSEL')
         return name, slots, flags
     # VOP1 / VOP2 / VOPC (e32)
     k, t = pick(d, ['r', 'k', 'z', 's'])
@@ -112,7 +123,9 @@ def vop(enc, code, d):
         if f == 'D': slots.append(slot('D', w, cls.upper(), 'B32')); continue
         if f == 'S1': slots.append(slot('S1', w, 'A' if cls == 'a' else 'V', 'B32')); continue
         ctok = cops[i] if i < len(cops) else None
-        slots.append(slot('S0', w, 'A' if cls == 'a' else 'X', const_ty(ctok, w, lit_ok, name)))
+        sops = parse(d['s'])[1] if 's' in d else []
+        vgpr_only = i < len(sops) and sops[i].startswith('v')
+        slots.append(slot('S0', w, 'A' if cls == 'a' else ('V' if vgpr_only else 'X'), const_ty(ctok, w, lit_ok, name)))
     flags = []
     if 'dpp' in d: flags.append('DPP')
     if 'sdwa' in d: flags.append('SDWA')

@@ -90,6 +90,10 @@ for op in range(0x380):
     add('VOP3',op,'s%d'%n,[0x34<<26|op<<16|10, sum(SSRC[:n])])
     add('VOP3',op,'c%d'%n,[0x34<<26|op<<16|10, sum(CSRC[:n])])
     add('VOP3',op,'b%d'%n,[0x34<<26|op<<16|50<<8|10, sum(SRC[:n])])
+    for i in range(n):
+      add('VOP3',op,'a%d_%d'%(n,i),[0x34<<26|op<<16|1<<(8+i)|10, sum(SRC[:n])])
+      add('VOP3',op,'n%d_%d'%(n,i),[0x34<<26|op<<16|10, sum(SRC[:n])|1<<(29+i)])
+    add('VOP3',op,'o%d'%n,[0x34<<26|op<<16|1<<11|10, sum(SRC[:n])])
   add('VOP3',op,'z',[0x34<<26|op<<16, 0])
 MSRC=[(256+64),(256+96)<<9,(256+128)<<18]
 for op in range(128):
