@@ -1,6 +1,6 @@
 //! Bits to [`Inst`]: encoding identification, table lookup, operand and modifier extraction.
 //!
-//! Field positions are the ones in `docs/isa.md` ("Encodings"). Every read of the stream is
+//! Field positions are the ones in docs/isa.md §2. Every read of the stream is
 //! bounds-checked and every table index is checked, so malformed input yields a
 //! [`DecodeError`], never a panic.
 
@@ -44,7 +44,7 @@ pub fn decode(words: &[u32], at: usize) -> Result<Inst, DecodeError> {
     d.run(enc).map_err(fail)
 }
 
-/// Identifies the encoding from the top bits of the first dword (`docs/isa.md`, "Encodings":
+/// Identifies the encoding from the top bits of the first dword (docs/isa.md §2:
 /// the 9-bit SOP1/SOPC/SOPP and VOP3P prefixes are checked before the shorter ones they overlap).
 fn classify(w0: u32) -> EncodingClass {
     use Encoding::*;

@@ -7,7 +7,7 @@
 //! * **tables** (`tables.rs`, generated, and the row shape in [`spec`]): for every encoding and
 //!   opcode field value, LLVM's mnemonic and the operand slots (field, width, register class,
 //!   constant type). The rows are facts measured by sweeping `llvm-mc-15 -disassemble` over the
-//!   opcode space (`docs/isa.md`).
+//!   opcode space (docs/isa.md §4).
 //! * **decode** ([`decode`], [`decode_all`]): identifies the encoding from the top bits of the
 //!   first dword, looks the opcode up, extracts operands (registers, special registers, inline
 //!   constants, the 32-bit literal) and modifiers (neg/abs/clamp/omod/op_sel, DPP, SDWA, memory
@@ -36,7 +36,7 @@ pub use decode::{decode, decode_all};
 
 use core::fmt;
 
-/// Instruction encoding families (`docs/isa.md`, "Encodings").
+/// Instruction encoding families (docs/isa.md §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Encoding {
     /// Scalar ALU, two sources.
@@ -186,7 +186,7 @@ impl Op {
     }
 }
 
-/// Special scalar registers and read-only sources (`docs/isa.md`, "Operands").
+/// Special scalar registers and read-only sources (docs/isa.md §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Special {
     /// FLAT_SCRATCH (code 102/103).
@@ -296,7 +296,7 @@ pub enum Operand {
     Off,
 }
 
-/// DPP modifiers (`docs/isa.md`, "DPP").
+/// DPP modifiers (docs/isa.md §3 "DPP").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dpp {
     /// dpp_ctrl (9 bits).
@@ -309,7 +309,7 @@ pub struct Dpp {
     pub bound_ctrl: bool,
 }
 
-/// SDWA modifiers (`docs/isa.md`, "SDWA").
+/// SDWA modifiers (docs/isa.md §3 "SDWA").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sdwa {
     /// Destination select (0–3 bytes, 4/5 words, 6 dword).

@@ -1,4 +1,4 @@
-//! [`Inst`] to text in `llvm-objdump-15 -d --mcpu=gfx90a` syntax (`docs/isa.md`, "Printer").
+//! [`Inst`] to text in `llvm-objdump-15 -d --mcpu=gfx90a` syntax (docs/isa.md §5).
 //!
 //! The printer exists so the decoder can be compared with LLVM line by line; it follows LLVM's
 //! spelling rules: register tuples as `s[0:1]`, constants spelt by the operand's type, modifiers
@@ -599,7 +599,7 @@ fn ds(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
     Ok(())
 }
 
-/// `ds_swizzle_b32` offsets in LLVM's symbolic form (`docs/isa.md`, "DS").
+/// `ds_swizzle_b32` offsets in LLVM's symbolic form (docs/isa.md §5 "DS").
 fn swizzle(f: &mut fmt::Formatter<'_>, v: u32) -> fmt::Result {
     if v == 0 {
         return Ok(());

@@ -2,7 +2,7 @@
 //! order LLVM prints them, with their register widths and how constants print for them.
 //!
 //! The rows themselves live in `tables.rs`, generated from a sweep of `llvm-mc-15` over every
-//! opcode field value (`docs/isa.md`, "Where the tables come from").
+//! opcode field value (docs/isa.md §4).
 
 use crate::Encoding;
 

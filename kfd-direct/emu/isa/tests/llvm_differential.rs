@@ -1,4 +1,4 @@
-//! Random field values against `llvm-mc-15 -disassemble` (`docs/isa.md`, "How it is checked"):
+//! Random field values against `llvm-mc-15 -disassemble` (docs/isa.md §7):
 //! for every encoding, words with a real opcode and random other fields (seeded, deterministic).
 //! Whatever LLVM decodes, this crate must decode to the same length and print identically.
 //! Words LLVM rejects but this crate accepts are counted, not failed: the decoder does not

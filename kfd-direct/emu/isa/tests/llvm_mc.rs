@@ -1,6 +1,6 @@
-//! Per-encoding round trips through `llvm-mc-15 -show-encoding` (`docs/isa.md`, "How it is
-//! checked"): each instruction string is assembled by LLVM at test time, the bytes are decoded
-//! and printed by this crate, and the text must equal LLVM's canonical spelling of the input.
+//! Per-encoding round trips through `llvm-mc-15 -show-encoding` (docs/isa.md §7): each
+//! instruction string is assembled by LLVM at test time, the bytes are decoded and printed by this
+//! crate, and the text must equal LLVM's canonical spelling of the input.
 
 mod common;
 

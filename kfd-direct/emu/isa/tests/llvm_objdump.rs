@@ -1,5 +1,5 @@
 //! The decoder and printer against `llvm-objdump-15 -d --mcpu=gfx90a` over real gfx90a code
-//! objects (`docs/isa.md`, "How it is checked").
+//! objects (docs/isa.md §7).
 
 mod common;
 

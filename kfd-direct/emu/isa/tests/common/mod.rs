@@ -9,7 +9,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use aqueduct_isa::{decode, Encoding, Op};
+use aqueduct_isa::{decode, Ext, Op};
 
 /// Returns the path of `tool`, or panics naming the Debian package that provides it.
 pub fn tool(tool: &str, package: &str) -> PathBuf {
@@ -140,7 +140,8 @@ pub fn objdump(path: &Path) -> Vec<(u64, String)> {
 #[derive(Default)]
 pub struct Report {
     pub instructions: usize,
-    pub seen: BTreeMap<Encoding, BTreeSet<Op>>,
+    /// Per encoding label (DPP and SDWA forms apart): opcodes seen and instruction count.
+    pub seen: BTreeMap<String, (BTreeSet<Op>, usize)>,
     pub mismatches: Vec<String>,
     pub mismatch_count: usize,
     pub objects: usize,
@@ -150,13 +151,24 @@ pub struct Report {
 impl Report {
     pub fn print(&self, title: &str) {
         println!("== {title}: {} code objects, {} instructions", self.objects, self.instructions);
-        println!("{:<8} {:>8}", "encoding", "opcodes");
+        println!("{:<12} {:>8} {:>8} {:>10}", "encoding", "in table", "seen", "instrs");
         let mut total = 0;
-        for (e, ops) in &self.seen {
-            println!("{:<8} {:>8}", e.name(), ops.len());
-            total += ops.len();
+        for (label, (ops, n)) in &self.seen {
+            let base = label.split('_').next().unwrap_or("");
+            let known = (0..Op::count() as u16).map(Op).filter(|o| o.encoding().name() == base).count();
+            let known = if label.contains('_') { "-".to_string() } else { known.to_string() };
+            println!("{label:<12} {known:>8} {:>8} {n:>10}", ops.len());
+            if !label.contains('_') {
+                total += ops.len();
+            }
         }
-        println!("{:<8} {:>8}  (all decoded; mismatches: {})", "total", total, self.mismatch_count);
+        println!(
+            "{:<12} {:>8} {:>8}  (every line decoded and compared; mismatches: {})",
+            "total",
+            Op::count(),
+            total,
+            self.mismatch_count
+        );
         for m in self.mismatches.iter().take(150) {
             println!("MISMATCH {m}");
         }
@@ -191,7 +203,14 @@ pub fn compare(path: &Path, report: &mut Report) {
         report.instructions += 1;
         match decode(&words, at) {
             Ok(inst) => {
-                report.seen.entry(inst.encoding()).or_default().insert(inst.op);
+                let label = match inst.mods.ext {
+                    Ext::None => inst.encoding().name().to_string(),
+                    Ext::Dpp(_) => format!("{}_DPP", inst.encoding().name()),
+                    Ext::Sdwa(_) => format!("{}_SDWA", inst.encoding().name()),
+                };
+                let e = report.seen.entry(label).or_default();
+                e.0.insert(inst.op);
+                e.1 += 1;
                 let got = inst.display().to_string();
                 if got != want {
                     let raw: Vec<String> = words[at..(at + inst.len as usize).min(words.len())]
