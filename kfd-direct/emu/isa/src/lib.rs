@@ -13,9 +13,23 @@
 //!   constants, the 32-bit literal) and modifiers (neg/abs/clamp/omod/op_sel, DPP, SDWA, memory
 //!   offsets and cache bits). Anything the tables do not know is a [`DecodeError`] naming the
 //!   word offset and the encoding, never a panic.
+//! * **program** ([`Program`]): the decoded array of one code stream with each instruction's
+//!   word offset, so branch targets become array indices at load time.
 //! * **print** ([`Inst::display`]): formats an instruction exactly as `llvm-objdump-15 -d
 //!   --mcpu=gfx90a` does, so the decoder can be checked against LLVM over real binaries (the
 //!   `llvm_objdump` integration test) and `llvm-mc-15` round trips (`llvm_mc` test).
+//!
+//! ```
+//! use aqueduct_isa::{decode_all, Operand};
+//!
+//! // s_mov_b32 s0, s1; v_fma_f32 v1, -|v2|, v3, |s4| clamp mul:2
+//! let code = [0xBE80_0001, 0xD1CB_8501, 0x2812_0702];
+//! let insts = decode_all(&code).unwrap();
+//! assert_eq!(insts[0].display().to_string(), "s_mov_b32 s0, s1");
+//! assert_eq!(insts[1].len, 2);
+//! assert_eq!(insts[1].operands()[1], Operand::Vgpr { reg: 2, count: 1 });
+//! assert_eq!(insts[1].display().to_string(), "v_fma_f32 v1, -|v2|, v3, |s4| clamp mul:2");
+//! ```
 //!
 //! Who validates what: the decoder checks that the encoding and opcode exist on gfx90a and that
 //! the instruction fits in the stream; it does not enforce operand legality rules that LLVM's
@@ -29,10 +43,12 @@ extern crate alloc;
 
 mod decode;
 mod print;
+mod program;
 pub mod spec;
 mod tables;
 
 pub use decode::{decode, decode_all};
+pub use program::Program;
 
 use core::fmt;
 
@@ -76,7 +92,7 @@ pub enum Encoding {
 }
 
 impl Encoding {
-    /// Lower-case name as used in reports.
+    /// The name used in reports and errors (`VOP3P`, `GLOBAL`, …).
     pub const fn name(self) -> &'static str {
         match self {
             Encoding::Sop2 => "SOP2",
@@ -162,15 +178,28 @@ impl fmt::Display for DecodeError {
 
 impl core::error::Error for DecodeError {}
 
-/// An opcode: an index into the generated opcode table.
+/// An opcode: an index into the generated opcode table (only valid indices can be made).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Op(pub u16);
+pub struct Op(u16);
 
 impl Op {
+    /// The opcode with table index `index`, if there is one.
+    pub fn from_index(index: u16) -> Option<Op> {
+        (usize::from(index) < tables::OPS.len()).then_some(Op(index))
+    }
+    /// Its table index (dense, `0..Op::count()`: usable to index an executor's own tables).
+    pub fn index(self) -> u16 {
+        self.0
+    }
+    /// Every opcode the tables know.
+    pub fn all() -> impl Iterator<Item = Op> {
+        (0..tables::OPS.len() as u16).map(Op)
+    }
     /// The table row.
     pub fn spec(self) -> &'static spec::OpSpec {
-        // Ops are only made by the decoder from valid table indices.
-        &tables::OPS[usize::from(self.0) % tables::OPS.len()]
+        // An `Op` only exists for a valid index (`from_index`, `all`, the decoder); `get` keeps
+        // this panic-free regardless.
+        tables::OPS.get(usize::from(self.0)).unwrap_or(&tables::OPS[0])
     }
     /// LLVM's mnemonic (for the base encoding; DPP/SDWA forms print `_dpp`/`_sdwa`).
     pub fn name(self) -> &'static str {

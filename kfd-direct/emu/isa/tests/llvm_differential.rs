@@ -83,7 +83,7 @@ fn random_fields_match_llvm() {
     let mc = common::tool("llvm-mc-15", "llvm-15");
     let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
     let mut probes: Vec<[u32; 3]> = Vec::new();
-    let ops: Vec<Op> = (0..Op::count() as u16).map(Op).collect();
+    let ops: Vec<Op> = Op::all().collect();
     for _ in 0..40 {
         for &op in &ops {
             let s = op.spec();

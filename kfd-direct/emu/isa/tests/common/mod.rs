@@ -9,7 +9,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use aqueduct_isa::{decode, Ext, Op};
+use aqueduct_isa::{decode, Ext, Op, Program};
 
 /// Returns the path of `tool`, or panics naming the Debian package that provides it.
 pub fn tool(tool: &str, package: &str) -> PathBuf {
@@ -155,7 +155,7 @@ impl Report {
         let mut total = 0;
         for (label, (ops, n)) in &self.seen {
             let base = label.split('_').next().unwrap_or("");
-            let known = (0..Op::count() as u16).map(Op).filter(|o| o.encoding().name() == base).count();
+            let known = Op::all().filter(|o| o.encoding().name() == base).count();
             let known = if label.contains('_') { "-".to_string() } else { known.to_string() };
             println!("{label:<12} {known:>8} {:>8} {n:>10}", ops.len());
             if !label.contains('_') {
@@ -186,6 +186,20 @@ pub fn compare(path: &Path, report: &mut Report) {
     let words: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
     let lines = objdump(path);
     report.objects += 1;
+    // The whole stream decodes as one program, and every branch lands on an instruction start.
+    let program = Program::decode(&words).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    for i in 0..program.insts().len() {
+        let inst = &program.insts()[i];
+        let name = inst.op.name();
+        if name.starts_with("s_branch") || name.starts_with("s_cbranch") {
+            assert!(
+                program.branch_target(i).is_some(),
+                "{}: branch at word {:?} has no target",
+                path.display(),
+                program.start(i)
+            );
+        }
+    }
     let note = |report: &mut Report, want: &str, s: String| {
         report.mismatch_count += 1;
         let key = want.split(' ').next().unwrap_or("").to_string();
