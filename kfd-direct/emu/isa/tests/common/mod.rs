@@ -117,8 +117,9 @@ pub fn bundle_entries(file: &mut File, start: u64, size: u64) -> Vec<BundleEntry
     out
 }
 
-/// Instruction lines of `llvm-objdump-15 -d`: (address, text before the `//` comment).
-pub fn objdump(path: &Path) -> Vec<(u64, String)> {
+/// Instruction lines of `llvm-objdump-15 -d`: (address, text before the `//` comment, number of
+/// dwords LLVM consumed).
+pub fn objdump(path: &Path) -> Vec<(u64, String, usize)> {
     let objdump = tool("llvm-objdump-15", "llvm-15");
     let out = Command::new(objdump).args(["-d", "--mcpu=gfx90a"]).arg(path).output().expect("run llvm-objdump-15");
     assert!(out.status.success(), "llvm-objdump-15 failed on {}", path.display());
@@ -132,7 +133,11 @@ pub fn objdump(path: &Path) -> Vec<(u64, String)> {
         let comment = &l[pos + 3..];
         let Some(colon) = comment.find(':') else { continue };
         let Ok(addr) = u64::from_str_radix(&comment[..colon], 16) else { continue };
-        lines.push((addr, l[..pos].trim().to_string()));
+        let dwords = comment[colon + 1..]
+            .split_whitespace()
+            .take_while(|w| w.len() == 8 && w.chars().all(|c| c.is_ascii_hexdigit()))
+            .count();
+        lines.push((addr, l[..pos].trim().to_string(), dwords));
     }
     lines
 }
@@ -209,7 +214,7 @@ pub fn compare(path: &Path, report: &mut Report) {
             report.mismatches.push(s);
         }
     };
-    for (addr, want) in lines {
+    for (addr, want, dwords) in lines {
         if addr < text.addr || addr >= text.addr + text.size {
             continue;
         }
@@ -226,7 +231,7 @@ pub fn compare(path: &Path, report: &mut Report) {
                 e.0.insert(inst.op);
                 e.1 += 1;
                 let got = inst.display().to_string();
-                if got != want {
+                if got != want || usize::from(inst.len) != dwords {
                     let raw: Vec<String> = words[at..(at + inst.len as usize).min(words.len())]
                         .iter()
                         .map(|w| format!("{w:08X}"))
@@ -235,9 +240,10 @@ pub fn compare(path: &Path, report: &mut Report) {
                         report,
                         &want,
                         format!(
-                            "{}: {:#x}: llvm `{want}` ours `{got}` [{}]",
+                            "{}: {:#x}: llvm `{want}` ({dwords} dwords) ours `{got}` ({}) [{}]",
                             path.file_name().unwrap().to_string_lossy(),
                             addr,
+                            inst.len,
                             raw.join(" ")
                         ),
                     );
