@@ -2,7 +2,7 @@
 //!
 //! The emulator runs kernels' own machine code (`docs/architecture.md`); this crate is its first
 //! stage: it turns a code object's `.text` words into a pre-decoded [`Inst`] array once, so the
-//! executor never looks at encoding bits again. Three layers:
+//! executor never looks at encoding bits again. Four layers:
 //!
 //! * **tables** (`tables.rs`, generated, and the row shape in [`spec`]): for every encoding and
 //!   opcode field value, LLVM's mnemonic and the operand slots (field, width, register class,
@@ -31,10 +31,11 @@
 //! assert_eq!(insts[1].display().to_string(), "v_fma_f32 v1, -|v2|, v3, |s4| clamp mul:2");
 //! ```
 //!
-//! Who validates what: the decoder checks that the encoding and opcode exist on gfx90a and that
-//! the instruction fits in the stream; it does not enforce operand legality rules that LLVM's
-//! assembler enforces (constant-bus limits, register alignment), because a GPU executes what it
-//! is given and the executor reports the faults.
+//! Who validates what (docs/isa.md §6): the decoder checks that the encoding and opcode exist on
+//! gfx90a, that the instruction fits in the stream and that DPP/SDWA/literal forms are legal for
+//! the opcode; it does not re-check assembler-level rules the hardware ignores (non-zero unused
+//! fields, constant-bus limits, VGPR tuple alignment): the executor runs what it is given and
+//! reports the faults.
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -412,7 +413,11 @@ pub struct Inst {
     pub len: u8,
     /// Number of valid entries in `operands`.
     pub count: u8,
-    /// Operands in LLVM's print order (definitions first), matching `op.spec().slots`.
+    /// Operands in LLVM's print order (definitions first). SOP*, SMEM, VOP*, DS: operand `i` is
+    /// slot `i` of `op.spec().slots`. FLAT/GLOBAL/SCRATCH: `[vdst] addr|off [data] [saddr|off]`
+    /// (vdst for loads and for atomics with `glc`, none for LDS loads; saddr not for FLAT).
+    /// MUBUF/MTBUF: `[vdata] vaddr|off srsrc soffset` (no vdata for LDS loads, nothing at all for
+    /// the cache-maintenance ops).
     pub operands: [Operand; MAX_OPERANDS],
     /// Modifiers and memory flags.
     pub mods: Mods,

@@ -36,6 +36,7 @@ fn rocrand() {
         compare(p, &mut report);
         let _ = std::fs::remove_file(p);
     }
+    common::remove_temp_dir();
     report.print("rocRAND gfx90a");
     report.assert_clean();
 }

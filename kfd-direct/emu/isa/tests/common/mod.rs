@@ -151,6 +151,9 @@ pub struct Report {
     pub mismatch_count: usize,
     pub objects: usize,
     pub per_mnemonic: BTreeMap<String, usize>,
+    /// Time spent in `Program::decode` (this crate alone, no LLVM).
+    pub decode_time: std::time::Duration,
+    pub decoded: usize,
 }
 
 impl Report {
@@ -174,6 +177,13 @@ impl Report {
             total,
             self.mismatch_count
         );
+        let secs = self.decode_time.as_secs_f64();
+        println!(
+            "decode alone: {} instructions in {:.1} ms ({:.1} M instructions/s, this build's profile)",
+            self.decoded,
+            secs * 1e3,
+            self.decoded as f64 / secs.max(1e-9) / 1e6
+        );
         for m in self.mismatches.iter().take(150) {
             println!("MISMATCH {m}");
         }
@@ -192,7 +202,10 @@ pub fn compare(path: &Path, report: &mut Report) {
     let lines = objdump(path);
     report.objects += 1;
     // The whole stream decodes as one program, and every branch lands on an instruction start.
+    let t = std::time::Instant::now();
     let program = Program::decode(&words).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    report.decode_time += t.elapsed();
+    report.decoded += program.insts().len();
     for i in 0..program.insts().len() {
         let inst = &program.insts()[i];
         let name = inst.op.name();
@@ -284,7 +297,7 @@ pub fn gfx90a_objects_filtered(
     };
     let sec = find_section(&mut file, ".hip_fatbin").expect(".hip_fatbin section");
     let entries = bundle_entries(&mut file, sec.offset, sec.size);
-    let dir = std::env::temp_dir().join(format!("aqueduct-isa-{}", std::process::id()));
+    let dir = temp_dir();
     std::fs::create_dir_all(&dir).unwrap();
     let stem = lib.file_name().unwrap().to_string_lossy().into_owned();
     let mut out = Vec::new();
@@ -302,4 +315,13 @@ pub fn gfx90a_objects_filtered(
         out.push((e.id.clone(), path));
     }
     out
+}
+
+fn temp_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("aqueduct-isa-{}", std::process::id()))
+}
+
+/// Removes the directory [`gfx90a_objects`] extracts into, once it is empty.
+pub fn remove_temp_dir() {
+    let _ = std::fs::remove_dir(temp_dir());
 }
