@@ -607,3 +607,59 @@ impl Decoder<'_> {
         Ok(self.finish(op, &ops[..n + 3]))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every opcode map entry points at a row of its own encoding and opcode value, every row is
+    /// reachable from exactly one map entry, and slot lists fit `MAX_OPERANDS`.
+    #[test]
+    fn tables_are_consistent() {
+        let maps: [(Encoding, &[u16]); 17] = [
+            (Encoding::Sop2, &tables::SOP2_MAP),
+            (Encoding::Sopk, &tables::SOPK_MAP),
+            (Encoding::Sop1, &tables::SOP1_MAP),
+            (Encoding::Sopc, &tables::SOPC_MAP),
+            (Encoding::Sopp, &tables::SOPP_MAP),
+            (Encoding::Smem, &tables::SMEM_MAP),
+            (Encoding::Vop1, &tables::VOP1_MAP),
+            (Encoding::Vop2, &tables::VOP2_MAP),
+            (Encoding::Vopc, &tables::VOPC_MAP),
+            (Encoding::Vop3, &tables::VOP3_MAP),
+            (Encoding::Vop3p, &tables::VOP3P_MAP),
+            (Encoding::Ds, &tables::DS_MAP),
+            (Encoding::Flat, &tables::FLAT0_MAP),
+            (Encoding::Scratch, &tables::FLAT1_MAP),
+            (Encoding::Global, &tables::FLAT2_MAP),
+            (Encoding::Mubuf, &tables::MUBUF_MAP),
+            (Encoding::Mtbuf, &tables::MTBUF_MAP),
+        ];
+        let mut seen = alloc::vec![0u8; tables::OPS.len()];
+        for (enc, map) in maps {
+            for (code, &idx) in map.iter().enumerate() {
+                if idx == u16::MAX {
+                    continue;
+                }
+                let row = &tables::OPS[usize::from(idx)];
+                assert_eq!((row.enc, usize::from(row.code)), (enc, code), "{}", row.name);
+                seen[usize::from(idx)] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&n| n == 1), "every row is reached exactly once");
+        for row in tables::OPS.iter() {
+            assert!(row.slots.len() <= MAX_OPERANDS, "{}", row.name);
+            assert!(row.slots.iter().all(|s| (1..=32).contains(&s.width)), "{}", row.name);
+        }
+    }
+
+    #[test]
+    fn vop3_literal_and_dpp_codes_are_errors() {
+        // v_fma_f32 v0, <255>, v1, v2: gfx90a has no VOP3 literal.
+        let e = decode(&[0xD1CB_0000, 0x0402_02FF, 0x3F80_0000], 0).unwrap_err();
+        assert_eq!(e.kind, DecodeErrorKind::IllegalForm);
+        // v_readfirstlane_b32 with a DPP marker: that opcode has no DPP form.
+        let e = decode(&[0x7E00_04FA, 0xFF00_0101], 0).unwrap_err();
+        assert_eq!(e.kind, DecodeErrorKind::IllegalForm);
+    }
+}
