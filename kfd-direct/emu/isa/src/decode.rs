@@ -73,7 +73,7 @@ fn classify(w0: u32) -> EncodingClass {
                 },
                 0x38 => Mubuf,
                 0x3A => Mtbuf,
-                0x3C => return EncodingClass::Mimg,
+                0x3C => Mimg,
                 _ => return EncodingClass::Unknown,
             },
         },
@@ -223,6 +223,7 @@ impl Decoder<'_> {
             Encoding::Ds => self.ds(),
             Encoding::Flat | Encoding::Scratch | Encoding::Global => self.flat(enc),
             Encoding::Mubuf | Encoding::Mtbuf => self.buffer(enc),
+            Encoding::Mimg => self.mimg(),
         }
     }
 
@@ -560,6 +561,53 @@ impl Decoder<'_> {
         Ok(self.finish(op, &ops[..n]))
     }
 
+    /// MIMG: the vdata width comes from dmask (halved for packed d16), or for atomics from the
+    /// data size; LLVM, having no address-size field on GFX9, prints vaddr as one VGPR.
+    fn mimg(&mut self) -> R<Inst> {
+        let w0 = self.w0;
+        let w1 = self.word(1)?;
+        self.len = 2;
+        let op = Self::lookup(&tables::MIMG_MAP, bits(w0, 18, 7))?;
+        let spec = op.spec();
+        let dmask = bits(w0, 8, 4);
+        let d16 = bits(w1, 31, 1) == 1;
+        let acc = bits(w0, 16, 1) == 1; // the TFE bit selects AGPR data on gfx90a
+        self.mods.dmask = dmask as u8;
+        self.mods.glc = bits(w0, 13, 1) == 1;
+        self.mods.slc = bits(w0, 25, 1) == 1;
+        self.mods.scc = bits(w0, 7, 1) == 1;
+        self.mods.image = (bits(w0, 12, 1)
+            | bits(w0, 14, 1) << 1
+            | bits(w0, 15, 1) << 2
+            | bits(w0, 17, 1) << 3
+            | u32::from(d16) << 4) as u8;
+        let n = dmask.count_ones() as u8;
+        let width = if spec.flags & spec::MIMG_ATOMIC != 0 {
+            let cmpswap = spec.name.contains("cmpswap");
+            match (cmpswap, n) {
+                (true, 2 | 4) | (false, 1 | 2) => n,
+                (true, _) => 2,
+                (false, _) => 1,
+            }
+        } else if d16 {
+            n.max(1).div_ceil(2)
+        } else {
+            n.max(1)
+        };
+        let vdata = bits(w1, 8, 8) as u8;
+        let mut ops = [Operand::Off; MAX_OPERANDS];
+        ops[0] =
+            if acc { Operand::Agpr { reg: vdata, count: width } } else { Operand::Vgpr { reg: vdata, count: width } };
+        ops[1] = Operand::Vgpr { reg: bits(w1, 0, 8) as u8, count: 1 };
+        ops[2] = self.src(bits(w1, 16, 5) * 4, 8)?;
+        let mut n_ops = 3;
+        if spec.flags & spec::MIMG_SAMPLER != 0 {
+            ops[3] = self.src(bits(w1, 21, 5) * 4, 4)?;
+            n_ops = 4;
+        }
+        Ok(self.finish(op, &ops[..n_ops]))
+    }
+
     fn buffer(&mut self, enc: Encoding) -> R<Inst> {
         let w0 = self.w0;
         let w1 = self.word(1)?;
@@ -616,7 +664,7 @@ mod tests {
     /// reachable from exactly one map entry, and slot lists fit `MAX_OPERANDS`.
     #[test]
     fn tables_are_consistent() {
-        let maps: [(Encoding, &[u16]); 17] = [
+        let maps: [(Encoding, &[u16]); 18] = [
             (Encoding::Sop2, &tables::SOP2_MAP),
             (Encoding::Sopk, &tables::SOPK_MAP),
             (Encoding::Sop1, &tables::SOP1_MAP),
@@ -634,6 +682,7 @@ mod tests {
             (Encoding::Global, &tables::FLAT2_MAP),
             (Encoding::Mubuf, &tables::MUBUF_MAP),
             (Encoding::Mtbuf, &tables::MTBUF_MAP),
+            (Encoding::Mimg, &tables::MIMG_MAP),
         ];
         let mut seen = alloc::vec![0u8; tables::OPS.len()];
         for (enc, map) in maps {

@@ -90,6 +90,8 @@ pub enum Encoding {
     Mubuf,
     /// Typed buffer memory.
     Mtbuf,
+    /// Image memory (gfx90a: load, store, atomics, get_resinfo, sample).
+    Mimg,
 }
 
 impl Encoding {
@@ -113,6 +115,7 @@ impl Encoding {
             Encoding::Global => "GLOBAL",
             Encoding::Mubuf => "MUBUF",
             Encoding::Mtbuf => "MTBUF",
+            Encoding::Mimg => "MIMG",
         }
     }
 }
@@ -128,8 +131,6 @@ impl fmt::Display for Encoding {
 pub enum EncodingClass {
     /// A known encoding family.
     Known(Encoding),
-    /// MIMG (image) instructions: not decoded (clang-15 emits none for compute kernels).
-    Mimg,
     /// Top bits that name no gfx90a encoding.
     Unknown,
 }
@@ -164,7 +165,6 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let enc = match self.encoding {
             EncodingClass::Known(e) => e.name(),
-            EncodingClass::Mimg => "MIMG",
             EncodingClass::Unknown => "unknown encoding",
         };
         write!(f, "word {} ({:#010x}, {}): ", self.word, self.raw, enc)?;
@@ -385,7 +385,7 @@ pub struct Mods {
     pub glc: bool,
     /// Memory: SLC.
     pub slc: bool,
-    /// Memory: SCC (system coherence; MUBUF/MTBUF bit 15, FLAT bit 25).
+    /// Memory: SCC (system coherence; MUBUF bit 15, MTBUF bit 53, FLAT bit 25, MIMG bit 7).
     pub scc: bool,
     /// DS: GDS; MUBUF and FLAT: LDS (the load goes to LDS, no VGPR destination).
     pub gds_lds: bool,
@@ -395,11 +395,26 @@ pub struct Mods {
     pub idxen: bool,
     /// DS second offset (two-address forms); MTBUF: dfmt | nfmt << 4.
     pub offset1: u8,
+    /// MIMG: dmask (channels read or written).
+    pub dmask: u8,
+    /// MIMG: [`IMAGE_UNORM`], [`IMAGE_DA`], [`IMAGE_A16`], [`IMAGE_LWE`], [`IMAGE_D16`] bits.
+    pub image: u8,
     /// Memory or SMEM offset in bytes (signed for GLOBAL/SCRATCH); DS: offset0 / 16-bit offset.
     pub offset: i32,
     /// DPP or SDWA extension.
     pub ext: Ext,
 }
+
+/// MIMG: unnormalised coordinates.
+pub const IMAGE_UNORM: u8 = 1;
+/// MIMG: array resource (`da`).
+pub const IMAGE_DA: u8 = 2;
+/// MIMG: 16-bit addresses (`a16`, the r128 bit on gfx90a).
+pub const IMAGE_A16: u8 = 4;
+/// MIMG: LOD warning enable.
+pub const IMAGE_LWE: u8 = 8;
+/// MIMG: packed 16-bit data (`d16`).
+pub const IMAGE_D16: u8 = 16;
 
 /// Most operands any instruction has (v_addc_co_u32_e64: vdst, sdst, 3 sources).
 pub const MAX_OPERANDS: usize = 6;
@@ -417,7 +432,7 @@ pub struct Inst {
     /// slot `i` of `op.spec().slots`. FLAT/GLOBAL/SCRATCH: `[vdst] addr|off [data] [saddr|off]`
     /// (vdst for loads and for atomics with `glc`, none for LDS loads; saddr not for FLAT).
     /// MUBUF/MTBUF: `[vdata] vaddr|off srsrc soffset` (no vdata for LDS loads, nothing at all for
-    /// the cache-maintenance ops).
+    /// the cache-maintenance ops). MIMG: `vdata vaddr srsrc [ssamp]`.
     pub operands: [Operand; MAX_OPERANDS],
     /// Modifiers and memory flags.
     pub mods: Mods,

@@ -25,6 +25,7 @@ impl fmt::Display for Display<'_> {
             Encoding::Ds => ds(f, inst),
             Encoding::Flat | Encoding::Scratch | Encoding::Global => flat(f, inst),
             Encoding::Mubuf | Encoding::Mtbuf => buffer(f, inst),
+            Encoding::Mimg => mimg(f, inst),
         }
     }
 }
@@ -667,6 +668,38 @@ fn cache_bits(f: &mut fmt::Formatter<'_>, m: &crate::Mods) -> fmt::Result {
         f.write_str(" scc")?;
     }
     Ok(())
+}
+
+fn mimg(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
+    let m = &inst.mods;
+    f.write_str(inst.op.name())?;
+    for (i, o) in inst.operands().iter().enumerate() {
+        f.write_str(if i == 0 { " " } else { ", " })?;
+        operand(f, o, Ty::B32)?;
+    }
+    if m.dmask != 0 {
+        write!(f, " dmask:{:#x}", m.dmask)?;
+    }
+    let flag = |f: &mut fmt::Formatter<'_>, bit: u8, name: &str| -> fmt::Result {
+        if m.image & bit != 0 {
+            write!(f, " {name}")?;
+        }
+        Ok(())
+    };
+    flag(f, crate::IMAGE_UNORM, "unorm")?;
+    if m.glc {
+        f.write_str(" glc")?;
+    }
+    if m.slc {
+        f.write_str(" slc")?;
+    }
+    if m.scc {
+        f.write_str(" scc")?;
+    }
+    flag(f, crate::IMAGE_A16, "a16")?;
+    flag(f, crate::IMAGE_LWE, "lwe")?;
+    flag(f, crate::IMAGE_DA, "da")?;
+    flag(f, crate::IMAGE_D16, "d16")
 }
 
 const DFMT: [&str; 16] = [

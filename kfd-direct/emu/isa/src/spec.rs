@@ -141,3 +141,7 @@ pub const MODS_SRC0: u16 = 512;
 pub const MODS_SRC1: u16 = 1024;
 /// VOP3 source 2 takes neg/abs.
 pub const MODS_SRC2: u16 = 2048;
+/// MIMG opcode with a sampler descriptor (`image_sample`).
+pub const MIMG_SAMPLER: u16 = 4096;
+/// MIMG atomic: vdata width follows the atomic's data size, not dmask alone.
+pub const MIMG_ATOMIC: u16 = 8192;

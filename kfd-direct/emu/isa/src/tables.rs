@@ -10,7 +10,7 @@ const fn s(field: crate::spec::Field, width: u8, class: crate::spec::Class, ty: 
 }
 
 /// Every opcode the tables know, in encoding order; an [`crate::Op`] indexes this array.
-pub(crate) static OPS: [OpSpec; 1432] = [
+pub(crate) static OPS: [OpSpec; 1457] = [
     OpSpec {
         name: "s_add_u32",
         enc: Encoding::Sop2,
@@ -9705,6 +9705,181 @@ pub(crate) static OPS: [OpSpec; 1432] = [
         slots: &[s(Data0, 2, Vgpr, B32)],
         flags: 0,
     },
+    OpSpec {
+        name: "image_load",
+        enc: Encoding::Mimg,
+        code: 0x0,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: 0,
+    },
+    OpSpec {
+        name: "image_load_mip",
+        enc: Encoding::Mimg,
+        code: 0x1,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: 0,
+    },
+    OpSpec {
+        name: "image_load_pck",
+        enc: Encoding::Mimg,
+        code: 0x2,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: 0,
+    },
+    OpSpec {
+        name: "image_load_pck_sgn",
+        enc: Encoding::Mimg,
+        code: 0x3,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: 0,
+    },
+    OpSpec {
+        name: "image_load_mip_pck",
+        enc: Encoding::Mimg,
+        code: 0x4,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: 0,
+    },
+    OpSpec {
+        name: "image_load_mip_pck_sgn",
+        enc: Encoding::Mimg,
+        code: 0x5,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: 0,
+    },
+    OpSpec {
+        name: "image_store",
+        enc: Encoding::Mimg,
+        code: 0x8,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: 0,
+    },
+    OpSpec {
+        name: "image_store_mip",
+        enc: Encoding::Mimg,
+        code: 0x9,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: 0,
+    },
+    OpSpec {
+        name: "image_store_pck",
+        enc: Encoding::Mimg,
+        code: 0xa,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: 0,
+    },
+    OpSpec {
+        name: "image_store_mip_pck",
+        enc: Encoding::Mimg,
+        code: 0xb,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: 0,
+    },
+    OpSpec {
+        name: "image_get_resinfo",
+        enc: Encoding::Mimg,
+        code: 0xe,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: 0,
+    },
+    OpSpec {
+        name: "image_atomic_swap",
+        enc: Encoding::Mimg,
+        code: 0x10,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_ATOMIC,
+    },
+    OpSpec {
+        name: "image_atomic_cmpswap",
+        enc: Encoding::Mimg,
+        code: 0x11,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_ATOMIC,
+    },
+    OpSpec {
+        name: "image_atomic_add",
+        enc: Encoding::Mimg,
+        code: 0x12,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_ATOMIC,
+    },
+    OpSpec {
+        name: "image_atomic_sub",
+        enc: Encoding::Mimg,
+        code: 0x13,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_ATOMIC,
+    },
+    OpSpec {
+        name: "image_atomic_smin",
+        enc: Encoding::Mimg,
+        code: 0x14,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_ATOMIC,
+    },
+    OpSpec {
+        name: "image_atomic_umin",
+        enc: Encoding::Mimg,
+        code: 0x15,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_ATOMIC,
+    },
+    OpSpec {
+        name: "image_atomic_smax",
+        enc: Encoding::Mimg,
+        code: 0x16,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_ATOMIC,
+    },
+    OpSpec {
+        name: "image_atomic_umax",
+        enc: Encoding::Mimg,
+        code: 0x17,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_ATOMIC,
+    },
+    OpSpec {
+        name: "image_atomic_and",
+        enc: Encoding::Mimg,
+        code: 0x18,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_ATOMIC,
+    },
+    OpSpec {
+        name: "image_atomic_or",
+        enc: Encoding::Mimg,
+        code: 0x19,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_ATOMIC,
+    },
+    OpSpec {
+        name: "image_atomic_xor",
+        enc: Encoding::Mimg,
+        code: 0x1a,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_ATOMIC,
+    },
+    OpSpec {
+        name: "image_atomic_inc",
+        enc: Encoding::Mimg,
+        code: 0x1b,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_ATOMIC,
+    },
+    OpSpec {
+        name: "image_atomic_dec",
+        enc: Encoding::Mimg,
+        code: 0x1c,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_ATOMIC,
+    },
+    OpSpec {
+        name: "image_sample",
+        enc: Encoding::Mimg,
+        code: 0x20,
+        slots: &[s(Data0, 4, Vgpr, B32), s(Addr, 1, Vgpr, B32)],
+        flags: crate::spec::MIMG_SAMPLER,
+    },
 ];
 
 /// Opcode field → index into [`OPS`] for Sop2 (`u16::MAX`: no such opcode).
@@ -9882,3 +10057,11 @@ pub(crate) static MUBUF_MAP: [u16; 128] = [
 /// Opcode field → index into [`OPS`] for Mtbuf (`u16::MAX`: no such opcode).
 pub(crate) static MTBUF_MAP: [u16; 16] =
     [1416, 1417, 1418, 1419, 1420, 1421, 1422, 1423, 1424, 1425, 1426, 1427, 1428, 1429, 1430, 1431];
+/// Opcode field → index into [`OPS`] for Mimg (`u16::MAX`: no such opcode).
+pub(crate) static MIMG_MAP: [u16; 128] = [
+    1432, 1433, 1434, 1435, 1436, 1437, N, N, 1438, 1439, 1440, 1441, N, N, 1442, N, 1443, 1444, 1445, 1446, 1447,
+    1448, 1449, 1450, 1451, 1452, 1453, 1454, 1455, N, N, N, 1456, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N,
+    N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N,
+    N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N,
+    N, N,
+];

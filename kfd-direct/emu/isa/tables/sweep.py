@@ -118,6 +118,10 @@ for op in range(128):
   for d in range(2):
     add('MUBUF',op,'r%d'%d,[0x38<<26|op<<18|1<<12|16, 10|(20*d)<<8|2<<16|12<<24])
     add('MUBUF',op,'n%d'%d,[0x38<<26|op<<18|16, (20*d)<<8|2<<16|12<<24])
+for op in range(128):
+  for dm in (0xf, 0x1, 0x3):
+    add('MIMG',op,'s%x'%dm,[0x3C<<26 | op<<18 | dm<<8, 10 | 20<<8 | 2<<16 | 3<<21])
+    add('MIMG',op,'n%x'%dm,[0x3C<<26 | op<<18 | dm<<8, 10 | 20<<8 | 2<<16])
 for op in range(16):
   add('MTBUF',op,'r',[0x3A<<26|4<<19|4<<23|op<<15|1<<12|16, 10|20<<8|2<<16|12<<24])
 db={}

@@ -54,13 +54,20 @@ fn word(rng: &mut XorShift, e: Encoding, code: u32) -> [u32; 3] {
         Encoding::Global => 0xDC00_8000 | code << 18 | (r & 0x3_3fff),
         Encoding::Mubuf => 0xE000_0000 | code << 18 | (r & 0x3_ffff),
         Encoding::Mtbuf => 0xE800_0000 | code << 15 | (r & 0x3ff_ffff & !(0xf << 15)),
+        Encoding::Mimg => 0xF000_0000 | code << 18 | (r & 0x203_ffff),
     };
     let even = |v: u32| v & !1;
     let w1 = match e {
         Encoding::Vop3 | Encoding::Vop3p => {
             (w1 & 0xf800_0000) | even(small_src(rng)) | even(small_src(rng)) << 9 | even(small_src(rng)) << 18
         }
-        Encoding::Ds | Encoding::Flat | Encoding::Scratch | Encoding::Global | Encoding::Mubuf | Encoding::Mtbuf => {
+        Encoding::Ds
+        | Encoding::Flat
+        | Encoding::Scratch
+        | Encoding::Global
+        | Encoding::Mubuf
+        | Encoding::Mtbuf
+        | Encoding::Mimg => {
             // Even registers, a common base register and no AGPR/TFE bits, so LLVM decodes most.
             let w = w1 & !0x0101_0101 & !(1 << 23);
             if rng.next() % 2 == 0 {

@@ -438,6 +438,28 @@ fn mubuf_mtbuf() {
 }
 
 #[test]
+fn mimg() {
+    round_trip(
+        Encoding::Mimg,
+        &[
+            "image_load v[0:3], v4, s[8:15] dmask:0xf unorm glc slc",
+            "image_load v[0:1], v4, s[8:15] dmask:0xf unorm d16",
+            "image_load v0, v4, s[8:15] dmask:0x1 da",
+            "image_load v[0:2], v4, s[8:15] dmask:0x7 a16 lwe",
+            "image_load a[0:3], v4, s[8:15] dmask:0xf",
+            "image_store v[0:3], v4, s[8:15] dmask:0xf unorm",
+            "image_store v[0:1], v4, s[16:23] dmask:0x3 unorm glc",
+            "image_sample v[0:3], v10, s[4:11], s[12:15] dmask:0xf",
+            "image_sample v0, v10, s[4:11], s[12:15] dmask:0x1 d16",
+            "image_atomic_add v0, v4, s[8:15] dmask:0x1 unorm glc",
+            "image_atomic_cmpswap v[0:1], v4, s[8:15] dmask:0x3 unorm glc",
+            "image_atomic_swap v[0:1], v4, s[8:15] dmask:0x3 unorm",
+            "image_get_resinfo v[0:3], v4, s[8:15] dmask:0xf",
+        ],
+    );
+}
+
+#[test]
 fn errors_are_values() {
     use aqueduct_isa::{DecodeErrorKind, EncodingClass};
     // Truncated 64-bit instruction.
@@ -446,8 +468,9 @@ fn errors_are_values() {
     assert_eq!(e.encoding, EncodingClass::Known(Encoding::Smem));
     // Literal missing.
     assert_eq!(decode(&[0x7E02_02FF], 0).unwrap_err().kind, DecodeErrorKind::Truncated);
-    // MIMG is reported as such.
-    assert_eq!(decode(&[0xF000_0000, 0], 0).unwrap_err().encoding, EncodingClass::Mimg);
+    // An image opcode gfx90a does not have (image_sample_cl, 0x21).
+    let e = decode(&[0xF084_0F00, 0x0061_000A], 0).unwrap_err();
+    assert_eq!((e.encoding, e.kind), (EncodingClass::Known(Encoding::Mimg), DecodeErrorKind::UnknownOpcode(0x21)));
     // Unknown SOPP opcode, named with its offset.
     let e = decode(&[0xBF80_0000, 0xBFFF_0000], 1).unwrap_err();
     assert_eq!((e.word, e.kind), (1, DecodeErrorKind::UnknownOpcode(0x7f)));
