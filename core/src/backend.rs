@@ -37,6 +37,11 @@ pub struct QueueDesc {
     pub kernarg_device: u64,
     /// Bytes per kernel-argument slot (a multiple of 16).
     pub kernarg_slot_bytes: u32,
+    /// Slots the kernel-argument area extends past the ring's last one. A dispatch whose
+    /// arguments take `k` slots reserves `k` ring slots (the dispatch and `k - 1` no-op
+    /// barriers) and its arguments span their slots, running into this overhang at the ring's
+    /// end; so arguments up to `(1 + kernarg_overhang_slots) * kernarg_slot_bytes` bytes fit.
+    pub kernarg_overhang_slots: u32,
 }
 
 // SAFETY: a QueueDesc only describes backend memory (the Backend contract keeps it valid while

@@ -641,6 +641,7 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
             kernarg_host: ka,
             kernarg_device: ka.as_ptr().expose_provenance() as u64,
             kernarg_slot_bytes: KARG as u32,
+            kernarg_overhang_slots: 0,
         })
     }
 

@@ -52,6 +52,7 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
             kernarg_host: NonNull::new(q.kernarg.ptr::<u8>(0)).ok_or(Error::InvalidHandle)?,
             kernarg_device: q.kernarg.va,
             kernarg_slot_bytes: self.config.kernarg_bytes,
+            kernarg_overhang_slots: self.kernarg_overhang(),
         })
     }
 

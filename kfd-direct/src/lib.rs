@@ -110,6 +110,9 @@ pub const MAX_ALLOCATIONS: usize = 512;
 /// Signals in the pool (one 2 MiB GTT buffer): a progress signal per stream slot and a signal per
 /// recorded event, at HIP scale.
 pub const SIGNALS: usize = 32768;
+/// Kernel-argument bytes of one dispatch at most: HIP's limit, 4 KiB (a dispatch whose arguments
+/// pass its ring slot's `kernarg_bytes` takes the slots after it; `aqueduct::QueueDesc`).
+pub const MAX_KERNARG_BYTES: u32 = 4096;
 /// Pending host functions at most (without `std`).
 pub const MAX_HOST_CALLS: usize = 64;
 /// Ticks per second of the GPU timestamp counter (signal timestamps): 100 MHz on GFX9+ (docs/kfd-aql.md §3.4).

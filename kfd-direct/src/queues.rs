@@ -25,6 +25,12 @@ const fn kfd_priority(p: Priority) -> u32 {
 }
 
 impl<S: Sys> Kfd<S> {
+    /// Kernel-argument slots past the ring's last one, so a dispatch's arguments may span
+    /// several slots up to [`MAX_KERNARG_BYTES`](crate::MAX_KERNARG_BYTES) (`QueueDesc`).
+    pub(crate) fn kernarg_overhang(&self) -> u32 {
+        crate::MAX_KERNARG_BYTES.div_ceil(self.config.kernarg_bytes.max(16)).saturating_sub(1)
+    }
+
     /// The KFD queue id of a live queue (for diagnostics and tests).
     pub fn queue_id(&self, queue: &KfdQueue) -> Option<u32> {
         self.state.lock().queues.get(usize::from(queue.slot)).and_then(|q| q.as_ref()).map(|q| q.queue_id)
@@ -62,7 +68,7 @@ impl<S: Sys> Kfd<S> {
             (packets * 64, GTT_FLAGS, true),                                          // ring (executable, §0 item 7)
             (g.sizes.eop_size, if has_vram { VRAM_FLAGS } else { GTT_FLAGS }, false), // EOP
             (g.sizes.cwsr_bo_size, GTT_FLAGS, true),                                  // CWSR area
-            (packets * u64::from(self.config.kernarg_bytes), GTT_FLAGS, true),        // kernel arguments
+            ((packets + u64::from(self.kernarg_overhang())) * u64::from(self.config.kernarg_bytes), GTT_FLAGS, true), // kernel arguments
         ];
         for (bo, (bytes, flags, cpu)) in held.iter().zip(steps) {
             bo.set(Some(self.alloc_bo(gi, bytes, flags, cpu)?));

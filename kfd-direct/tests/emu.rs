@@ -359,6 +359,46 @@ fn a_kernel_with_a_private_segment_gets_scratch_on_every_queue_of_its_device() {
 }
 
 #[test]
+fn kernel_arguments_larger_than_a_slot_span_the_slots_after_it_across_ring_wraps() {
+    // 1000-byte arguments take four 256-byte slots (the dispatch and three no-op barriers);
+    // 300 launches wrap a 256-packet ring several times, running into the overhang at its end.
+    const BYTES: usize = 1000;
+    let sys = EmuSys::with_defaults().unwrap();
+    let object = sys.emu().register_kernel(Twin::new("big_args", BYTES as u32, |ctx, _wg| {
+        let (dst, n) = (ctx.arg_u64(0), ctx.arg_u32(8));
+        let sum = ctx.kernarg[12..BYTES].iter().fold(0u32, |s, &b| s.wrapping_mul(31).wrapping_add(u32::from(b)));
+        ctx.mem.write_u32(dst + 4 * u64::from(n), sum)
+    }));
+    let rt: Runtime<_, _> = Runtime::new(Kfd::open(sys, KfdConfig::default()).unwrap(), SingleThread);
+    let out = rt.malloc(4 * 300).unwrap();
+    let s = rt.stream_create(1).unwrap();
+    let mut want = Vec::new();
+    for n in 0..300u32 {
+        let mut args = [0u8; BYTES];
+        args[..8].copy_from_slice(&out.to_le_bytes());
+        args[8..12].copy_from_slice(&n.to_le_bytes());
+        for (i, b) in args[12..].iter_mut().enumerate() {
+            *b = (i as u32 ^ n.wrapping_mul(2654435761)) as u8;
+        }
+        want.push(args[12..].iter().fold(0u32, |s, &b| s.wrapping_mul(31).wrapping_add(u32::from(b))));
+        rt.launch_kernel(s, &launch(object, &args)).unwrap();
+    }
+    rt.stream_synchronize(s).unwrap();
+    // SAFETY: CPU-visible device memory; every dispatch completed.
+    let got = unsafe { std::slice::from_raw_parts(out as usize as *const u32, 300) };
+    assert_eq!(got, &want[..]);
+    // HIP's 4 KiB fit; past them the launch is refused and nothing is published.
+    let mut max = [0u8; 4096];
+    max[..8].copy_from_slice(&out.to_le_bytes());
+    max[8..12].copy_from_slice(&7u32.to_le_bytes());
+    rt.launch_kernel(s, &launch(object, &max)).unwrap();
+    assert_eq!(rt.launch_kernel(s, &launch(object, &[0u8; 4097])), Err(Error::InvalidValue));
+    rt.stream_synchronize(s).unwrap();
+    // SAFETY: as above.
+    assert_eq!(unsafe { *(out as usize as *const u32).add(7) }, 0, "the sum of zero bytes");
+}
+
+#[test]
 fn multi_gpu_streams_and_blits_on_each_profile() {
     let sys =
         EmuSys::new(EmuConfig::with_gpus(&[GpuProfile::Gfx90a, GpuProfile::Gfx942, GpuProfile::Gfx1100])).unwrap();

@@ -180,10 +180,20 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         }
         let b = inner.binding.as_ref().ok_or(Error::InvalidHandle)?;
         let hw = self.queue_of(b)?;
-        // Refused input publishes nothing: check kernel arguments before reserving.
+        // Refused input publishes nothing: check kernel arguments before reserving. Arguments
+        // larger than a slot take the slots of no-op barriers after their dispatch.
         let slot_bytes = hw.desc.kernarg_slot_bytes as usize;
-        if specs.iter().any(|s| matches!(s, Spec::Dispatch(_, args) if args.len() > slot_bytes)) {
-            return Err(Error::InvalidValue);
+        let mut extra = 0usize;
+        for s in specs {
+            if let Spec::Dispatch(_, args) = s {
+                if args.len() > slot_bytes {
+                    let k = args.len().div_ceil(slot_bytes.max(1)) - 1;
+                    if k > hw.desc.kernarg_overhang_slots as usize {
+                        return Err(Error::InvalidValue);
+                    }
+                    extra += k;
+                }
+            }
         }
         let progress = slot.progress.get().ok_or(Error::InvalidHandle)?;
         // Ordering: Acquire pairs with the Release store of the binder, made under this
@@ -191,7 +201,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let shared = hw.shared.load(Ordering::Acquire);
         // Ordering: Relaxed; this lock holder is the only writer.
         let before = slot.submitted.load(Ordering::Relaxed);
-        let n = u32::try_from(specs.len()).map_err(|_| Error::InvalidValue)?;
+        let n = u32::try_from(specs.len() + extra).map_err(|_| Error::InvalidValue)?;
         let ring = &hw.desc.ring;
         let mut attempt = 0;
         let mut res = loop {
@@ -237,9 +247,14 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 Spec::Dispatch(mut d, args) => {
                     let desc = &hw.desc;
                     let off = (index & (ring.size() - 1)) * u64::from(desc.kernarg_slot_bytes);
-                    let len = args.len().min(slot_bytes);
-                    // SAFETY: the kernarg slot of a reserved ring slot belongs to this producer
-                    // until the packet retires (QueueDesc contract), and `len` bytes fit in it.
+                    let slots = args.len().div_ceil(slot_bytes.max(1)).max(1);
+                    let len = args.len().min(slots * slot_bytes);
+                    // SAFETY: the kernarg slots of reserved ring slots belong to this producer
+                    // until their packets retire (QueueDesc contract); the dispatch's arguments
+                    // span its slot and those of the `slots - 1` no-op barriers reserved after it
+                    // (checked against the overhang above), contiguous in the area, which runs
+                    // `kernarg_overhang_slots` past the ring's last slot. Retirement is in order,
+                    // so those slots stay this dispatch's until it has completed.
                     unsafe {
                         let dst = desc.kernarg_host.as_ptr().add(off as usize);
                         core::ptr::copy_nonoverlapping(args.as_ptr(), dst, len);
@@ -249,6 +264,11 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                     d.header = with_barrier(d.header, barrier);
                     res.write(&d);
                     counted += 1;
+                    for _ in 1..slots {
+                        let mut nop = BarrierPacket::and([0; 5], 0);
+                        nop.header = with_barrier(nop.header, barrier);
+                        res.write(&nop);
+                    }
                 }
                 Spec::Value(mut v) => {
                     v.completion_signal = p;

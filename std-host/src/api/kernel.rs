@@ -40,8 +40,9 @@ impl From<u32> for Dim3 {
     }
 }
 
-/// Most kernel-argument bytes a launch carries (the backends' per-slot area).
-pub const MAX_KERNARG: usize = 256;
+/// Most kernel-argument bytes a launch carries (HIP's limit; the backends give larger
+/// arguments several ring slots' areas).
+pub const MAX_KERNARG: usize = 4096;
 
 /// A kernel whose arguments are an `A`.
 pub struct Kernel<A: KernelArgs> {

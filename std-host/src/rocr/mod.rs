@@ -48,6 +48,8 @@ use hsa_sys::{
 
 /// Kernel-argument bytes per ring slot.
 pub const KERNARG_SLOT: u32 = 256;
+/// Kernel-argument slots past the ring's end: arguments up to 4 KiB (HIP's limit) span slots.
+pub const KERNARG_OVERHANG: u32 = 4096 / KERNARG_SLOT - 1;
 
 /// Why ROCr could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -736,7 +738,8 @@ unsafe impl Backend for Rocr {
                     .map_err(|s| destroy(status_error(s)))?;
             }
         }
-        let kernarg = self.alloc(self.kernarg_pool, (self.ring_packets * KERNARG_SLOT) as usize).map_err(destroy)?;
+        let kernarg_bytes = ((self.ring_packets + KERNARG_OVERHANG) * KERNARG_SLOT) as usize;
+        let kernarg = self.alloc(self.kernarg_pool, kernarg_bytes).map_err(destroy)?;
         if let Ok(mut live) = self.live_queues.lock() {
             live.push((q.as_ptr() as usize, Arc::clone(&state), kernarg));
         }
@@ -760,6 +763,7 @@ unsafe impl Backend for Rocr {
             kernarg_host: NonNull::new(queue.kernarg as usize as *mut u8).ok_or(Error::InvalidHandle)?,
             kernarg_device: queue.kernarg,
             kernarg_slot_bytes: KERNARG_SLOT,
+            kernarg_overhang_slots: KERNARG_OVERHANG,
         })
     }
 
