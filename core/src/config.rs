@@ -11,39 +11,11 @@
 //! at the highest slot ever used), and graph planning touches only the graph's own nodes.
 
 use crate::pool::QueueSlot;
+pub use crate::slot::{Slot, Table, MAX_DEVICES};
+use crate::slots::thread::ThreadSlot;
 #[cfg(feature = "capture")]
-use crate::runtime::{CaptureSlot, ContextSlot, ExecSlot, GraphSlot};
-use crate::runtime::{EventSlot, HostSignalSlot, ModuleSlot, StreamSlot, ThreadSlot};
-
-/// A fixed-capacity table: an array of slots behind a slice.
-///
-/// Implemented for `[T; N]` of every slot type; the runtime sees only the slice.
-pub trait Table<T>: Sized {
-    /// The table with every slot empty (`const`, so a runtime can live in a `static`).
-    const EMPTY: Self;
-    /// The slots.
-    fn slots(&self) -> &[T];
-    /// The slots, mutably.
-    fn slots_mut(&mut self) -> &mut [T];
-}
-
-/// A slot type with a `const` empty value.
-pub trait Slot: Sized {
-    /// The empty slot.
-    const EMPTY: Self;
-}
-
-impl<T: Slot, const N: usize> Table<T> for [T; N] {
-    const EMPTY: Self = [const { T::EMPTY }; N];
-
-    fn slots(&self) -> &[T] {
-        self
-    }
-
-    fn slots_mut(&mut self) -> &mut [T] {
-        self
-    }
-}
+use crate::slots::{capture::CaptureSlot, context::ContextSlot, graph::ExecSlot, graph::GraphSlot};
+use crate::slots::{event::EventSlot, host_signal::HostSignalSlot, module::ModuleSlot, stream::StreamSlot};
 
 /// The capacities of a runtime.
 ///

@@ -68,6 +68,8 @@ pub mod mempool;
 pub mod pool;
 pub mod runtime;
 pub mod signal;
+pub mod slot;
+pub mod slots;
 pub mod stream;
 #[cfg(not(loom))]
 mod sync;
@@ -80,14 +82,14 @@ pub use backend::{
     Backend, BuiltinKernel, DeviceInfo, HostFn, KernelSymbol, MemoryKind, QueueDesc, Timeout, VariableSymbol,
 };
 pub use capture::{CaptureInfo, CaptureMode, CaptureStatus, DepSet};
-pub use config::{Capacities, Config};
+pub use config::{Capacities, Config, MAX_DEVICES};
 pub use error::{Error, Result};
 pub use event::{EventFlags, EventHandle};
 pub use graph::{NodeId, NodeKind};
 pub use mempool::{MemPools, PoolAttr, PoolHandle};
 #[cfg(feature = "capture")]
 pub use runtime::{ContextHandle, GraphExecHandle, GraphHandle};
-pub use runtime::{KernelLaunch, ModuleHandle, Runtime, WaitValueOp, MAX_DEVICES};
+pub use runtime::{KernelLaunch, ModuleHandle, Runtime, WaitValueOp};
 pub use signal::{AmdSignal, SignalHandle};
 pub use stream::{CuMask, Priority, StreamFlags, StreamHandle};
 pub use table::Lookup;

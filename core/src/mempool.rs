@@ -49,7 +49,7 @@
 
 use crate::error::{Error, Result};
 use crate::event::EventHandle;
-use crate::runtime::MAX_DEVICES;
+use crate::slot::MAX_DEVICES;
 use crate::stream::StreamHandle;
 use crate::table::{self, Generation};
 
