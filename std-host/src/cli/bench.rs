@@ -165,9 +165,11 @@ fn copy_floor(packets: usize, iters: u64) -> f64 {
 // ----- handle validation on core's loopback ----------------------------------------------------
 
 const VALIDATE_S: usize = 1100;
-type ValidateMem = LoopbackMemory<VALIDATE_S, 8, 64, 1200, 4096>;
-type ValidateRt =
-    Runtime<Loopback<'static, VALIDATE_S, 8, 64, 1200, 4096>, SingleThread, aqueduct::Capacities<VALIDATE_S, 4, 1, 4>>;
+/// `VALIDATE_S` streams, 4 events, 1 thread, 4 host functions (the rest default), on a loopback of
+/// `VALIDATE_S` queues of 8 packets, 1200 signals and 4 KiB of heap.
+type ValidateSizes = aqueduct::Capacities<VALIDATE_S, 4, 1, 4, 4, 32, 2, 40, 16, 8, VALIDATE_S, 8, 64, 1200, 4096>;
+type ValidateMem = LoopbackMemory<ValidateSizes>;
+type ValidateRt = Runtime<Loopback<'static, ValidateSizes>, SingleThread, ValidateSizes>;
 
 fn validate_runtime(streams: usize) -> Result<(Box<ValidateRt>, Vec<StreamHandle>), String> {
     std::thread::Builder::new()
