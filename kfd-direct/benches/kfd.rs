@@ -32,6 +32,26 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() {
+    // The live floor first, before the emulator runs: its two threads need two free cores, and a
+    // device that has just been busy keeps threads waking on them (docs/architecture.md,
+    // "Performance budget"). 20 warm-up chunks, then 21 timed ones, against one running consumer.
+    let packet = [0x1502u32 | (3 << 16), 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let live: Box<LivePacketFloor<1024>> = Box::default();
+    let live_chunks: Vec<Duration> = std::thread::scope(|scope| {
+        scope.spawn(|| live.consume());
+        let mut p = live.producer();
+        let chunks = (0..41)
+            .map(|_| {
+                let t = Instant::now();
+                for _ in 0..CHUNK {
+                    p.submit(black_box(&packet));
+                }
+                t.elapsed() / CHUNK as u32
+            })
+            .collect::<Vec<_>>();
+        live.stop();
+        chunks.into_iter().skip(20).collect()
+    });
     let sys = EmuSys::with_defaults().unwrap();
     let nop = sys.emu().register_kernel(Twin::new("empty", 0, |_, _| Ok(())));
     let cfg = KfdConfig { ring_packets: 1024, wait: WaitMode::Spin, ..KfdConfig::default() };
@@ -55,7 +75,6 @@ fn main() {
         d / CHUNK as u32
     };
     let mut floor: Box<PacketFloor<1024>> = Box::default();
-    let packet = [0x1502u32 | (3 << 16), 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     let mut floor_chunk = || {
         let t = Instant::now();
         for _ in 0..CHUNK {
@@ -64,23 +83,6 @@ fn main() {
         fence(Ordering::SeqCst);
         t.elapsed() / CHUNK as u32
     };
-    // The live floor: 20 warm-up chunks, then 21 timed ones, against one running consumer.
-    let live: Box<LivePacketFloor<1024>> = Box::default();
-    let live_chunks: Vec<Duration> = std::thread::scope(|scope| {
-        scope.spawn(|| live.consume());
-        let mut p = live.producer();
-        let chunks = (0..41)
-            .map(|_| {
-                let t = Instant::now();
-                for _ in 0..CHUNK {
-                    p.submit(black_box(&packet));
-                }
-                t.elapsed() / CHUNK as u32
-            })
-            .collect::<Vec<_>>();
-        live.stop();
-        chunks.into_iter().skip(20).collect()
-    });
     let round_trip = |n: u32| {
         let t = Instant::now();
         for _ in 0..n {

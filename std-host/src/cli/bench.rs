@@ -220,6 +220,18 @@ const FIGURES: u64 = 12;
 /// Measures every figure on the device `opts` selects (its wait mode is forced to spinning, as
 /// the round-trip budget assumes a spinning waiter). Any failed operation fails the run.
 pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Report, String> {
+    let samples = bench.samples.max(1);
+    let k = |full: u64, short: u64| if bench.short { short } else { full };
+    // The packet floors first, before the device runs anything: the live floor's two threads
+    // need two free cores, and a device that has just been busy keeps threads waking on them
+    // (docs/architecture.md, "Performance budget").
+    let mut pf: Box<PacketFloor<1024>> = Box::default();
+    let floor_packet =
+        *KernelDispatchPacket { header: DISPATCH_HEADER.0, setup: 3, grid_size_x: 1, ..Default::default() }.words();
+    let chunk = 512u64;
+    let packet =
+        median((0..samples).map(|_| packet_floor_sample(&mut pf, &floor_packet, k(chunk * 8, chunk))).collect());
+    let live_packet = median(live_packet_floor_samples(&floor_packet, samples, k(chunk * 8, chunk)));
     let opts = OpenOptions { wait: WaitMode::Spin, ring_packets: opts.ring_packets.max(2048), ..opts.clone() };
     let dev = Device::open(&opts).map_err(|e| e.to_string())?;
     let info = dev.info().map_err(|e| format!("device info: {e}"))?;
@@ -240,21 +252,11 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Re
         indicatif::ProgressBar::hidden()
     };
     let e = |what: &'static str| move |err: aqueduct::Error| format!("{what}: {err}");
-    let samples = bench.samples.max(1);
-    let k = |full: u64, short: u64| if bench.short { short } else { full };
     let mut figures = Vec::new();
     let (kernel, _module) = bench_kernel(&dev)?;
     let args = AddArgs { dst: 0, n: 0, v: 0 };
     let s = dev.stream().map_err(e("stream"))?;
 
-    bar.set_message("packet floor");
-    let mut pf: Box<PacketFloor<1024>> = Box::default();
-    let floor_packet =
-        *KernelDispatchPacket { header: DISPATCH_HEADER.0, setup: 3, grid_size_x: 1, ..Default::default() }.words();
-    let chunk = 512u64;
-    let packet =
-        median((0..samples).map(|_| packet_floor_sample(&mut pf, &floor_packet, k(chunk * 8, chunk))).collect());
-    let live_packet = median(live_packet_floor_samples(&floor_packet, samples, k(chunk * 8, chunk)));
     bar.inc(1);
 
     bar.set_message("enqueue_dispatch");
