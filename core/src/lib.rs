@@ -40,7 +40,7 @@
 //!    operation into AQL packets. Inside it, `runtime/mod.rs` holds the runtime's state; each
 //!    other file is one behaviour's `impl Runtime` and imports `mod.rs`, `submit.rs` (the one
 //!    enqueue path) and, for graphs, `conditional.rs` below `graphs.rs` below `capture.rs` and
-//!    `graph_update.rs` — never the other way.
+//!    `graph_update.rs`; `context.rs` builds on `stream.rs`. Nothing imports the other way.
 //!
 //! ## Memory ordering, in one place
 //!
