@@ -47,18 +47,22 @@ const KARG: usize = 64;
 /// Queues of the launch loopbacks.
 const LAUNCH_Q: usize = 4;
 
-type LaunchMem = LoopbackMemory<LAUNCH_Q, RING, KARG, 32, 4096>;
-type LaunchLoopback = Loopback<'static, LAUNCH_Q, RING, KARG, 32, 4096>;
+/// The default tables with the launch loopbacks' sizes.
+type LaunchDevice = aqueduct::Capacities<32, 64, 8, 64, 4, 32, 2, 40, 16, 8, LAUNCH_Q, RING, KARG, 32, 4096>;
+type LaunchMem = LoopbackMemory<LaunchDevice>;
+type LaunchLoopback = Loopback<'static, LaunchDevice>;
 
 /// Create/destroy: the loopback's default queue and signal counts, the runtime's default capacities.
 const CREATE_Q: usize = 40;
-type CreateMem = LoopbackMemory<CREATE_Q, 8, KARG, 160, 4096>;
-type CreateLoopback = Loopback<'static, CREATE_Q, 8, KARG, 160, 4096>;
+type CreateDevice = aqueduct::Capacities<32, 64, 8, 64, 4, 32, 2, 40, 16, 8, CREATE_Q, 8, KARG, 160, 4096>;
+type CreateMem = LoopbackMemory<CreateDevice>;
+type CreateLoopback = Loopback<'static, CreateDevice>;
 
 /// Validation: 1100 stream slots, one queue and one progress signal per stream.
 const VALIDATE_S: usize = 1100;
-type ValidateMem = LoopbackMemory<VALIDATE_S, 8, KARG, 1200, 4096>;
-type ValidateLoopback = Loopback<'static, VALIDATE_S, 8, KARG, 1200, 4096>;
+type ValidateDevice = aqueduct::Capacities<32, 64, 8, 64, 4, 32, 2, 40, 16, 8, VALIDATE_S, 8, KARG, 1200, 4096>;
+type ValidateMem = LoopbackMemory<ValidateDevice>;
+type ValidateLoopback = Loopback<'static, ValidateDevice>;
 
 static EXEC_MEM: LaunchMem = LoopbackMemory::new();
 static DEFERRED_MEM: LaunchMem = LoopbackMemory::new();

@@ -45,7 +45,7 @@ unsafe extern "C" fn report(data: *mut c_void) {
 }
 
 fn main() -> Result<(), aqueduct::Error> {
-    let mem: Box<LoopbackMemory<40, 64, 256, 160, 65536>> = Box::new(LoopbackMemory::new());
+    let mem: Box<LoopbackMemory<aqueduct::config::Default>> = Box::new(LoopbackMemory::new());
     let rt: Runtime<_, _> = Runtime::new(Loopback::new(&mem), SingleThread);
     let sum_kernel = rt.backend().register_kernel(sum_u32)?;
 

@@ -665,7 +665,10 @@ mod tests {
     type G = Graph;
     type Shape = (Option<NodeId>, bool, Option<u16>);
 
-    fn lb() -> Loopback<'static, 1, 8, 64, 8, 65536> {
+    /// The default tables with a loopback of 1 queue of 8 packets and 8 signals.
+    type Device = crate::config::Capacities<32, 64, 8, 64, 4, 32, 2, 40, 16, 8, 1, 8, 64, 8, 65536>;
+
+    fn lb() -> Loopback<'static, Device> {
         Loopback::new(Box::leak(Box::new(LoopbackMemory::new())))
     }
 

@@ -8,6 +8,8 @@
 //!
 //! All memory lives in a [`LoopbackMemory`] the caller owns (a `static` on firmware, a local in
 //! tests), so signal handles and ring addresses stay put for as long as the backend borrows it.
+//! Its sizes (queues, packets per queue, kernel-argument bytes per packet, signals, heap) come
+//! from a [`Config`] (`LoopbackMemory<config::Default>`), like every other table of core.
 //! "Device" memory is host memory: device addresses are host addresses.
 //!
 //! Host functions and kernels must not call back into the runtime (HIP forbids API calls from
@@ -24,9 +26,11 @@ use crate::backend::{
     Backend, BuiltinKernel, CopyArgs, DeviceInfo, FillArgs, HostFn, KernelSymbol, MemoryKind, QueueDesc, Timeout,
     VariableSymbol, WriteValueArgs,
 };
+use crate::config::{Config, Default as DefaultConfig};
 use crate::error::{Error, Result};
 use crate::host_calls::HostCalls;
 use crate::signal::{AmdSignal, SignalHandle};
+use crate::slot::{Bytes, Slot, Table};
 use crate::stream::{CuMask, Priority};
 
 /// A kernel's host twin: runs one whole dispatch.
@@ -67,15 +71,23 @@ const LOOPBACK_WAIT_SPINS: u32 = 1 << 24;
 pub const LOOPBACK_TIMESTAMP_HZ: u64 = 1_000_000;
 
 #[repr(C, align(64))]
-struct Slot(UnsafeCell<[u8; 64]>);
+struct RingSlot(UnsafeCell<[u8; 64]>);
+
+impl Slot for RingSlot {
+    const EMPTY: Self = RingSlot(UnsafeCell::new([0; 64]));
+}
 
 #[repr(C, align(16))]
-struct KernargSlot<const KARG: usize>(UnsafeCell<[u8; KARG]>);
+struct KernargSlot<C: Config>(UnsafeCell<C::LoopbackKernarg>);
+
+impl<C: Config> Slot for KernargSlot<C> {
+    const EMPTY: Self = KernargSlot(UnsafeCell::new(<C::LoopbackKernarg as Bytes>::ZERO));
+}
 
 #[repr(C, align(64))]
-struct QueueMem<const RING: usize, const KARG: usize> {
-    ring: [Slot; RING],
-    kernarg: [KernargSlot<KARG>; RING],
+struct QueueMem<C: Config> {
+    ring: C::LoopbackRing<RingSlot>,
+    kernarg: C::LoopbackRing<KernargSlot<C>>,
     // The ring's indices are `AqlRing`'s atomics (core/src/sync.rs).
     write_index: crate::sync::atomic::AtomicU64,
     read_index: crate::sync::atomic::AtomicU64,
@@ -83,50 +95,50 @@ struct QueueMem<const RING: usize, const KARG: usize> {
     doorbell: AtomicU64,
 }
 
+impl<C: Config> Slot for QueueMem<C> {
+    const EMPTY: Self = QueueMem {
+        ring: <C::LoopbackRing<RingSlot> as Table<RingSlot>>::EMPTY,
+        kernarg: <C::LoopbackRing<KernargSlot<C>> as Table<KernargSlot<C>>>::EMPTY,
+        write_index: crate::sync::atomic::AtomicU64::new(0),
+        read_index: crate::sync::atomic::AtomicU64::new(0),
+        doorbell: AtomicU64::new(0),
+    };
+}
+
+impl Slot for AmdSignal {
+    const EMPTY: Self = AmdSignal::zeroed();
+}
+
 #[repr(C, align(16))]
-struct Heap<const HEAP: usize>(UnsafeCell<[u8; HEAP]>);
+struct Heap<C: Config>(UnsafeCell<C::LoopbackHeap>);
 
 /// The memory of a loopback device: rings, kernel-argument areas, signals and a heap.
 ///
-/// `Q` queues of `RING` packets with `KARG` argument bytes per packet, `SIG` signals, `HEAP`
-/// bytes of allocatable memory.
-pub struct LoopbackMemory<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize> {
-    queues: [QueueMem<RING, KARG>; Q],
-    signals: [AmdSignal; SIG],
-    heap: Heap<HEAP>,
+/// `C::LoopbackQueues` queues of `C::LoopbackRing` packets with `C::LoopbackKernarg` argument
+/// bytes per packet, `C::LoopbackSignals` signals, `C::LoopbackHeap` bytes of allocatable memory
+/// ([`Capacities`](crate::config::Capacities)' `LQ`, `LR`, `LK`, `LS` and `LH`).
+pub struct LoopbackMemory<C: Config = DefaultConfig> {
+    queues: C::LoopbackQueues<QueueMem<C>>,
+    signals: C::LoopbackSignals<AmdSignal>,
+    heap: Heap<C>,
 }
 
 // SAFETY: every shared field is atomic or accessed through the AQL slot protocol and the
 // loopback's lock.
-unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize> Sync
-    for LoopbackMemory<Q, RING, KARG, SIG, HEAP>
-{
-}
+unsafe impl<C: Config> Sync for LoopbackMemory<C> {}
 
-impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize>
-    LoopbackMemory<Q, RING, KARG, SIG, HEAP>
-{
+impl<C: Config> LoopbackMemory<C> {
     /// Zeroed memory, usable in a `static`.
     pub const fn new() -> Self {
         LoopbackMemory {
-            queues: [const {
-                QueueMem {
-                    ring: [const { Slot(UnsafeCell::new([0; 64])) }; RING],
-                    kernarg: [const { KernargSlot(UnsafeCell::new([0; KARG])) }; RING],
-                    write_index: crate::sync::atomic::AtomicU64::new(0),
-                    read_index: crate::sync::atomic::AtomicU64::new(0),
-                    doorbell: AtomicU64::new(0),
-                }
-            }; Q],
-            signals: [const { AmdSignal::zeroed() }; SIG],
-            heap: Heap(UnsafeCell::new([0; HEAP])),
+            queues: <C::LoopbackQueues<QueueMem<C>> as Table<QueueMem<C>>>::EMPTY,
+            signals: <C::LoopbackSignals<AmdSignal> as Table<AmdSignal>>::EMPTY,
+            heap: Heap(UnsafeCell::new(<C::LoopbackHeap as Bytes>::ZERO)),
         }
     }
 }
 
-impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize> Default
-    for LoopbackMemory<Q, RING, KARG, SIG, HEAP>
-{
+impl<C: Config> Default for LoopbackMemory<C> {
     fn default() -> Self {
         Self::new()
     }
@@ -172,11 +184,42 @@ impl TraceEntry {
     }
 }
 
-struct State<const Q: usize, const SIG: usize> {
-    queue_used: [bool; Q],
-    queue_priority: [Priority; Q],
-    queue_cu_mask: [Option<CuMask>; Q],
-    signal_used: [bool; SIG],
+/// Whether a queue or a signal of the loopback's memory is handed out.
+#[derive(Clone, Copy)]
+struct Used(bool);
+
+impl Slot for Used {
+    const EMPTY: Self = Used(false);
+}
+
+/// The priority a queue was created with.
+#[derive(Clone, Copy)]
+struct QueuePriority(Priority);
+
+impl Slot for QueuePriority {
+    const EMPTY: Self = QueuePriority(Priority::Normal);
+}
+
+/// The CU mask a queue was created with.
+#[derive(Clone, Copy)]
+struct QueueCuMask(Option<CuMask>);
+
+impl Slot for QueueCuMask {
+    const EMPTY: Self = QueueCuMask(None);
+}
+
+/// 0, or the [`QueueFault::code`] that stopped a queue.
+struct Fault(AtomicU8);
+
+impl Slot for Fault {
+    const EMPTY: Self = Fault(AtomicU8::new(0));
+}
+
+struct State<C: Config> {
+    queue_used: C::LoopbackQueues<Used>,
+    queue_priority: C::LoopbackQueues<QueuePriority>,
+    queue_cu_mask: C::LoopbackQueues<QueueCuMask>,
+    signal_used: C::LoopbackSignals<Used>,
     kernels: [Option<KernelFn>; MAX_KERNELS],
     allocations: [(usize, usize); MAX_ALLOCATIONS],
     trace: [Option<TraceEntry>; TRACE_CAPACITY],
@@ -185,20 +228,13 @@ struct State<const Q: usize, const SIG: usize> {
 }
 
 /// The loopback backend over a borrowed [`LoopbackMemory`].
-pub struct Loopback<
-    'm,
-    const Q: usize = 40,
-    const RING: usize = 64,
-    const KARG: usize = DEFAULT_KERNARG_BYTES,
-    const SIG: usize = 160,
-    const HEAP: usize = 65536,
-> {
-    mem: &'m LoopbackMemory<Q, RING, KARG, SIG, HEAP>,
-    state: spin::Mutex<State<Q, SIG>>,
+pub struct Loopback<'m, C: Config = DefaultConfig> {
+    mem: &'m LoopbackMemory<C>,
+    state: spin::Mutex<State<C>>,
     /// Host functions waiting for their start signal (core's pending list).
     calls: HostCalls<crate::thread::SpinRawMutex, MAX_HOST_CALLS>,
     /// Per queue: 0, or the [`QueueFault::code`] that stopped it (read without the lock).
-    faults: [AtomicU8; Q],
+    faults: C::LoopbackQueues<Fault>,
     devices: u32,
     clock: AtomicU64,
     pumping: AtomicBool,
@@ -269,16 +305,21 @@ const BUILTINS: [(BuiltinKernel, KernelFn); 4] = [
     (BuiltinKernel::GraphScheduler, builtin_graph_scheduler),
 ];
 
-impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize>
-    Loopback<'m, Q, RING, KARG, SIG, HEAP>
-{
+impl<'m, C: Config> Loopback<'m, C> {
+    /// Packets per ring.
+    const RING: usize = <C::LoopbackRing<RingSlot> as Table<RingSlot>>::LEN;
+    /// Kernel-argument bytes per ring slot.
+    const KARG: usize = <C::LoopbackKernarg as Bytes>::LEN;
+    /// Heap bytes.
+    const HEAP: usize = <C::LoopbackHeap as Bytes>::LEN;
+
     /// A loopback backend with one device.
-    pub fn new(mem: &'m LoopbackMemory<Q, RING, KARG, SIG, HEAP>) -> Self {
+    pub fn new(mem: &'m LoopbackMemory<C>) -> Self {
         Self::with_devices(mem, 1)
     }
 
     /// A loopback backend reporting `devices` devices (they share the memory).
-    pub fn with_devices(mem: &'m LoopbackMemory<Q, RING, KARG, SIG, HEAP>, devices: u32) -> Self {
+    pub fn with_devices(mem: &'m LoopbackMemory<C>, devices: u32) -> Self {
         let mut kernels = [None; MAX_KERNELS];
         for (k, (_, f)) in kernels.iter_mut().zip(BUILTINS) {
             *k = Some(f);
@@ -286,17 +327,17 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
         Loopback {
             mem,
             state: spin::Mutex::new(State {
-                queue_used: [false; Q],
-                queue_priority: [Priority::Normal; Q],
-                queue_cu_mask: [None; Q],
-                signal_used: [false; SIG],
+                queue_used: <C::LoopbackQueues<Used> as Table<Used>>::EMPTY,
+                queue_priority: <C::LoopbackQueues<QueuePriority> as Table<QueuePriority>>::EMPTY,
+                queue_cu_mask: <C::LoopbackQueues<QueueCuMask> as Table<QueueCuMask>>::EMPTY,
+                signal_used: <C::LoopbackSignals<Used> as Table<Used>>::EMPTY,
                 kernels,
                 allocations: [(0, 0); MAX_ALLOCATIONS],
                 trace: [None; TRACE_CAPACITY],
                 trace_len: 0,
                 trace_dropped: 0,
             }),
-            faults: [const { AtomicU8::new(0) }; Q],
+            faults: <C::LoopbackQueues<Fault> as Table<Fault>>::EMPTY,
             calls: HostCalls::new(),
             devices,
             clock: AtomicU64::new(0),
@@ -372,13 +413,13 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
     /// The priority a live queue was created with.
     pub fn queue_priority(&self, queue: &LoopbackQueue) -> Priority {
         let st = self.state.lock();
-        st.queue_priority.get(queue.0 as usize).copied().unwrap_or_default()
+        st.queue_priority.slots().get(queue.0 as usize).map(|p| p.0).unwrap_or_default()
     }
 
     /// The CU mask a live queue was created with.
     pub fn queue_cu_mask(&self, queue: &LoopbackQueue) -> Option<CuMask> {
         let st = self.state.lock();
-        st.queue_cu_mask.get(queue.0 as usize).copied().flatten()
+        st.queue_cu_mask.slots().get(queue.0 as usize).and_then(|m| m.0)
     }
 
     /// Stops a queue as if the device had faulted on its current packet (fault injection).
@@ -387,7 +428,7 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
     }
 
     fn set_fault(&self, q: usize, fault: Option<QueueFault>) {
-        if let Some(f) = self.faults.get(q) {
+        if let Some(Fault(f)) = self.faults.slots().get(q) {
             // Ordering: Release, so a reader that sees the fault sees the trace written before.
             f.store(fault.map_or(0, QueueFault::code), Ordering::Release);
         }
@@ -395,17 +436,17 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
 
     fn fault_of(&self, q: usize) -> Option<QueueFault> {
         // Ordering: Acquire pairs with set_fault.
-        self.faults.get(q).and_then(|f| QueueFault::from_code(f.load(Ordering::Acquire)))
+        self.faults.slots().get(q).and_then(|Fault(f)| QueueFault::from_code(f.load(Ordering::Acquire)))
     }
 
     /// Number of queues in use.
     pub fn queues_in_use(&self) -> usize {
-        self.state.lock().queue_used.iter().filter(|u| **u).count()
+        self.state.lock().queue_used.slots().iter().filter(|u| u.0).count()
     }
 
     /// Number of signals in use.
     pub fn signals_in_use(&self) -> usize {
-        self.state.lock().signal_used.iter().filter(|u| **u).count()
+        self.state.lock().signal_used.slots().iter().filter(|u| u.0).count()
     }
 
     /// Runs every queue and host call until nothing can make progress.
@@ -423,7 +464,7 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
         }
         loop {
             let mut progress = false;
-            for q in 0..Q {
+            for q in 0..self.mem.queues.slots().len() {
                 progress |= self.run_queue(q);
             }
             progress |= self.run_host_calls();
@@ -435,21 +476,22 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
         true
     }
 
-    fn ring_of(&self, q: usize) -> Option<(AqlRing, &QueueMem<RING, KARG>)> {
-        let qm = self.mem.queues.get(q)?;
-        let base = NonNull::new(qm.ring.as_ptr() as *mut u8)?;
+    fn ring_of(&self, q: usize) -> Option<(AqlRing, &QueueMem<C>)> {
+        let qm = self.mem.queues.slots().get(q)?;
+        let base = NonNull::new(qm.ring.slots().as_ptr() as *mut u8)?;
         // SAFETY: the ring memory and indices live in `self.mem`, borrowed for 'm, and are used
         // only through the AQL protocol.
-        let ring =
-            unsafe { AqlRing::new(base, RING as u32, NonNull::from(&qm.write_index), NonNull::from(&qm.read_index)) }
-                .ok()?;
+        let ring = unsafe {
+            AqlRing::new(base, Self::RING as u32, NonNull::from(&qm.write_index), NonNull::from(&qm.read_index))
+        }
+        .ok()?;
         Some((ring, qm))
     }
 
     fn run_queue(&self, q: usize) -> bool {
         {
             let st = self.state.lock();
-            if !st.queue_used.get(q).copied().unwrap_or(false) || self.fault_of(q).is_some() {
+            if !st.queue_used.slots().get(q).is_some_and(|u| u.0) || self.fault_of(q).is_some() {
                 return false;
             }
         }
@@ -502,25 +544,24 @@ impl<'m, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize,
     fn signal_index(&self, h: SignalHandle) -> Option<usize> {
         // 64 bytes, except in loom builds (larger atomics, core/src/sync.rs).
         let size = core::mem::size_of::<AmdSignal>();
-        let base = self.mem.signals.as_ptr() as usize;
+        let signals = self.mem.signals.slots();
+        let base = signals.as_ptr() as usize;
         let off = (h.0 as usize).checked_sub(base)?;
-        (off % size == 0 && off / size < SIG).then_some(off / size)
+        (off % size == 0 && off / size < signals.len()).then_some(off / size)
     }
 }
 
-struct Exec<'a, 'm, const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize> {
-    lb: &'a Loopback<'m, Q, RING, KARG, SIG, HEAP>,
+struct Exec<'a, 'm, C: Config> {
+    lb: &'a Loopback<'m, C>,
 }
 
-impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize> PacketExecutor
-    for Exec<'_, '_, Q, RING, KARG, SIG, HEAP>
-{
+impl<C: Config> PacketExecutor for Exec<'_, '_, C> {
     fn read_signal(&mut self, handle: u64, mask: i64) -> Option<i64> {
         if handle == 0 {
             return None;
         }
         if let Some(i) = self.lb.signal_index(SignalHandle(handle)) {
-            return self.lb.mem.signals.get(i).map(AmdSignal::load);
+            return self.lb.mem.signals.slots().get(i).map(AmdSignal::load);
         }
         // A value anywhere in host memory (stream wait-value): the value sits at handle + 8.
         let addr = (handle as usize).wrapping_add(8);
@@ -542,7 +583,7 @@ impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, con
     }
 
     fn complete_signal(&mut self, handle: u64, start: u64, end: u64) {
-        if let Some(s) = self.lb.signal_index(SignalHandle(handle)).and_then(|i| self.lb.mem.signals.get(i)) {
+        if let Some(s) = self.lb.signal_index(SignalHandle(handle)).and_then(|i| self.lb.mem.signals.slots().get(i)) {
             // Loopback signals have no event mailbox: waiters poll (and pump).
             s.complete(Some((start, end)), |_, _| {});
         }
@@ -579,9 +620,7 @@ impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, con
 // SAFETY: signals are AmdSignals inside `self.mem` (64-byte aligned, borrowed for 'm); queue
 // memory likewise; every published packet is processed by `pump`, which doorbells and waits run,
 // or the queue's fault is reported.
-unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usize, const HEAP: usize> Backend
-    for Loopback<'_, Q, RING, KARG, SIG, HEAP>
-{
+unsafe impl<C: Config> Backend for Loopback<'_, C> {
     type Queue = LoopbackQueue;
     /// The loopback runs host kernels only: no code object is ever loaded.
     type Module = core::convert::Infallible;
@@ -603,16 +642,16 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
         }
         let q = {
             let mut st = self.state.lock();
-            let q = st.queue_used.iter().position(|u| !u).ok_or(Error::OutOfMemory)?;
-            if let Some(u) = st.queue_used.get_mut(q) {
-                *u = true;
+            let q = st.queue_used.slots().iter().position(|u| !u.0).ok_or(Error::OutOfMemory)?;
+            if let Some(u) = st.queue_used.slots_mut().get_mut(q) {
+                *u = Used(true);
             }
             self.set_fault(q, None);
-            if let Some(p) = st.queue_priority.get_mut(q) {
-                *p = priority;
+            if let Some(p) = st.queue_priority.slots_mut().get_mut(q) {
+                *p = QueuePriority(priority);
             }
-            if let Some(m) = st.queue_cu_mask.get_mut(q) {
-                *m = cu_mask.copied();
+            if let Some(m) = st.queue_cu_mask.slots_mut().get_mut(q) {
+                *m = QueueCuMask(cu_mask.copied());
             }
             q
         };
@@ -635,18 +674,18 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
 
     fn queue_desc(&self, queue: &LoopbackQueue) -> Result<QueueDesc> {
         let (ring, qm) = self.ring_of(queue.0 as usize).ok_or(Error::InvalidHandle)?;
-        let ka = NonNull::new(qm.kernarg.as_ptr() as *mut u8).ok_or(Error::InvalidHandle)?;
+        let ka = NonNull::new(qm.kernarg.slots().as_ptr() as *mut u8).ok_or(Error::InvalidHandle)?;
         Ok(QueueDesc {
             ring,
             kernarg_host: ka,
             kernarg_device: ka.as_ptr().expose_provenance() as u64,
-            kernarg_slot_bytes: KARG as u32,
+            kernarg_slot_bytes: Self::KARG as u32,
             kernarg_overhang_slots: 0,
         })
     }
 
     fn ring_doorbell(&self, queue: &LoopbackQueue, index: u64) {
-        if let Some(qm) = self.mem.queues.get(queue.0 as usize) {
+        if let Some(qm) = self.mem.queues.slots().get(queue.0 as usize) {
             // Ordering: Release, after the packets' Release headers (docs/kfd-aql.md §2 ordering).
             // Producers never ring backwards, and indices may wrap, so this is a plain store.
             qm.doorbell.store(index.wrapping_add(1), Ordering::Release);
@@ -667,17 +706,17 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
 
     fn queue_destroy(&self, queue: LoopbackQueue) {
         let mut st = self.state.lock();
-        if let Some(u) = st.queue_used.get_mut(queue.0 as usize) {
-            *u = false;
+        if let Some(u) = st.queue_used.slots_mut().get_mut(queue.0 as usize) {
+            *u = Used(false);
         }
     }
 
     fn signal_create(&self, initial: i64) -> Result<SignalHandle> {
         let mut st = self.state.lock();
-        let i = st.signal_used.iter().position(|u| !u).ok_or(Error::OutOfMemory)?;
-        let s = self.mem.signals.get(i).ok_or(Error::OutOfMemory)?;
-        if let Some(u) = st.signal_used.get_mut(i) {
-            *u = true;
+        let i = st.signal_used.slots().iter().position(|u| !u.0).ok_or(Error::OutOfMemory)?;
+        let s = self.mem.signals.slots().get(i).ok_or(Error::OutOfMemory)?;
+        if let Some(u) = st.signal_used.slots_mut().get_mut(i) {
+            *u = Used(true);
         }
         // Ordering: Relaxed; `reset` below publishes with Release.
         s.kind.store(crate::signal::kind::USER, Ordering::Relaxed);
@@ -688,14 +727,14 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
     fn signal_destroy(&self, signal: SignalHandle) {
         if let Some(i) = self.signal_index(signal) {
             let mut st = self.state.lock();
-            if let Some(u) = st.signal_used.get_mut(i) {
-                *u = false;
+            if let Some(u) = st.signal_used.slots_mut().get_mut(i) {
+                *u = Used(false);
             }
         }
     }
 
     fn signal_wait(&self, signal: SignalHandle, cond: Condition, expected: i64, _timeout: Timeout) -> Result<i64> {
-        let s = self.signal_index(signal).and_then(|i| self.mem.signals.get(i)).ok_or(Error::InvalidHandle)?;
+        let s = self.signal_index(signal).and_then(|i| self.mem.signals.slots().get(i)).ok_or(Error::InvalidHandle)?;
         // Nothing runs between pumps on a thread-free device: after a full pump of our own the
         // answer is final, so every timeout behaves like zero. While another thread pumps, wait
         // (boundedly: a host function that calls back into the runtime would otherwise wait for
@@ -726,7 +765,7 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
         // First fit: the lowest of 0 and the block ends where `size` bytes fit.
         let live = st.allocations;
         let fits = |at: usize| {
-            at + size <= HEAP && live.iter().all(|&(off, len)| len == 0 || at + size <= off || off + len <= at)
+            at + size <= Self::HEAP && live.iter().all(|&(off, len)| len == 0 || at + size <= off || off + len <= at)
         };
         let cursor = core::iter::once(0)
             .chain(live.iter().filter(|(_, len)| *len != 0).map(|&(off, len)| off + len))
@@ -757,7 +796,7 @@ unsafe impl<const Q: usize, const RING: usize, const KARG: usize, const SIG: usi
     }
 
     fn device_doorbell(&self, queue: &LoopbackQueue) -> Option<crate::conditional::DeviceDoorbell> {
-        let qm = self.mem.queues.get(queue.0 as usize)?;
+        let qm = self.mem.queues.slots().get(queue.0 as usize)?;
         // The loopback's doorbell word holds the index of the last packet plus one.
         Some(crate::conditional::DeviceDoorbell {
             address: core::ptr::from_ref(&qm.doorbell).expose_provenance() as u64,

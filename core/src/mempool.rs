@@ -4,7 +4,8 @@
 //!
 //! # Model
 //!
-//! [`MemPools`] holds up to `P` pools and `B` blocks; every device has a default pool, created on
+//! [`MemPools`] holds up to `C::Pools` pools and `C::PoolBlocks` blocks (the `P` and `PB` of
+//! [`Capacities`](crate::config::Capacities)); every device has a default pool, created on
 //! first use, and a current pool (`hipDeviceSetMemPool`). A block is one backend allocation and
 //! is, at any time, *busy* (handed to the user), *free* (kept by its pool for reuse), or owned by
 //! a graph (an allocation made while a stream captured). Nothing here names a backend or a
@@ -47,9 +48,11 @@
 //! again before the user has freed them is `InvalidValue` (unless the graph was instantiated
 //! with auto-free-on-launch), and a launch waits for the user's stream-ordered free of them.
 
+use crate::config::{Config, Default as DefaultConfig};
 use crate::error::{Error, Result};
 use crate::event::EventHandle;
-use crate::runtime::MAX_DEVICES;
+use crate::slot::MAX_DEVICES;
+use crate::slot::{FixedVec, Slot, Table};
 use crate::stream::StreamHandle;
 use crate::table::{self, Generation};
 
@@ -258,6 +261,10 @@ struct PoolSlot {
     access: [Access; MAX_DEVICES],
 }
 
+impl Slot for PoolSlot {
+    const EMPTY: Self = PoolSlot::new();
+}
+
 impl PoolSlot {
     const fn new() -> Self {
         PoolSlot {
@@ -334,10 +341,10 @@ struct Note {
     seq: u64,
 }
 
-struct State<const P: usize, const B: usize> {
-    pools: [PoolSlot; P],
+struct State<C: Config> {
+    pools: C::Pools<PoolSlot>,
     /// Every block in existence, densely (order means nothing).
-    blocks: heapless::Vec<Block, B>,
+    blocks: C::PoolBlocks<Block>,
     default: [Option<u16>; MAX_DEVICES],
     current: [Option<u16>; MAX_DEVICES],
     /// Frees and event records so far.
@@ -346,13 +353,13 @@ struct State<const P: usize, const B: usize> {
     next_note: usize,
 }
 
-/// `P` memory pools over `B` blocks of backend memory, with stream-ordered reuse (see the
+/// Memory pools over blocks of backend memory, as many as `C` says,, with stream-ordered reuse (see the
 /// module docs). `const`-constructible, so it can live in a `static`.
-pub struct MemPools<const P: usize = 16, const B: usize = 256> {
-    state: spin::Mutex<State<P, B>>,
+pub struct MemPools<C: Config = DefaultConfig> {
+    state: spin::Mutex<State<C>>,
 }
 
-impl<const P: usize, const B: usize> Default for MemPools<P, B> {
+impl<C: Config> Default for MemPools<C> {
     fn default() -> Self {
         Self::new()
     }
@@ -378,20 +385,20 @@ fn implicitly_after(f: &StreamInfo, t: &StreamInfo, follow: bool) -> bool {
     follow && f.device == t.device && ((t.null && f.blocking) || (f.null && t.blocking))
 }
 
-impl<const P: usize, const B: usize> State<P, B> {
+impl<C: Config> State<C> {
     fn pool(&self, h: PoolHandle) -> Result<usize> {
-        let l = table::lookup(POOL_TAG, h.0, &self.pools, |p| p.generation);
+        let l = table::lookup(POOL_TAG, h.0, self.pools.slots(), |p| p.generation);
         table::require(l, Error::InvalidValue, Error::InvalidValue)
     }
 
     fn handle(&self, i: usize) -> PoolHandle {
-        let g = self.pools.get(i).map_or(0, |p| p.generation.current);
+        let g = self.pools.slots().get(i).map_or(0, |p| p.generation.current);
         PoolHandle(table::encode(POOL_TAG, g, i))
     }
 
     fn new_pool(&mut self, device: u32, max_size: u64, is_default: bool) -> Result<usize> {
-        let i = self.pools.iter().position(|p| !p.used).ok_or(Error::OutOfMemory)?;
-        let slot = self.pools.get_mut(i).ok_or(Error::OutOfMemory)?;
+        let i = self.pools.slots().iter().position(|p| !p.used).ok_or(Error::OutOfMemory)?;
+        let slot = self.pools.slots_mut().get_mut(i).ok_or(Error::OutOfMemory)?;
         let generation = slot.generation;
         *slot = PoolSlot { generation, used: true, device, max_size, is_default, ..PoolSlot::new() };
         slot.generation.occupy();
@@ -420,19 +427,19 @@ impl<const P: usize, const B: usize> State<P, B> {
     }
 
     fn find(&self, address: u64) -> Option<usize> {
-        self.blocks.iter().position(|b| b.address == address)
+        self.blocks.as_view().iter().position(|b| b.address == address)
     }
 
     fn pool_mut(&mut self, pool: Option<u16>) -> Option<&mut PoolSlot> {
-        pool.and_then(|p| self.pools.get_mut(usize::from(p)))
+        pool.and_then(|p| self.pools.slots_mut().get_mut(usize::from(p)))
     }
 
     /// Removes block `k` and gives its memory back (its pool's books follow).
     fn drop_block(&mut self, host: &impl PoolHost, k: usize) {
-        if k >= self.blocks.len() {
+        if k >= self.blocks.as_view().len() {
             return;
         }
-        let b = self.blocks.swap_remove(k);
+        let b = self.blocks.as_mut_view().swap_remove(k);
         match b.state {
             BlockState::Free(f) => {
                 if let Some(m) = f.mark {
@@ -454,14 +461,14 @@ impl<const P: usize, const B: usize> State<P, B> {
 
     /// Frees the slots of destroyed pools that hold no block any more.
     fn retire_pools(&mut self) {
-        for i in 0..P {
-            let Some(p) = self.pools.get(i) else { continue };
+        for i in 0..self.pools.slots().len() {
+            let Some(p) = self.pools.slots().get(i) else { continue };
             if !p.used || p.generation.live {
                 continue;
             }
-            let held = self.blocks.iter().any(|b| b.pool.map(usize::from) == Some(i));
+            let held = self.blocks.as_view().iter().any(|b| b.pool.map(usize::from) == Some(i));
             if !held {
-                if let Some(p) = self.pools.get_mut(i) {
+                if let Some(p) = self.pools.slots_mut().get_mut(i) {
                     p.used = false;
                 }
             }
@@ -472,12 +479,12 @@ impl<const P: usize, const B: usize> State<P, B> {
     /// `keep`; blocks that serve a request of `except` bytes are kept when `except` is set.
     fn release_completed(&mut self, host: &impl PoolHost, pool: usize, keep: u64) {
         let mut k = 0;
-        while k < self.blocks.len() {
-            let free_bytes = self.pools.get(pool).map_or(0, |p| p.reserved.saturating_sub(p.in_use));
+        while k < self.blocks.as_view().len() {
+            let free_bytes = self.pools.slots().get(pool).map_or(0, |p| p.reserved.saturating_sub(p.in_use));
             if free_bytes <= keep {
                 return;
             }
-            let done = match self.blocks.get(k) {
+            let done = match self.blocks.as_view().get(k) {
                 Some(b) if b.pool.map(usize::from) == Some(pool) => match b.state {
                     BlockState::Free(f) => f.mark.is_none_or(|m| host.mark_done(m)),
                     _ => false,
@@ -493,13 +500,13 @@ impl<const P: usize, const B: usize> State<P, B> {
     }
 }
 
-impl<const P: usize, const B: usize> MemPools<P, B> {
+impl<C: Config> MemPools<C> {
     /// No pools yet (each device's default pool is made on first use).
     pub const fn new() -> Self {
         MemPools {
             state: spin::Mutex::new(State {
-                pools: [const { PoolSlot::new() }; P],
-                blocks: heapless::Vec::new(),
+                pools: <C::Pools<PoolSlot> as Table<PoolSlot>>::EMPTY,
+                blocks: <C::PoolBlocks<Block> as FixedVec<Block>>::EMPTY,
                 default: [None; MAX_DEVICES],
                 current: [None; MAX_DEVICES],
                 seq: 0,
@@ -544,7 +551,7 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
         if host.any_capture() {
             return Err(Error::StreamCaptureUnsupported);
         }
-        if st.pools.get(i).map(|p| p.device) != Some(device) {
+        if st.pools.slots().get(i).map(|p| p.device) != Some(device) {
             return Err(Error::InvalidDevice);
         }
         let i16 = u16::try_from(i).map_err(|_| Error::InvalidValue)?;
@@ -578,11 +585,12 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
         }
         let mut st = self.state.lock();
         let i = st.pool(pool)?;
-        let (device, is_default) = st.pools.get(i).map(|p| (p.device, p.is_default)).ok_or(Error::InvalidValue)?;
+        let (device, is_default) =
+            st.pools.slots().get(i).map(|p| (p.device, p.is_default)).ok_or(Error::InvalidValue)?;
         if is_default {
             return Err(Error::InvalidValue);
         }
-        if let Some(p) = st.pools.get_mut(i) {
+        if let Some(p) = st.pools.slots_mut().get_mut(i) {
             p.generation.vacate();
         }
         if st.current.get(device as usize).copied().flatten().map(usize::from) == Some(i) {
@@ -599,13 +607,13 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
     pub fn pool_device(&self, pool: PoolHandle) -> Result<u32> {
         let st = self.state.lock();
         let i = st.pool(pool)?;
-        st.pools.get(i).map(|p| p.device).ok_or(Error::InvalidValue)
+        st.pools.slots().get(i).map(|p| p.device).ok_or(Error::InvalidValue)
     }
 
     /// `hipMemPoolGetAttribute`.
     pub fn attribute(&self, pool: PoolHandle, attr: PoolAttr) -> Result<u64> {
         let st = self.state.lock();
-        let p = st.pools.get(st.pool(pool)?).ok_or(Error::InvalidValue)?;
+        let p = st.pools.slots().get(st.pool(pool)?).ok_or(Error::InvalidValue)?;
         Ok(match attr {
             PoolAttr::ReuseFollowEventDependencies => u64::from(p.follow),
             PoolAttr::ReuseAllowOpportunistic => u64::from(p.opportunistic),
@@ -623,7 +631,7 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
     pub fn set_attribute(&self, pool: PoolHandle, attr: PoolAttr, value: u64) -> Result<()> {
         let mut st = self.state.lock();
         let i = st.pool(pool)?;
-        let p = st.pools.get_mut(i).ok_or(Error::InvalidValue)?;
+        let p = st.pools.slots_mut().get_mut(i).ok_or(Error::InvalidValue)?;
         match attr {
             PoolAttr::ReuseFollowEventDependencies => p.follow = value != 0,
             PoolAttr::ReuseAllowOpportunistic => p.opportunistic = value != 0,
@@ -649,7 +657,7 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
             3 => Access::ReadWrite,
             _ => return Err(Error::InvalidValue),
         };
-        let p = st.pools.get_mut(i).ok_or(Error::InvalidValue)?;
+        let p = st.pools.slots_mut().get_mut(i).ok_or(Error::InvalidValue)?;
         if p.device != device {
             if let Some(a) = p.access.get_mut(device as usize) {
                 *a = access;
@@ -661,7 +669,7 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
     /// `hipMemPoolGetAccess`: read-write for the pool's own device, what was set for others.
     pub fn access(&self, host: &impl PoolHost, pool: PoolHandle, device: u32) -> Result<Access> {
         let st = self.state.lock();
-        let p = st.pools.get(st.pool(pool)?).ok_or(Error::InvalidValue)?;
+        let p = st.pools.slots().get(st.pool(pool)?).ok_or(Error::InvalidValue)?;
         Self::check_device(host, device, Error::InvalidValue)?;
         if p.device == device {
             return Ok(Access::ReadWrite);
@@ -683,8 +691,8 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
     /// pool's free bytes are at most its release threshold (all of a destroyed pool's).
     pub fn release_on_sync(&self, host: &impl PoolHost) {
         let mut st = self.state.lock();
-        for i in 0..P {
-            let Some(p) = st.pools.get(i) else { continue };
+        for i in 0..st.pools.slots().len() {
+            let Some(p) = st.pools.slots().get(i) else { continue };
             if !p.used {
                 continue;
             }
@@ -722,14 +730,14 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
 
     fn allocate(
         &self,
-        st: &mut State<P, B>,
+        st: &mut State<C>,
         host: &impl PoolHost,
         pool: usize,
         s: StreamHandle,
         info: &StreamInfo,
         bytes: u64,
     ) -> Result<Allocation> {
-        let p = *st.pools.get(pool).ok_or(Error::InvalidValue)?;
+        let p = *st.pools.slots().get(pool).ok_or(Error::InvalidValue)?;
         if !p.generation.live {
             return Err(Error::InvalidValue);
         }
@@ -743,7 +751,7 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
         let pool16 = u16::try_from(pool).map_err(|_| Error::OutOfMemory)?;
         let mine = |b: &Block| b.pool == Some(pool16) && fits(b.size, r);
         // 1. A free block this stream is ordered after.
-        let ordered = st.blocks.iter().position(|b| {
+        let ordered = st.blocks.as_view().iter().position(|b| {
             mine(b)
                 && match b.state {
                     BlockState::Free(f) => {
@@ -755,7 +763,7 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
         });
         // 2. A free block whose free has completed (always, when nothing records the free).
         let pick = ordered.or_else(|| {
-            st.blocks.iter().position(|b| {
+            st.blocks.as_view().iter().position(|b| {
                 mine(b)
                     && match b.state {
                         BlockState::Free(f) => match f.mark {
@@ -784,9 +792,11 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
         }
         // 4. A block whose free is pending, the stream made to wait for the free.
         if p.internal {
-            let pending = st.blocks.iter().position(|b| mine(b) && matches!(b.state, BlockState::Free(_)));
+            let pending = st.blocks.as_view().iter().position(|b| mine(b) && matches!(b.state, BlockState::Free(_)));
             if let Some(k) = pending {
-                if let Some(BlockState::Free(FreeState { mark: Some(m), .. })) = st.blocks.get(k).map(|b| b.state) {
+                if let Some(BlockState::Free(FreeState { mark: Some(m), .. })) =
+                    st.blocks.as_view().get(k).map(|b| b.state)
+                {
                     host.wait_mark(s, m)?;
                 }
                 return Ok(Self::take(st, host, k));
@@ -796,8 +806,8 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
     }
 
     /// Hands free block `k` out.
-    fn take(st: &mut State<P, B>, host: &impl PoolHost, k: usize) -> Allocation {
-        let Some(b) = st.blocks.get_mut(k) else { return Allocation { address: 0, size: 0, device: 0 } };
+    fn take(st: &mut State<C>, host: &impl PoolHost, k: usize) -> Allocation {
+        let Some(b) = st.blocks.as_mut_view().get_mut(k) else { return Allocation { address: 0, size: 0, device: 0 } };
         if let BlockState::Free(FreeState { mark: Some(m), .. }) = b.state {
             host.forget(m);
         }
@@ -812,22 +822,22 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
 
     /// A new busy block of `r` bytes for pool `pool`; `OutOfMemory` when the backend, the
     /// pool's maximum size or the block table says no.
-    fn fresh(st: &mut State<P, B>, host: &impl PoolHost, pool: usize, pool16: u16, r: u64) -> Result<Allocation> {
-        let p = st.pools.get(pool).ok_or(Error::InvalidValue)?;
+    fn fresh(st: &mut State<C>, host: &impl PoolHost, pool: usize, pool16: u16, r: u64) -> Result<Allocation> {
+        let p = st.pools.slots().get(pool).ok_or(Error::InvalidValue)?;
         let device = p.device;
         if p.max_size != 0 && p.reserved.saturating_add(r) > p.max_size {
             return Err(Error::OutOfMemory);
         }
-        if st.blocks.is_full() {
+        if st.blocks.as_view().is_full() {
             return Err(Error::OutOfMemory);
         }
         let address = host.alloc(device, r)?;
         let block = Block { address, size: r, device, pool: Some(pool16), state: BlockState::Busy };
-        if st.blocks.push(block).is_err() {
+        if st.blocks.as_mut_view().push(block).is_err() {
             host.release(address);
             return Err(Error::OutOfMemory);
         }
-        if let Some(p) = st.pools.get_mut(pool) {
+        if let Some(p) = st.pools.slots_mut().get_mut(pool) {
             p.add_reserved(r);
             p.add_in_use(r);
         }
@@ -836,14 +846,14 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
 
     /// A graph allocation of `r` bytes on `device`, recorded into the capture of `s`.
     fn graph_alloc(
-        st: &mut State<P, B>,
+        st: &mut State<C>,
         host: &impl PoolHost,
         s: StreamHandle,
         device: u32,
         graph: u64,
         r: u64,
     ) -> Result<Allocation> {
-        if st.blocks.is_full() {
+        if st.blocks.as_view().is_full() {
             return Err(Error::OutOfMemory);
         }
         let address = host.alloc(device, r)?;
@@ -852,7 +862,7 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
             return Err(e);
         }
         let state = BlockState::Graph { owner: graph, freed_in_graph: false, outstanding: false, mark: None };
-        if st.blocks.push(Block { address, size: r, device, pool: None, state }).is_err() {
+        if st.blocks.as_mut_view().push(Block { address, size: r, device, pool: None, state }).is_err() {
             host.release(address);
             return Err(Error::OutOfMemory);
         }
@@ -875,13 +885,13 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
                 Capturing::No => Ok(Freed::NotPooled),
             };
         };
-        let b = *st.blocks.get(k).ok_or(Error::InvalidValue)?;
+        let b = *st.blocks.as_view().get(k).ok_or(Error::InvalidValue)?;
         match (b.state, capturing) {
             (BlockState::Busy, Capturing::No) => {
                 let mark = host.mark(s, info.device)?;
                 st.seq += 1;
                 let free = FreeState { mark, stream: info, seq: st.seq, followers: [0; FOLLOWERS] };
-                if let Some(blk) = st.blocks.get_mut(k) {
+                if let Some(blk) = st.blocks.as_mut_view().get_mut(k) {
                     blk.state = BlockState::Free(free);
                 }
                 if let Some(p) = st.pool_mut(b.pool) {
@@ -893,14 +903,14 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
                 if owner == g =>
             {
                 host.capture_node(s, MemNode::Free(address))?;
-                if let Some(blk) = st.blocks.get_mut(k) {
+                if let Some(blk) = st.blocks.as_mut_view().get_mut(k) {
                     blk.state = BlockState::Graph { owner, freed_in_graph: true, outstanding, mark };
                 }
                 Ok(Freed::Graph)
             }
             (BlockState::Graph { owner, freed_in_graph, outstanding: true, mark: None }, Capturing::No) => {
                 let mark = host.mark(s, info.device)?;
-                if let Some(blk) = st.blocks.get_mut(k) {
+                if let Some(blk) = st.blocks.as_mut_view().get_mut(k) {
                     blk.state = BlockState::Graph { owner, freed_in_graph, outstanding: false, mark };
                 }
                 Ok(Freed::Graph)
@@ -915,14 +925,14 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
     pub fn free(&self, host: &impl PoolHost, address: u64) -> Result<Freed> {
         let mut st = self.state.lock();
         let Some(k) = st.find(address) else { return Ok(Freed::NotPooled) };
-        let b = *st.blocks.get(k).ok_or(Error::InvalidValue)?;
+        let b = *st.blocks.as_view().get(k).ok_or(Error::InvalidValue)?;
         match b.state {
             BlockState::Busy => {
                 host.wait_device(b.device)?;
                 st.seq += 1;
                 let stream = StreamInfo { device: b.device, ..StreamInfo::default() };
                 let free = FreeState { mark: None, stream, seq: st.seq, followers: [0; FOLLOWERS] };
-                if let Some(blk) = st.blocks.get_mut(k) {
+                if let Some(blk) = st.blocks.as_mut_view().get_mut(k) {
                     blk.state = BlockState::Free(free);
                 }
                 if let Some(p) = st.pool_mut(b.pool) {
@@ -932,7 +942,7 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
             }
             BlockState::Graph { owner, freed_in_graph, outstanding: true, mark: None } => {
                 host.wait_device(b.device)?;
-                if let Some(blk) = st.blocks.get_mut(k) {
+                if let Some(blk) = st.blocks.as_mut_view().get_mut(k) {
                     blk.state = BlockState::Graph { owner, freed_in_graph, outstanding: false, mark: None };
                 }
                 Ok(Freed::Graph)
@@ -973,7 +983,7 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
         host.wait_event(s, e, flags)?;
         let Some(note) = st.notes.iter().flatten().find(|n| n.event == e.0).copied() else { return Ok(()) };
         let (Ok(Capturing::No), Ok(info)) = (host.capturing(s), host.stream_info(s)) else { return Ok(()) };
-        for b in st.blocks.iter_mut() {
+        for b in st.blocks.as_mut_view().iter_mut() {
             if let BlockState::Free(f) = &mut b.state {
                 if f.stream.id == note.stream && f.seq <= note.seq && !f.followers.contains(&info.id) {
                     if let Some(slot) = f.followers.iter_mut().find(|x| **x == 0) {
@@ -990,13 +1000,13 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
     /// Whether graph `owner` owns any allocation.
     pub fn graph_owns_memory(&self, owner: u64) -> bool {
         let st = self.state.lock();
-        st.blocks.iter().any(|b| matches!(b.state, BlockState::Graph { owner: o, .. } if o == owner))
+        st.blocks.as_view().iter().any(|b| matches!(b.state, BlockState::Graph { owner: o, .. } if o == owner))
     }
 
     /// Moves the graph allocations of `from` to `to` (a graph handed over under a new owner).
     pub fn graph_rename(&self, from: u64, to: u64) {
         let mut st = self.state.lock();
-        for b in st.blocks.iter_mut() {
+        for b in st.blocks.as_mut_view().iter_mut() {
             if let BlockState::Graph { owner, .. } = &mut b.state {
                 if *owner == from {
                     *owner = to;
@@ -1020,13 +1030,13 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
         let mut st = self.state.lock();
         let ours = |b: &Block| matches!(b.state, BlockState::Graph { owner: o, .. } if o == owner);
         if !auto_free
-            && st.blocks.iter().any(|b| {
+            && st.blocks.as_view().iter().any(|b| {
                 ours(b) && matches!(b.state, BlockState::Graph { freed_in_graph: false, outstanding: true, .. })
             })
         {
             return Err(Error::InvalidValue);
         }
-        for b in st.blocks.iter() {
+        for b in st.blocks.as_view().iter() {
             if let BlockState::Graph { owner: o, mark: Some(m), .. } = b.state {
                 if o == owner {
                     host.wait_mark(s, m)?;
@@ -1034,7 +1044,7 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
             }
         }
         launch()?;
-        for b in st.blocks.iter_mut() {
+        for b in st.blocks.as_mut_view().iter_mut() {
             if let BlockState::Graph { owner: o, freed_in_graph, outstanding, mark } = &mut b.state {
                 if *o == owner {
                     if let Some(m) = mark.take() {
@@ -1055,8 +1065,8 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
         let mut st = self.state.lock();
         let mut waited = [false; MAX_DEVICES];
         let mut k = 0;
-        while k < st.blocks.len() {
-            let Some(b) = st.blocks.get(k).copied() else { break };
+        while k < st.blocks.as_view().len() {
+            let Some(b) = st.blocks.as_view().get(k).copied() else { break };
             let BlockState::Graph { owner: o, outstanding, mark, .. } = b.state else {
                 k += 1;
                 continue;
@@ -1077,11 +1087,11 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
                 if let Some(m) = mark {
                     host.forget(m);
                 }
-                if let Some(blk) = st.blocks.get_mut(k) {
+                if let Some(blk) = st.blocks.as_mut_view().get_mut(k) {
                     blk.pool = Some(pool16);
                     blk.state = BlockState::Busy;
                 }
-                if let Some(p) = st.pools.get_mut(pool) {
+                if let Some(p) = st.pools.slots_mut().get_mut(pool) {
                     p.add_reserved(b.size);
                     p.add_in_use(b.size);
                 }
@@ -1100,8 +1110,8 @@ impl<const P: usize, const B: usize> MemPools<P, B> {
     pub fn device_reset(&self, host: &impl PoolHost, device: u32, mut dropped: impl FnMut(u64)) {
         let mut st = self.state.lock();
         let mut k = 0;
-        while k < st.blocks.len() {
-            match st.blocks.get(k) {
+        while k < st.blocks.as_view().len() {
+            match st.blocks.as_view().get(k) {
                 Some(b) if b.device == device => {
                     dropped(b.address);
                     st.drop_block(host, k);
@@ -1189,7 +1199,9 @@ mod tests {
         }
     }
 
-    type Pools = MemPools<4, 8>;
+    /// The default tables with 4 pools over 8 blocks.
+    type Small = crate::config::Capacities<32, 64, 8, 64, 4, 32, 2, 40, 16, 8, 40, 64, 256, 160, 65536, 4, 8>;
+    type Pools = MemPools<Small>;
 
     const A: StreamHandle = StreamHandle(3);
     const C: StreamHandle = StreamHandle(5);
@@ -1198,7 +1210,7 @@ mod tests {
 
     fn complete_all(h: &Fake, pools: &Pools) {
         let st = pools.state.lock();
-        for b in st.blocks.iter() {
+        for b in st.blocks.as_view().iter() {
             if let BlockState::Free(FreeState { mark: Some(m), .. }) = b.state {
                 h.done.borrow_mut().push(m.0).unwrap();
             }
@@ -1328,7 +1340,7 @@ mod tests {
         complete_all(&h, &p);
         p.release_on_sync(&h);
         assert_eq!(h.released.borrow().len(), 1);
-        assert!(p.state.lock().pools.iter().filter(|s| s.used).count() == 1);
+        assert!(p.state.lock().pools.slots().iter().filter(|s| s.used).count() == 1);
         h.capture.set(Some(9));
         assert_eq!(p.create(&h, 0, 0), Err(Error::StreamCaptureUnsupported));
     }

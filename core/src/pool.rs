@@ -13,7 +13,7 @@ use core::cell::UnsafeCell;
 use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::backend::QueueDesc;
-use crate::config::Slot;
+use crate::slot::Slot;
 use crate::stream::{CuMask, Priority};
 
 /// A hardware queue of the pool and what it was created for.

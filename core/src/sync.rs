@@ -169,6 +169,12 @@ pub mod atomic {
     loom_or_plain!(AtomicU64, u64);
 }
 
+/// Bytes of one ring slot: one AQL packet (`aql::PACKET_BYTES`; `aql/ring.rs` checks at compile
+/// time that the two agree, so this layer needs nothing from `aql`).
+pub(crate) const SLOT_BYTES: usize = 64;
+/// A ring slot's dwords (`aql::PacketWords`).
+pub(crate) type SlotWords = [u32; SLOT_BYTES / 4];
+
 #[cfg(loom)]
 pub use slots::LoomRingMemory;
 pub use slots::SlotMemory;
@@ -179,7 +185,7 @@ mod slots {
     use portable_atomic::AtomicU32;
 
     use super::Ordering;
-    use crate::aql::{PacketWords, PACKET_BYTES};
+    use super::{SlotWords as PacketWords, SLOT_BYTES as PACKET_BYTES};
 
     /// The slots of an AQL ring: 64-byte packets whose dword 0 (header and setup) is accessed
     /// atomically and whose bytes 4..64 (the body) are plain memory owned by whoever the ring
@@ -276,7 +282,7 @@ mod slots {
 
     use super::atomic::AtomicU64;
     use super::Ordering;
-    use crate::aql::{PacketWords, PACKET_BYTES};
+    use super::{SlotWords as PacketWords, SLOT_BYTES as PACKET_BYTES};
 
     /// One slot of a [`LoomRingMemory`].
     struct LoomSlot {

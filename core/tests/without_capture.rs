@@ -8,10 +8,12 @@ use aqueduct::aql::QueueFault;
 use aqueduct::loopback::{Dispatch, Loopback, LoopbackMemory};
 use aqueduct::{Capacities, Error, KernelLaunch, Runtime, SingleThread, StreamHandle};
 
-type Mem = LoopbackMemory<8, 64, 64, 160, 4096>;
-type Lb = Loopback<'static, 8, 64, 64, 160, 4096>;
-/// 64 streams over a budget of 2 hardware queues.
-type Rt = Runtime<Lb, SingleThread, Capacities<64, 16, 2, 8, 1, 8, 1, 8, 2>>;
+/// 64 streams over a budget of 2 hardware queues, on a loopback of 8 queues of 64 packets (64
+/// kernel-argument bytes each), 160 signals and 4 KiB of heap.
+type Sizes = Capacities<64, 16, 2, 8, 1, 8, 1, 8, 2, 8, 8, 64, 64, 160, 4096>;
+type Mem = LoopbackMemory<Sizes>;
+type Lb = Loopback<'static, Sizes>;
+type Rt = Runtime<Lb, SingleThread, Sizes>;
 
 fn runtime() -> (Box<Rt>, u64) {
     let mem: &'static Mem = Box::leak(Box::new(Mem::new()));

@@ -13,8 +13,10 @@ use aqueduct::{KernelLaunch, Runtime, SingleThread, StreamHandle, Timeout};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 
-type Mem = LoopbackMemory<12, 8, 64, 64, 4096>;
-type Rt<'m> = Runtime<Loopback<'m, 12, 8, 64, 64, 4096>, SingleThread, aqueduct::Capacities<12, 16, 2, 16, 3, 16, 2, 12>>;
+/// Small tables over a loopback of 12 queues of 8 packets, 64 signals and 4 KiB of heap.
+type Sizes = aqueduct::Capacities<12, 16, 2, 16, 3, 16, 2, 12, 16, 8, 12, 8, 64, 64, 4096>;
+type Mem = LoopbackMemory<Sizes>;
+type Rt<'m> = Runtime<Loopback<'m, Sizes>, SingleThread, Sizes>;
 
 #[derive(Debug, Arbitrary)]
 enum Op {

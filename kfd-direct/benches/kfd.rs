@@ -2,8 +2,11 @@
 //! (docs/architecture.md), all measured in this run:
 //!
 //! - enqueue one kernel dispatch through core and kfd-direct (ring in a GTT buffer, doorbell in
-//!   the mapped doorbell slice) beside the **packet floor** (atomic add on a 64-bit write index,
-//!   a 64-byte packet, Release header store, doorbell store, in ordinary memory). Target ≤ 2×.
+//!   the mapped doorbell slice, the emulated CP consuming) beside the **live packet floor**
+//!   (core's `aqueduct::floor::LivePacketFloor`: atomic add on a 64-bit write index, a 64-byte
+//!   packet, Release header store, doorbell store, in ordinary memory, with a minimal consumer
+//!   thread retiring each packet). Target ≤ 1.5×. The consumer-free **packet floor**
+//!   (`aqueduct::floor::PacketFloor`) is printed beside it.
 //! - one dispatch round trip (enqueue, the emulated CP runs it, a spinning waiter sees the
 //!   stream's signal) beside the **ping-pong floor** (two threads bouncing one cache line).
 //!   Target ≤ 2×.
@@ -12,9 +15,10 @@
 //! 21 samples.
 
 use std::hint::black_box;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, Ordering};
 use std::time::{Duration, Instant};
 
+use aqueduct::floor::{LivePacketFloor, PacketFloor};
 use aqueduct::{KernelLaunch, Runtime, SingleThread, StreamHandle, Timeout};
 use aqueduct_kfd::{EmuSys, Kfd, KfdConfig, WaitMode};
 use aqueduct_kfd_emu::floor::ping_pong;
@@ -22,37 +26,32 @@ use aqueduct_kfd_emu::Twin;
 
 const CHUNK: u64 = 512;
 
-#[repr(C, align(64))]
-struct Slot([AtomicU32; 16]);
-
-struct Floor {
-    ring: Vec<Slot>,
-    write: AtomicU64,
-    doorbell: AtomicU64,
-}
-
-impl Floor {
-    fn submit(&self, p: &[u32; 16]) {
-        // Ordering: AcqRel, the multi-producer reservation.
-        let i = self.write.fetch_add(1, Ordering::AcqRel);
-        let slot = &self.ring[(i as usize) & (self.ring.len() - 1)];
-        for (d, s) in slot.0[1..].iter().zip(&p[1..]) {
-            // Ordering: Relaxed; the body is published by the header store.
-            d.store(*s, Ordering::Relaxed);
-        }
-        // Ordering: Release publishes the body.
-        slot.0[0].store(p[0], Ordering::Release);
-        // Ordering: Release; the doorbell follows the header.
-        self.doorbell.store(i, Ordering::Release);
-    }
-}
-
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
 
 fn main() {
+    // The live floor first, before the emulator runs: its two threads need two free cores, and a
+    // device that has just been busy keeps threads waking on them (docs/architecture.md,
+    // "Performance budget"). 20 warm-up chunks, then 21 timed ones, against one running consumer.
+    let packet = [0x1502u32 | (3 << 16), 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let live: Box<LivePacketFloor<1024>> = Box::default();
+    let live_chunks: Vec<Duration> = std::thread::scope(|scope| {
+        scope.spawn(|| live.consume());
+        let mut p = live.producer();
+        let chunks = (0..41)
+            .map(|_| {
+                let t = Instant::now();
+                for _ in 0..CHUNK {
+                    p.submit(black_box(&packet));
+                }
+                t.elapsed() / CHUNK as u32
+            })
+            .collect::<Vec<_>>();
+        live.stop();
+        chunks.into_iter().skip(20).collect()
+    });
     let sys = EmuSys::with_defaults().unwrap();
     let nop = sys.emu().register_kernel(Twin::new("empty", 0, |_, _| Ok(())));
     let cfg = KfdConfig { ring_packets: 1024, wait: WaitMode::Spin, ..KfdConfig::default() };
@@ -75,13 +74,8 @@ fn main() {
         rt.stream_synchronize_timeout(s, Timeout::SECOND).unwrap();
         d / CHUNK as u32
     };
-    let floor = Floor {
-        ring: (0..1024).map(|_| Slot(std::array::from_fn(|_| AtomicU32::new(0)))).collect(),
-        write: AtomicU64::new(0),
-        doorbell: AtomicU64::new(0),
-    };
-    let packet = [0x1502u32 | (3 << 16), 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-    let floor_chunk = || {
+    let mut floor: Box<PacketFloor<1024>> = Box::default();
+    let mut floor_chunk = || {
         let t = Instant::now();
         for _ in 0..CHUNK {
             floor.submit(black_box(&packet));
@@ -105,11 +99,13 @@ fn main() {
     round_trip(2000);
     let enq = median((0..21).map(|_| enqueue_chunk(s)).collect());
     let pf = median((0..21).map(|_| floor_chunk()).collect());
+    let lf = median(live_chunks);
     let rtt = median((0..21).map(|_| round_trip(1000)).collect());
     let pp = median((0..21).map(|_| ping_pong(2000) / 2000).collect());
     println!("enqueue one dispatch (core + kfd-direct, emulator): {} ns", enq.as_nanos());
     println!("packet floor: {} ns", pf.as_nanos());
-    println!("enqueue / packet floor = {:.2} (target <= 2.00)", enq.as_secs_f64() / pf.as_secs_f64());
+    println!("live packet floor: {} ns", lf.as_nanos());
+    println!("enqueue / live packet floor = {:.2} (target <= 1.50)", enq.as_secs_f64() / lf.as_secs_f64());
     println!("dispatch round trip (spinning waiter): {} ns", rtt.as_nanos());
     println!("ping-pong floor: {} ns", pp.as_nanos());
     println!("round trip / ping-pong floor = {:.2} (target <= 2.00)", rtt.as_secs_f64() / pp.as_secs_f64());

@@ -77,13 +77,13 @@ fn bench_json_has_every_figure_with_its_floor_the_backend_and_the_device() {
     assert_eq!(v["device"]["gfx_target_version"], 90010, "{v}");
     assert_eq!(v["device"]["cu_count"], 104, "{v}");
     let floors = v["floors"].as_object().unwrap_or_else(|| panic!("no floors: {v}"));
-    for name in ["packet", "copy", "copy_100", "pingpong"] {
+    for name in ["packet", "live_packet", "copy", "copy_100", "pingpong"] {
         let ns = floors.get(name).and_then(serde_json::Value::as_f64).unwrap_or_else(|| panic!("{name}: {v}"));
         assert!(ns > 0.0 && ns.is_finite(), "floor {name}: {ns}");
     }
     let figures = v["figures"].as_array().unwrap_or_else(|| panic!("no figures: {v}"));
     for (name, floor) in [
-        ("enqueue_dispatch", Some("packet")),
+        ("enqueue_dispatch", Some("live_packet")),
         ("graph_launch_per_node_1000", Some("copy")),
         ("capture_instantiate_per_node", Some("copy_100")),
         ("stream_create_destroy", None),

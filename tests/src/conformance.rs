@@ -125,7 +125,7 @@ unsafe fn log_append(addr: u64, id: u32) {
 pub struct LoopbackTarget;
 
 impl Target for LoopbackTarget {
-    type B = Loopback<'static, 40, 64, 256, 160, 65536>;
+    type B = Loopback<'static, aqueduct::config::Default>;
 
     fn name(&self) -> &'static str {
         "loopback"

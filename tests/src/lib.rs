@@ -16,16 +16,19 @@ use aqueduct::{
 };
 
 /// The default loopback memory (40 queues of 64 packets).
-pub type Mem = LoopbackMemory<40, 64, 256, 160, 65536>;
+pub type Mem = LoopbackMemory<aqueduct::config::Default>;
 /// The default loopback backend.
-pub type Lb = Loopback<'static, 40, 64, 256, 160, 65536>;
+pub type Lb = Loopback<'static, aqueduct::config::Default>;
 /// The default runtime over the loopback.
 pub type Rt = Runtime<Lb, SingleThread>;
 
+/// The default tables with a small loopback device: 16 queues with rings of 8 packets (for
+/// ring-full tests), 64 kernel-argument bytes per packet, 96 signals, 4 KiB of heap.
+pub type SmallDevice = aqueduct::Capacities<32, 64, 8, 64, 4, 32, 2, 40, 16, 8, 16, 8, 64, 96, 4096>;
 /// Loopback memory with rings of 8 packets (for ring-full tests).
-pub type SmallMem = LoopbackMemory<16, 8, 64, 96, 4096>;
+pub type SmallMem = LoopbackMemory<SmallDevice>;
 /// A loopback backend over [`SmallMem`].
-pub type SmallLb = Loopback<'static, 16, 8, 64, 96, 4096>;
+pub type SmallLb = Loopback<'static, SmallDevice>;
 
 /// Moves `t` to the heap for the rest of the test process.
 pub fn leak<T>(t: T) -> &'static T {
@@ -197,9 +200,7 @@ pub struct Kernels {
 }
 
 /// Registers the test kernels on a loopback.
-pub fn register<const Q: usize, const R: usize, const KA: usize, const SIG: usize, const H: usize>(
-    lb: &Loopback<'_, Q, R, KA, SIG, H>,
-) -> Kernels {
+pub fn register<L: Config>(lb: &Loopback<'_, L>) -> Kernels {
     Kernels {
         inc: lb.register_kernel(inc_kernel).expect("register inc"),
         double: lb.register_kernel(double_kernel).expect("register double"),
@@ -271,9 +272,7 @@ where
 }
 
 /// The whole trace of a loopback.
-pub fn trace<const Q: usize, const R: usize, const KA: usize, const SIG: usize, const H: usize>(
-    lb: &Loopback<'_, Q, R, KA, SIG, H>,
-) -> Vec<TraceEntry> {
+pub fn trace<L: Config>(lb: &Loopback<'_, L>) -> Vec<TraceEntry> {
     assert_eq!(lb.trace_dropped(), 0, "trace overflowed");
     (0..lb.trace_len()).filter_map(|i| lb.trace_entry(i)).collect()
 }
@@ -348,9 +347,7 @@ pub unsafe fn read_u64(addr: u64) -> u64 {
 }
 
 /// The retired packets of the trace, in retirement order.
-pub fn packets<const Q: usize, const R: usize, const KA: usize, const SIG: usize, const H: usize>(
-    lb: &Loopback<'_, Q, R, KA, SIG, H>,
-) -> Vec<Pkt> {
+pub fn packets<L: Config>(lb: &Loopback<'_, L>) -> Vec<Pkt> {
     trace(lb)
         .into_iter()
         .enumerate()
@@ -362,10 +359,7 @@ pub fn packets<const Q: usize, const R: usize, const KA: usize, const SIG: usize
 }
 
 /// The doorbell values written to `queue`, in order.
-pub fn doorbells<const Q: usize, const R: usize, const KA: usize, const SIG: usize, const H: usize>(
-    lb: &Loopback<'_, Q, R, KA, SIG, H>,
-    queue: u32,
-) -> Vec<u64> {
+pub fn doorbells<L: Config>(lb: &Loopback<'_, L>, queue: u32) -> Vec<u64> {
     trace(lb)
         .into_iter()
         .filter_map(|e| match e {

@@ -93,7 +93,7 @@ fn run(lb: &Lb, n: &Node) -> usize {
     bells
 }
 
-type Lb = Loopback<'static, 40, 64, 256, 160, 65536>;
+type Lb = Loopback<'static, aqueduct::config::Default>;
 
 fn setup() -> (&'static Lb, u64, u64) {
     let lb: &'static Lb = leak(Loopback::new(mem()));

@@ -13,7 +13,8 @@ use aqueduct::mempool::{Freed, MemPools, PoolAttr};
 use aqueduct::{Error, NodeId, NodeKind, StreamHandle};
 use aqueduct_tests::*;
 
-type Pools = MemPools<4, 32>;
+/// The default tables with 4 memory pools over 32 blocks.
+type Pools = MemPools<aqueduct::Capacities<32, 64, 8, 64, 4, 32, 2, 40, 16, 8, 40, 64, 256, 160, 65536, 4, 32>>;
 
 /// `hipStreamNonBlocking`.
 const NB: u32 = 1;

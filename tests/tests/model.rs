@@ -31,8 +31,10 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
 
-type Mem = LoopbackMemory<16, 16, 64, 96, 65536>;
-type Lb = Loopback<'static, 16, 16, 64, 96, 65536>;
+/// The default tables with a loopback of 16 queues of 16 packets, 96 signals, 64 KiB of heap.
+type Device = aqueduct::Capacities<32, 64, 8, 64, 4, 32, 2, 40, 16, 8, 16, 16, 64, 96, 65536>;
+type Mem = LoopbackMemory<Device>;
+type Lb = Loopback<'static, Device>;
 type Rt = Runtime<Lb, StdThreads, aqueduct::Capacities<16, 24, 4, 32, 4, 32, 2>>;
 
 /// Most live streams, events and contexts the generator asks for (below the tables' sizes).

@@ -25,8 +25,10 @@ type Big = Capacities<1100, 256, 8, 64, 2, 32, 2, 40, 4>;
 const BROKEN: u32 = 0x8000_0000;
 
 /// Loopback memory: 16 queues of 1024 packets, 1200 signals, 64 KiB of heap.
-type Mem = LoopbackMemory<16, 1024, 64, 1200, 65536>;
-type Lb = Loopback<'static, 16, 1024, 64, 1200, 65536>;
+/// The default tables with a loopback of 16 queues of 1024 packets, 1200 signals, 64 KiB of heap.
+type Device = aqueduct::Capacities<32, 64, 8, 64, 4, 32, 2, 40, 16, 8, 16, 1024, 64, 1200, 65536>;
+type Mem = LoopbackMemory<Device>;
+type Lb = Loopback<'static, Device>;
 
 fn seq_lb(d: &Dispatch) -> Result<(), QueueFault> {
     // SAFETY: `seq` launches pass (address of a live, aligned u32 in backend memory, n).

@@ -40,6 +40,9 @@ use crate::error::{Error, Result};
 use crate::sync::atomic::AtomicU64;
 use crate::sync::{unless_planted, Ordering, SlotMemory};
 
+// The slot memory below `aql` holds packets of exactly this layout.
+const _: () = assert!(crate::sync::SLOT_BYTES == PACKET_BYTES && size_of::<crate::sync::SlotWords>() == PACKET_BYTES);
+
 /// How many times a producer re-reads the read index before a full ring is reported.
 pub const DEFAULT_ROOM_SPINS: u32 = 1 << 16;
 

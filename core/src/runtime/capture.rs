@@ -12,56 +12,25 @@
 
 use portable_atomic::{AtomicU64, Ordering};
 
-use super::graphs::{dispatch_node, GraphHandle};
+use super::graphs::dispatch_node;
 use super::submit::{check_geometry, Command};
-use super::{Recorded, Runtime, St, StreamInner};
+use super::{Runtime, St};
 use crate::backend::Backend;
 use crate::capture::{CaptureInfo, CaptureMode, CaptureStatus, DepSet, DependencyUpdate};
-use crate::config::{Config, Slot, Table};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::EventHandle;
 use crate::graph::{NodeId, NodeKind, WaitValueNode};
+use crate::slot::Table;
+use crate::slots::capture::CaptureSlot;
+use crate::slots::event::Recorded;
+use crate::slots::graph::GraphHandle;
+use crate::slots::stream::StreamInner;
 use crate::stream::StreamHandle;
 use crate::table::Lookup;
-use crate::thread::{ThreadKey, ThreadKeys};
+use crate::thread::ThreadKeys;
 
 static NEXT_CAPTURE_ID: AtomicU64 = AtomicU64::new(1);
-
-/// One capture in progress.
-#[derive(Debug)]
-pub struct CaptureSlot {
-    pub(super) live: bool,
-    pub(super) id: u64,
-    pub(super) status: CaptureStatus,
-    pub(super) mode: CaptureMode,
-    pub(super) thread: Option<ThreadKey>,
-    pub(super) origin: usize,
-    pub(super) graph: usize,
-    /// False for `hipStreamBeginCaptureToGraph`: the graph is the user's.
-    pub(super) owns_graph: bool,
-    /// Nodes dropped from a dependency set by a Set update (`removedDependencies_`).
-    pub(super) removed: DepSet,
-    /// Nodes below this id were in the graph before the capture began ("manual" nodes).
-    pub(super) manual: u16,
-    /// A blocking stream takes part (the legacy stream's implicit dependency would reach in).
-    pub(super) blocking: bool,
-}
-
-impl Slot for CaptureSlot {
-    const EMPTY: Self = CaptureSlot {
-        live: false,
-        id: 0,
-        status: CaptureStatus::None,
-        mode: CaptureMode::Global,
-        thread: None,
-        origin: 0,
-        graph: 0,
-        owns_graph: true,
-        removed: DepSet::EMPTY,
-        manual: 0,
-        blocking: false,
-    };
-}
 
 impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     // ----- state ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 
 use core::sync::atomic::Ordering as CoreOrdering;
 
-use super::graphs::{header, raw, GraphHandle, GraphSlot};
+use super::submit::{header, raw};
 use super::{Runtime, St};
 use crate::aql::{BarrierPacket, PacketType, RawPacket};
 use crate::backend::{Backend, BuiltinKernel, MemoryKind, WriteValueArgs};
@@ -16,56 +16,14 @@ use crate::conditional::{
     single_dispatch, BodyRef, ConditionalCell, ConditionalHandle, ConditionalNode, SchedulerFrame, COND_ASSIGN_DEFAULT,
     MAX_BODIES, MAX_DEPTH,
 };
-use crate::config::{Config, Table};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::graph::{NodeId, NodeKind, Planned};
 use crate::signal::SignalHandle;
+use crate::slot::Table;
+use crate::slots::graph::{graph_index, CondParts, GraphHandle, GraphSlot, MAX_COND_NODES};
 use crate::stream::Priority;
 use crate::thread::ThreadKeys;
-
-/// Most conditional nodes (nested ones included) one executable holds.
-pub(super) const MAX_COND_NODES: usize = 8;
-/// Most body queues alive at once, over all executables.
-pub(super) const MAX_BODY_QUEUES: usize = 16;
-/// Most conditional handles one graph creates.
-pub const MAX_HANDLES: usize = 16;
-const MAX_COND_MEMORY: usize = MAX_COND_NODES * (MAX_BODIES + 2);
-const MAX_COND_SIGNALS: usize = 64;
-
-/// The body queues alive: the executable slot owning each, and the queue.
-pub(super) type BodyQueues<Q> = heapless::Vec<(u32, Q), MAX_BODY_QUEUES>;
-
-/// What an executable's conditional nodes own, body queues aside (those live in the runtime's
-/// body-queue table): host-visible memory (frames, body packets, kernel arguments, reset lists,
-/// default-value arguments), the signals of body nodes and the done signals of conditional
-/// nodes, and one reference to each node's handle cell.
-#[derive(Debug)]
-pub(super) struct CondParts {
-    pub(super) memory: heapless::Vec<u64, MAX_COND_MEMORY>,
-    pub(super) signals: heapless::Vec<SignalHandle, MAX_COND_SIGNALS>,
-    /// Done signals of the top-level conditional nodes, set to 1 at every launch with the node
-    /// signals.
-    pub(super) top_done: heapless::Vec<SignalHandle, MAX_COND_NODES>,
-    /// Handles whose value is set to the default at every launch, with their defaults.
-    pub(super) defaults: heapless::Vec<(ConditionalHandle, u32), MAX_COND_NODES>,
-    /// The handles of the conditional nodes, each holding one reference to its cell.
-    pub(super) handles: heapless::Vec<ConditionalHandle, MAX_COND_NODES>,
-    /// Body queues made for this executable.
-    pub(super) queues: u32,
-}
-
-impl CondParts {
-    pub(super) const fn new() -> Self {
-        CondParts {
-            memory: heapless::Vec::new(),
-            signals: heapless::Vec::new(),
-            top_done: heapless::Vec::new(),
-            defaults: heapless::Vec::new(),
-            handles: heapless::Vec::new(),
-            queues: 0,
-        }
-    }
-}
 
 /// A built conditional node: its frame and its done signal.
 #[derive(Clone, Copy, Default)]
@@ -288,7 +246,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let frame_at = self.cond_alloc(device, size_of::<SchedulerFrame>(), parts)?;
         let mut bodies = [BodyRef::default(); MAX_BODIES];
         for (slot, b) in bodies.iter_mut().zip(c.bodies()) {
-            let bi = super::graphs::graph_index(graphs, GraphHandle(*b))?;
+            let bi = graph_index(graphs, GraphHandle(*b))?;
             *slot = self.build_body(graphs, bi, x, device, depth, scheduler, parts)?;
             // The body, the scheduler or exit after it, and the scheduler being run.
             if u64::from(slot.len) + 2 > desc.ring.size() {

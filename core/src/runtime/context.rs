@@ -7,34 +7,18 @@
 //! `stream_destroy` still succeeds. Null, legacy and per-thread streams never detach.
 
 use super::stream::NewStream;
-use super::{Runtime, SlotState, St, StreamKind};
+use super::{Runtime, St};
 use crate::backend::Backend;
 use crate::capture::CaptureStatus;
-use crate::config::{Config, Slot, Table};
+use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::slot::Table;
+use crate::slots::context::{ContextHandle, CONTEXT_TAG};
+use crate::slots::stream::StreamKind;
+use crate::slots::SlotState;
 use crate::stream::{CuMask, Priority, StreamFlags, StreamHandle};
-use crate::table::{self, Generation};
+use crate::table;
 use crate::thread::ThreadKeys;
-
-/// Handle tag of contexts.
-const CONTEXT_TAG: u16 = 0xc7c7;
-
-/// An execution-context handle; 0 is null.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ContextHandle(pub u64);
-
-/// One execution context.
-#[derive(Debug)]
-pub struct ContextSlot {
-    generation: Generation,
-    device: u32,
-    cu_mask: Option<CuMask>,
-}
-
-impl Slot for ContextSlot {
-    const EMPTY: Self = ContextSlot { generation: Generation::new(), device: 0, cu_mask: None };
-}
 
 impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     fn context_slot(st: &St<C>, ctx: ContextHandle) -> Result<usize> {

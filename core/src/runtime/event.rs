@@ -6,17 +6,20 @@
 use portable_atomic::Ordering;
 
 use super::submit::Command;
-use super::{ticks_to_ms, EventInner, Recorded, Runtime, SlotState, StreamKind, EVENT_TAG};
+use super::{ticks_to_ms, Runtime, EVENT_TAG};
 use crate::aql::Condition;
 use crate::backend::{Backend, Timeout};
 #[cfg(feature = "capture")]
 use crate::capture::CaptureStatus;
 use crate::capture::DepSet;
 use crate::config::Config;
-use crate::config::Table;
 use crate::error::{Error, Result};
 use crate::event::{check_record_flags, EventFlags, EventHandle};
 use crate::live::LiveSignal;
+use crate::slot::Table;
+use crate::slots::event::{EventInner, Recorded};
+use crate::slots::stream::StreamKind;
+use crate::slots::SlotState;
 use crate::stream::StreamHandle;
 use crate::table::{self, Lookup};
 use crate::thread::ThreadKeys;

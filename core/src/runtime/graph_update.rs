@@ -22,14 +22,15 @@
 //! instantiates again. Nodes inside the bodies of conditional nodes have no site of their own
 //! here; their executables are instantiated again too.
 
-use super::graphs::{raw, ExecSlot, GraphExecHandle, NodeSite, Patch, SiteKind};
-use super::submit::dispatch_packet;
+use super::submit::{dispatch_packet, raw};
 use super::{KernelLaunch, Runtime};
 use crate::aql::{Condition, KernelDispatchPacket, Packet};
 use crate::backend::{Backend, HostFn, Timeout};
-use crate::config::{Config, Table};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::graph::NodeId;
+use crate::slot::Table;
+use crate::slots::graph::{ExecSlot, GraphExecHandle, NodeSite, Patch, SiteKind};
 use crate::thread::ThreadKeys;
 
 impl ExecSlot {

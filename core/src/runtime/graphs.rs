@@ -13,185 +13,30 @@
 //! barrier completes. Launches of one executable are ordered, as CUDA orders them: on another
 //! stream, behind a wait on the progress point of the previous launch.
 
-use super::conditional::{entry_packets, BuiltList, CondParts, MAX_HANDLES};
-use super::submit::{dispatch_packet, Batch, Spec, MAX_BATCH};
-use super::{KernelLaunch, Recorded, Runtime, SlotState, St};
-use crate::aql::{BarrierPacket, BarrierValuePacket, FenceScope, Header, Packet, PacketType, RawPacket};
+use super::conditional::{entry_packets, BuiltList};
+use super::submit::{dispatch_packet, header, raw, Batch, Spec, MAX_BATCH};
+use super::{KernelLaunch, Runtime, St};
+use crate::aql::{BarrierPacket, BarrierValuePacket, PacketType, RawPacket};
 use crate::backend::{Backend, BuiltinArgs, BuiltinKernel, HostFn, WriteValueArgs};
-use crate::conditional::ConditionalHandle;
-use crate::config::{Config, Slot, Table};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::graph::{DispatchNode, Graph, NodeId, NodeKind, Planned};
-use crate::host_array::HostArray;
 use crate::live::LiveSignal;
-use crate::signal::SignalHandle;
+use crate::slot::Table;
+use crate::slots::event::Recorded;
+use crate::slots::graph::{
+    graph_index, CondParts, GraphExecHandle, GraphHandle, NodeSite, Patch, SiteKind, EXEC_TAG, GRAPH_TAG,
+    MAX_COND_NODES, MAX_PATCHES,
+};
+use crate::slots::SlotState;
 use crate::stream::StreamHandle;
-use crate::table::{self, Generation, Lookup};
+use crate::table::{self, Lookup};
 use crate::thread::ThreadKeys;
-
-/// Handle tag of graphs.
-const GRAPH_TAG: u16 = 0x6a4f;
-/// Handle tag of graph executables.
-const EXEC_TAG: u16 = 0x6e8c;
-/// Most per-launch patches (host-function and event-record nodes) one executable holds.
-const MAX_PATCHES: usize = 16;
-
-/// A graph handle (`hipGraph_t`'s value); 0 is null.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct GraphHandle(pub u64);
-
-impl GraphHandle {
-    /// The null graph.
-    pub const NULL: GraphHandle = GraphHandle(0);
-}
-
-/// A graph executable handle (`hipGraphExec_t`'s value); 0 is null.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct GraphExecHandle(pub u64);
-
-impl GraphExecHandle {
-    /// The null executable.
-    pub const NULL: GraphExecHandle = GraphExecHandle(0);
-}
 
 /// `hipGraphInstantiateFlagAutoFreeOnLaunch`.
 pub const INSTANTIATE_AUTO_FREE_ON_LAUNCH: u32 = 1;
 /// `hipGraphInstantiateFlagUseNodePriority`.
 pub const INSTANTIATE_USE_NODE_PRIORITY: u32 = 8;
-
-/// One graph.
-#[derive(Debug)]
-pub struct GraphSlot {
-    pub(super) generation: Generation,
-    /// The capture recording into this graph, if any.
-    pub(super) capture: Option<u8>,
-    pub(super) graph: Graph,
-    /// Conditional handles created on this graph (their cells go with it).
-    pub(super) handles: heapless::Vec<ConditionalHandle, MAX_HANDLES>,
-}
-
-impl Slot for GraphSlot {
-    const EMPTY: Self =
-        GraphSlot { generation: Generation::new(), capture: None, graph: Graph::new(), handles: heapless::Vec::new() };
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Patch {
-    /// A host-function node: its start marker packet and the barrier waiting for it to finish.
-    Host { start: u32, done: u32, f: HostFn },
-    /// An event-record node: the packet that completes the event's signal.
-    Event { index: u32, event: u64 },
-    /// An event-wait node: the barrier that depends on the event's signal.
-    EventWait { index: u32, event: u64 },
-}
-
-/// What a graph node became in an executable, for patching it in place (`graph_update.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub(super) enum SiteKind {
-    /// Nothing to patch (also what a zeroed record reads as).
-    Other = 0,
-    /// A kernel dispatch: one packet, and an argument block in `kernarg`.
-    Dispatch = 1,
-    /// A host function: the start marker and the barrier after it (a [`Patch::Host`]).
-    Host = 2,
-    /// An event record or wait (a [`Patch::Event`] or [`Patch::EventWait`]).
-    Event = 3,
-}
-
-/// Where one graph node's packets sit in an executable: the index of its first packet and,
-/// for a dispatch, its argument block (offset in `kernarg`, bytes reserved: the arguments
-/// rounded up to 16). Kept as one 16-byte record per node after the argument arena, in the
-/// same allocation (backend allocations are a bounded resource: kfd-direct has a fixed table).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct NodeSite {
-    pub(super) kind: SiteKind,
-    pub(super) packet: u32,
-    pub(super) arg_offset: u32,
-    pub(super) arg_room: u32,
-}
-
-impl NodeSite {
-    const NONE: NodeSite = NodeSite { kind: SiteKind::Other, packet: 0, arg_offset: 0, arg_room: 0 };
-
-    fn to_record(self) -> [u8; 16] {
-        let mut r = [0u8; 16];
-        for (d, v) in r.chunks_exact_mut(4).zip([self.packet, self.arg_offset, self.arg_room, self.kind as u32]) {
-            d.copy_from_slice(&v.to_le_bytes());
-        }
-        r
-    }
-
-    pub(super) fn from_record(r: &[u8; 16]) -> NodeSite {
-        let word = |i: usize| r.get(4 * i..4 * i + 4).and_then(|w| w.try_into().ok()).map_or(0, u32::from_le_bytes);
-        let kind = match word(3) {
-            1 => SiteKind::Dispatch,
-            2 => SiteKind::Host,
-            3 => SiteKind::Event,
-            _ => SiteKind::Other,
-        };
-        NodeSite { kind, packet: word(0), arg_offset: word(1), arg_room: word(2) }
-    }
-}
-
-/// One graph executable.
-#[derive(Debug)]
-pub struct ExecSlot {
-    generation: Generation,
-    state: SlotState,
-    device: u32,
-    /// The plan's packets, without the closing barrier (published per launch).
-    pub(super) packets: HostArray<RawPacket>,
-    /// Node signals (kept with the slot; never read by the host); the first `used_signals`
-    /// belong to the current executable.
-    signals: HostArray<SignalHandle>,
-    used_signals: usize,
-    /// Kernel arguments: the graph's argument arena, at the same offsets; then, from chunk
-    /// `sites_at`, one [`NodeSite`] record per graph node (by id).
-    pub(super) kernarg: HostArray<[u8; 16]>,
-    pub(super) sites_at: usize,
-    pub(super) patches: heapless::Vec<Patch, MAX_PATCHES>,
-    /// The stream slot of the last launch and the count its progress reaches when the launch
-    /// is done.
-    pub(super) busy: Option<(usize, u64)>,
-    launches: u64,
-    /// What the conditional nodes own (frames, bodies, their signals; body queues are in the
-    /// runtime's body-queue table).
-    cond: CondParts,
-}
-
-impl Slot for ExecSlot {
-    const EMPTY: Self = ExecSlot {
-        generation: Generation::new(),
-        state: SlotState::Free,
-        device: 0,
-        packets: HostArray::new(),
-        signals: HostArray::new(),
-        used_signals: 0,
-        kernarg: HostArray::new(),
-        sites_at: 0,
-        patches: heapless::Vec::new(),
-        busy: None,
-        launches: 0,
-        cond: CondParts::new(),
-    };
-}
-
-/// The slot of a live graph among `slots`.
-pub(super) fn graph_index(slots: &[GraphSlot], g: GraphHandle) -> Result<usize> {
-    let l = table::lookup(GRAPH_TAG, g.0, slots, |s| s.generation);
-    table::require(l, Error::InvalidValue, Error::InvalidValue)
-}
-
-pub(super) fn header(ty: PacketType, barrier: bool) -> u16 {
-    Header::new(ty, barrier, FenceScope::System, FenceScope::System).0
-}
-
-pub(super) fn raw<P: Packet>(p: &P) -> RawPacket {
-    RawPacket(*p.words())
-}
 
 /// Writes a 64-bit handle into dwords `word`, `word + 1` of a packet.
 fn patch_words(p: Option<&mut RawPacket>, word: usize, value: u64) {
@@ -411,7 +256,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         // Conditional nodes first: their body queues, frames and bodies.
         let mut cond = CondParts::new();
         let mut built = BuiltList::new();
-        let mut defaults: heapless::Vec<RawPacket, { super::conditional::MAX_COND_NODES }> = heapless::Vec::new();
+        let mut defaults: heapless::Vec<RawPacket, MAX_COND_NODES> = heapless::Vec::new();
         let made = self.build_conditionals(st, gi, x, device, &mut cond, &mut built).and_then(|()| {
             self.default_packets(device, &mut cond, |p| defaults.push(p).map_err(|_| Error::NotSupported))
         });

@@ -9,12 +9,15 @@
 //! queue. A stream that is idle adds nothing.
 
 use super::submit::{Batch, Spec};
-use super::{Runtime, SlotState, StreamInner, StreamKind, StreamSlot};
+use super::Runtime;
 use crate::aql::Condition;
 use crate::backend::{Backend, Timeout};
-use crate::config::{Config, Table};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::live::LiveSignal;
+use crate::slot::Table;
+use crate::slots::stream::{StreamInner, StreamKind, StreamSlot};
+use crate::slots::SlotState;
 use crate::thread::ThreadKeys;
 
 /// Bound on waiting for a host-function signal pair to come free.

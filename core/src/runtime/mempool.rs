@@ -9,7 +9,7 @@
 //! Only [`PoolHost::mark_done`], [`PoolHost::any_capture`] and [`PoolHost::capture_node`] reach
 //! into the runtime's tables; everything else goes through its public API.
 
-use super::{Recorded, Runtime};
+use super::Runtime;
 use crate::aql::Condition;
 use crate::backend::{Backend, MemoryKind, Timeout};
 #[cfg(feature = "capture")]
@@ -20,6 +20,7 @@ use crate::event::{EventFlags, EventHandle};
 #[cfg(feature = "capture")]
 use crate::graph::NodeKind;
 use crate::mempool::{Capturing, Mark, MemNode, PoolHost, StreamInfo};
+use crate::slots::event::Recorded;
 use crate::stream::StreamHandle;
 use crate::thread::ThreadKeys;
 

@@ -35,7 +35,7 @@
 #![deny(unsafe_code)]
 
 use core::sync::atomic::Ordering as CoreOrdering;
-use portable_atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use portable_atomic::{AtomicU32, AtomicU64, Ordering};
 
 #[cfg(feature = "capture")]
 mod capture;
@@ -59,29 +59,34 @@ mod stream;
 mod submit;
 mod sync;
 
+pub use crate::slot::MAX_DEVICES;
 #[cfg(feature = "capture")]
-pub use capture::CaptureSlot;
+pub use crate::slots::capture::CaptureSlot;
 #[cfg(feature = "capture")]
-pub use context::{ContextHandle, ContextSlot};
+pub use crate::slots::context::{ContextHandle, ContextSlot};
+pub use crate::slots::event::EventSlot;
 #[cfg(feature = "capture")]
-pub use graphs::{ExecSlot, GraphExecHandle, GraphHandle, GraphSlot};
-pub use modules::{ModuleHandle, ModuleSlot};
+pub use crate::slots::graph::{ExecSlot, GraphExecHandle, GraphHandle, GraphSlot};
+pub use crate::slots::host_signal::HostSignalSlot;
+pub use crate::slots::module::{ModuleHandle, ModuleSlot};
+pub use crate::slots::stream::StreamSlot;
+pub use crate::slots::thread::ThreadSlot;
 
 use crate::backend::{Backend, DeviceInfo};
 #[cfg(feature = "capture")]
 use crate::capture::CaptureMode;
-use crate::capture::DepSet;
-use crate::config::{Config, Slot, Table};
+use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::event::EventFlags;
-use crate::live::{LiveSignal, SignalCell};
-use crate::pool::{Binding, PoolWriter};
-use crate::stream::{CuMask, Priority, StreamFlags, StreamHandle};
+use crate::pool::PoolWriter;
+use crate::slot::Table;
+#[cfg(feature = "capture")]
+use crate::slots::graph::BodyQueues;
+use crate::slots::lookup;
+use crate::slots::thread::{DeviceSlot, TOMBSTONE};
+use crate::stream::{Priority, StreamHandle};
 use crate::table::{self, Lookup};
 use crate::thread::{ThreadKey, ThreadKeys};
 
-/// Most devices one runtime drives.
-pub const MAX_DEVICES: usize = 8;
 /// Handle tag of streams.
 const STREAM_TAG: u16 = 0x5a71;
 /// Handle tag of events.
@@ -94,360 +99,9 @@ fn next_stream_id() -> u64 {
     NEXT_STREAM_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-// ----- slot words: state and generation in one atomic ---------------------------------------
-
-/// What a slot holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SlotState {
-    Free = 0,
-    Live = 1,
-    /// Destroyed by the user; its work is still pending. Freed once it is done.
-    Draining = 2,
-}
-
-/// A slot's state and generation: `generation << 2 | state`. The handle of a slot carries
-/// `generation + 1` (handles never carry 0), and the generation grows when the object ends, so
-/// an all-zero word is a free slot that never held anything.
-#[derive(Debug)]
-pub(crate) struct SlotWord(AtomicU64);
-
-impl SlotWord {
-    const fn new() -> Self {
-        SlotWord(AtomicU64::new(0))
-    }
-
-    #[inline]
-    fn load(&self) -> (u32, SlotState) {
-        // Ordering: Acquire pairs with the Release stores below: a reader that sees Live sees the
-        // slot's attributes written before it.
-        let w = self.0.load(Ordering::Acquire);
-        let state = match w & 3 {
-            1 => SlotState::Live,
-            2 => SlotState::Draining,
-            _ => SlotState::Free,
-        };
-        ((w >> 2) as u32, state)
-    }
-
-    #[inline]
-    fn state(&self) -> SlotState {
-        self.load().1
-    }
-
-    /// The generation a handle of the current (or next) object carries.
-    #[inline]
-    fn handle_generation(&self) -> u32 {
-        self.load().0.wrapping_add(1).max(1)
-    }
-
-    fn set(&self, generation: u32, state: SlotState) {
-        // Ordering: Release; see `load`.
-        self.0.store(u64::from(generation) << 2 | state as u64, Ordering::Release);
-    }
-
-    /// Marks the slot live; returns the handle generation.
-    fn occupy(&self) -> u32 {
-        let (g, _) = self.load();
-        self.set(g, SlotState::Live);
-        g.wrapping_add(1).max(1)
-    }
-
-    /// Ends the object: its handles become stale; the slot is `then`.
-    fn vacate(&self, then: SlotState) {
-        let (g, _) = self.load();
-        let next = if g >= u32::MAX - 1 { 0 } else { g + 1 };
-        self.set(next, then);
-    }
-
-    /// Changes the state, keeping the generation.
-    fn set_state(&self, state: SlotState) {
-        let (g, _) = self.load();
-        self.set(g, state);
-    }
-
-    #[inline]
-    fn classify(&self, slot: usize, generation: u32) -> Lookup {
-        let (g, state) = self.load();
-        let current = g.wrapping_add(1).max(1);
-        if generation == 0 || generation > current {
-            Lookup::Garbage
-        } else if generation == current {
-            if state == SlotState::Live {
-                Lookup::Live(slot)
-            } else {
-                Lookup::Garbage
-            }
-        } else {
-            Lookup::Stale
-        }
-    }
-}
-
-/// Looks a raw handle up in a table of slots with words.
-#[inline]
-fn lookup<T>(tag: u16, raw: u64, slots: &[T], word: impl Fn(&T) -> &SlotWord) -> Lookup {
-    let (t, generation, slot) = table::decode(raw);
-    if t != tag {
-        return Lookup::Garbage;
-    }
-    match slots.get(slot) {
-        Some(s) => word(s).classify(slot, generation),
-        None => Lookup::Garbage,
-    }
-}
-
-// ----- streams ------------------------------------------------------------------------------
-
-/// What a stream slot is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StreamKind {
-    Created = 0,
-    Null = 1,
-    PerThread = 2,
-}
-
-/// A stream's fixed attributes, packed into one atomic word so that any thread reads them
-/// without the stream's lock: device (bits 0..3), kind (3..5), non-blocking (5), priority + 1
-/// (6..8), detached (8), context + 1 (9..13), has a CU mask (13).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Attrs {
-    pub(crate) device: u32,
-    pub(crate) kind: StreamKind,
-    pub(crate) flags: StreamFlags,
-    pub(crate) priority: Priority,
-    pub(crate) detached: bool,
-    pub(crate) context: Option<u8>,
-}
-
-impl Attrs {
-    fn pack(self) -> u32 {
-        (self.device & 7)
-            | (self.kind as u32) << 3
-            | u32::from(!self.flags.is_blocking()) << 5
-            | ((self.priority.value() + 1) as u32 & 3) << 6
-            | u32::from(self.detached) << 8
-            | self.context.map_or(0, |c| u32::from(c) + 1) << 9
-    }
-
-    #[inline]
-    fn unpack(w: u32) -> Attrs {
-        Attrs {
-            device: w & 7,
-            kind: match (w >> 3) & 3 {
-                1 => StreamKind::Null,
-                2 => StreamKind::PerThread,
-                _ => StreamKind::Created,
-            },
-            flags: if w >> 5 & 1 == 1 { StreamFlags::NON_BLOCKING } else { StreamFlags::DEFAULT },
-            priority: Priority::clamp(((w >> 6) & 3) as i32 - 1),
-            detached: w >> 8 & 1 == 1,
-            context: match (w >> 9) & 15 {
-                0 => None,
-                c => Some(c as u8 - 1),
-            },
-        }
-    }
-
-    /// A blocking stream other than the null stream: the null stream synchronises with it.
-    #[inline]
-    pub(crate) fn is_blocking_user(&self) -> bool {
-        self.kind != StreamKind::Null && self.flags.is_blocking()
-    }
-}
-
-/// A stream's state that only its lock holder touches.
-#[derive(Debug)]
-#[cfg_attr(not(feature = "capture"), allow(dead_code))]
-pub(crate) struct StreamInner {
-    /// The pooled queue the stream publishes into.
-    pub(crate) binding: Option<Binding>,
-    /// This producer's copy of the ring's read index.
-    pub(crate) read_hint: u64,
-    /// The CU mask the stream was created with.
-    pub(crate) cu_mask: Option<CuMask>,
-    /// The capture this stream joined: (capture slot, capture id). Stale once that capture
-    /// ends (the id no longer matches).
-    pub(crate) capture: Option<(u8, u64)>,
-    /// The dependency set of the next captured node (`lastCapturedNodes_`).
-    pub(crate) capture_deps: DepSet,
-}
-
-/// One stream slot (at most 256 bytes: `scripts/footprint` reports it). Cache-line aligned, so
-/// threads enqueueing on neighbouring streams do not share a line.
-#[repr(align(64))]
-pub struct StreamSlot<R: lock_api::RawMutex> {
-    pub(crate) word: SlotWord,
-    pub(crate) attrs: AtomicU32,
-    pub(crate) id: AtomicU64,
-    /// Counted packets published by every life of the slot (written under `inner`).
-    pub(crate) submitted: AtomicU64,
-    pub(crate) progress: SignalCell,
-    /// Link of the free and draining lists (slot + 1; 0 ends the list).
-    pub(crate) link: AtomicU32,
-    pub(crate) inner: lock_api::Mutex<R, StreamInner>,
-}
-
-impl<R: lock_api::RawMutex> Slot for StreamSlot<R> {
-    const EMPTY: Self = StreamSlot {
-        word: SlotWord::new(),
-        attrs: AtomicU32::new(0),
-        id: AtomicU64::new(0),
-        submitted: AtomicU64::new(0),
-        progress: SignalCell::new(),
-        link: AtomicU32::new(0),
-        inner: lock_api::Mutex::const_new(
-            R::INIT,
-            StreamInner { binding: None, read_hint: 0, cu_mask: None, capture: None, capture_deps: DepSet::EMPTY },
-        ),
-    };
-}
-
-impl<R: lock_api::RawMutex> StreamSlot<R> {
-    #[inline]
-    pub(crate) fn attrs(&self) -> Attrs {
-        // Ordering: Acquire pairs with the Release in `set_attrs`.
-        Attrs::unpack(self.attrs.load(Ordering::Acquire))
-    }
-
-    pub(crate) fn set_attrs(&self, a: Attrs) {
-        // Ordering: Release; written before the slot word goes Live (and on detach).
-        self.attrs.store(a.pack(), Ordering::Release);
-    }
-
-    /// Counted packets published so far (Acquire: the packets are in the ring).
-    #[inline]
-    pub(crate) fn submitted(&self) -> u64 {
-        self.submitted.load(Ordering::Acquire)
-    }
-
-    /// The point in time "everything published so far": (progress signal, count), or `None`
-    /// when the slot never published anything.
-    #[inline]
-    pub(crate) fn point(&self) -> Option<(LiveSignal, u64)> {
-        let n = self.submitted();
-        let p = self.progress.get()?;
-        (n > 0).then_some((p, n))
-    }
-
-    /// Whether everything published so far has completed.
-    #[inline]
-    pub(crate) fn is_idle(&self) -> bool {
-        self.point().is_none_or(|(p, n)| p.load() <= -(n as i64))
-    }
-}
-
-// ----- events -------------------------------------------------------------------------------
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Recorded {
-    Never,
-    /// On the legacy null stream.
-    OnNull,
-    /// On a created or per-thread stream (its raw handle).
-    On(u64),
-}
-
-#[derive(Debug)]
-pub(crate) struct EventInner {
-    pub(crate) flags: EventFlags,
-    pub(crate) device: u32,
-    /// The last record's progress point on its stream: waits and queries use it, so a later
-    /// record never changes what an earlier wait waits for. `None` for a record made by a graph
-    /// launch (those use `signal`).
-    pub(crate) point: Option<(LiveSignal, u64)>,
-    /// The signal a timed record (or a graph's record node) completes: its timestamps give
-    /// `hipEventElapsedTime`. Created on first need.
-    pub(crate) signal: Option<LiveSignal>,
-    /// A second signal, swapped in when the event is recorded again while its last record is
-    /// still pending, so the event stands for the latest record only. Reused only once drained.
-    pub(crate) spare: Option<LiveSignal>,
-    pub(crate) recorded: Recorded,
-    /// Set when last recorded inside a capture: (capture slot, capture id).
-    pub(crate) captured: Option<(u8, u64)>,
-    /// The recording stream's dependency set at that record.
-    pub(crate) snapshot: DepSet,
-}
-
-/// One event slot.
-pub struct EventSlot<R: lock_api::RawMutex> {
-    pub(crate) word: SlotWord,
-    pub(crate) link: AtomicU32,
-    pub(crate) inner: lock_api::Mutex<R, EventInner>,
-}
-
-impl<R: lock_api::RawMutex> Slot for EventSlot<R> {
-    const EMPTY: Self = EventSlot {
-        word: SlotWord::new(),
-        link: AtomicU32::new(0),
-        inner: lock_api::Mutex::const_new(
-            R::INIT,
-            EventInner {
-                flags: EventFlags::empty(),
-                device: 0,
-                point: None,
-                signal: None,
-                spare: None,
-                recorded: Recorded::Never,
-                captured: None,
-                snapshot: DepSet::EMPTY,
-            },
-        ),
-    };
-}
-
-// ----- threads and devices ------------------------------------------------------------------
-
-/// Key value of a thread slot that was used and freed (probing continues past it).
-const TOMBSTONE: u64 = u64::MAX;
-
-/// One host thread: its key, current device, capture mode and per-thread streams. Found by
-/// hashing the key (open addressing), so a lookup does not scan the table.
-pub struct ThreadSlot {
-    key: AtomicU64,
-    device: AtomicU32,
-    mode: AtomicU8,
-    per_thread: [AtomicU64; MAX_DEVICES],
-}
-
-impl Slot for ThreadSlot {
-    const EMPTY: Self = ThreadSlot {
-        key: AtomicU64::new(0),
-        device: AtomicU32::new(0),
-        mode: AtomicU8::new(0),
-        per_thread: [const { AtomicU64::new(0) }; MAX_DEVICES],
-    };
-}
-
 #[cfg(feature = "capture")]
 fn mode_of(raw: u8) -> CaptureMode {
     CaptureMode::from_raw(u32::from(raw)).unwrap_or_default()
-}
-
-/// Per-device state.
-struct DeviceSlot {
-    /// The null stream's raw handle (0 before first use).
-    null_stream: AtomicU64,
-    /// Hardware queues the pool creates on this device before streams share them.
-    max_hw_queues: AtomicU32,
-}
-
-// ----- host-function signals ----------------------------------------------------------------
-
-/// A pair of signals for one host function in flight: `start` completes when the stream reaches
-/// the function, the host sets `done` after running it. Reusable once the stream's barrier
-/// that reads `done` has completed.
-#[derive(Debug, Clone, Copy)]
-pub struct HostSignalSlot {
-    pair: Option<(LiveSignal, LiveSignal)>,
-    busy: bool,
-    /// The consuming stream slot and the count its progress must reach before reuse
-    /// (`u64::MAX` while the consuming batch is being published).
-    consumer: u32,
-    release_at: u64,
-}
-
-impl Slot for HostSignalSlot {
-    const EMPTY: Self = HostSignalSlot { pair: None, busy: false, consumer: 0, release_at: 0 };
 }
 
 /// The host-signal pool: slots and a cursor where the search for a free one starts.
@@ -562,7 +216,7 @@ pub struct Runtime<B: Backend, K: ThreadKeys, C: Config = crate::config::Default
     host_signals: lock_api::Mutex<K::RawMutex, HostSignals<C>>,
     /// Body queues of conditional nodes, dedicated to their executables (outside the pool).
     #[cfg(feature = "capture")]
-    body_queues: lock_api::Mutex<K::RawMutex, conditional::BodyQueues<B::Queue>>,
+    body_queues: lock_api::Mutex<K::RawMutex, BodyQueues<B::Queue>>,
     /// Loaded code objects.
     modules: lock_api::Mutex<K::RawMutex, C::Modules<B::Module>>,
 }

@@ -7,30 +7,12 @@
 
 use super::Runtime;
 use crate::backend::{Backend, KernelSymbol, VariableSymbol};
-use crate::config::{Config, Slot, Table};
+use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::table::{self, Generation};
+use crate::slot::Table;
+use crate::slots::module::{ModuleHandle, ModuleSlot, MODULE_TAG};
+use crate::table;
 use crate::thread::ThreadKeys;
-
-/// Handle tag of modules.
-const MODULE_TAG: u16 = 0xc0de;
-
-/// A loaded code object's handle; 0 is null.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ModuleHandle(pub u64);
-
-/// One loaded code object.
-#[derive(Debug)]
-pub struct ModuleSlot<M> {
-    generation: Generation,
-    device: u32,
-    module: Option<M>,
-}
-
-impl<M> Slot for ModuleSlot<M> {
-    const EMPTY: Self = ModuleSlot { generation: Generation::new(), device: 0, module: None };
-}
 
 impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     fn module_slot(slots: &[ModuleSlot<B::Module>], h: ModuleHandle) -> Result<usize> {

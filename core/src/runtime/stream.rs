@@ -3,12 +3,15 @@
 
 use portable_atomic::Ordering;
 
-use super::{Attrs, Lists, Runtime, SlotState, St, StreamInner, StreamKind, StreamSlot, Structure};
+use super::{Lists, Runtime, St, Structure};
 use crate::backend::Backend;
 use crate::capture::DepSet;
-use crate::config::{Config, Table};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pool::{Binding, QueueHw};
+use crate::slot::Table;
+use crate::slots::stream::{Attrs, StreamInner, StreamKind, StreamSlot};
+use crate::slots::SlotState;
 use crate::stream::{CuMask, Priority, StreamFlags, StreamHandle};
 use crate::table::{self, Lookup};
 use crate::thread::ThreadKeys;

@@ -11,7 +11,7 @@
 use core::sync::atomic::{fence, Ordering as CoreOrdering};
 use portable_atomic::Ordering;
 
-use super::{doorbell_fence, Runtime, StreamInner, StreamSlot};
+use super::{doorbell_fence, Runtime};
 use crate::aql::{
     amd_format, BarrierPacket, BarrierValuePacket, Condition, FenceScope, Header, KernelDispatchPacket, PacketType,
     DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::live::LiveSignal;
 use crate::pool::QueueHw;
 use crate::signal::SignalHandle;
+use crate::slots::stream::{StreamInner, StreamSlot};
 use crate::stream::StreamHandle;
 use crate::thread::ThreadKeys;
 
@@ -113,6 +114,18 @@ impl<'a> Batch<'a> {
 #[inline]
 fn with_barrier(header: u16, barrier: bool) -> u16 {
     (header & !(1 << 8)) | (u16::from(barrier) << 8)
+}
+
+/// A header with system-scope fences (every packet core builds for graphs).
+#[cfg(feature = "capture")]
+pub(super) fn header(ty: PacketType, barrier: bool) -> u16 {
+    Header::new(ty, barrier, FenceScope::System, FenceScope::System).0
+}
+
+/// A packet's words.
+#[cfg(feature = "capture")]
+pub(super) fn raw<P: crate::aql::Packet>(p: &P) -> crate::aql::RawPacket {
+    crate::aql::RawPacket(*p.words())
 }
 
 /// A counted barrier-value packet waiting until `signal < below`.

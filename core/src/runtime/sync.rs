@@ -6,11 +6,13 @@
 
 use portable_atomic::Ordering;
 
-use super::{Runtime, SlotState, StreamSlot};
+use super::Runtime;
 use crate::aql::Condition;
 use crate::backend::{Backend, Timeout};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::slots::stream::StreamSlot;
+use crate::slots::SlotState;
 use crate::stream::StreamHandle;
 use crate::thread::ThreadKeys;
 
@@ -176,7 +178,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 sig.get().reset(0);
             }
             inner.point = None;
-            inner.recorded = super::Recorded::Never;
+            inner.recorded = crate::slots::event::Recorded::Never;
             if e.word.state() == SlotState::Live {
                 e.word.vacate(SlotState::Draining);
                 drop(inner);

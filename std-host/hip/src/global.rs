@@ -24,8 +24,8 @@ use crate::launch::{FunctionEntry, HostKernel, ModuleEntry};
 /// 16384 nodes, 256 executables ([`aqueduct::config::HipScale`]).
 pub(crate) type HipRuntime = Runtime<AnyBackend, StdThreadKeys, aqueduct::config::HipScale>;
 
-/// The memory pools: 64 pools over 1024 blocks.
-pub(crate) type HipPools = MemPools<64, 1024>;
+/// The memory pools: 64 pools over 1024 blocks ([`aqueduct::config::HipScale`]'s).
+pub(crate) type HipPools = MemPools<aqueduct::config::HipScale>;
 
 /// Bytes of the pinned buffer that pageable copies go through.
 pub(crate) const STAGING_BYTES: usize = 4 << 20;

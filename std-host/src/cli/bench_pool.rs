@@ -31,8 +31,10 @@ use crate::threads::StdThreadKeys;
 /// Queues of the enqueue loopback; packets per ring (a whole timed run fits, no drain inside).
 const Q: usize = 4;
 const RING: usize = 1 << 16;
-type Mem = LoopbackMemory<Q, RING, 64, 4200, 4096>;
-type Lb = Loopback<'static, Q, RING, 64, 4200, 4096>;
+/// The default tables with the enqueue loopback's sizes (4200 signals, 4 KiB of heap).
+type Device = Capacities<32, 64, 8, 64, 4, 32, 2, 40, 16, 8, Q, RING, 64, 4200, 4096>;
+type Mem = LoopbackMemory<Device>;
+type Lb = Loopback<'static, Device>;
 
 /// The loopback with its doorbell deferred: `ring_doorbell` stores the value per queue (no lock,
 /// no trace), [`Deferred::drain`] runs the packets later.
@@ -331,9 +333,13 @@ pub fn figures(samples: usize, short: bool, packet: f64) -> std::result::Result<
 
 /// Capture + instantiate per node at 10 .. 10,000 nodes on the loopback.
 fn capture_figures(samples: usize, short: bool) -> std::result::Result<Vec<Figure>, String> {
-    type GMem = LoopbackMemory<2, 16384, 64, 64, { 8 << 20 }>;
-    type GLb = Loopback<'static, 2, 16384, 64, 64, { 8 << 20 }>;
-    type GRt = Runtime<GLb, SingleThread, Capacities<4, 4, 1, 8, 2, 16384, 1, 4, 4>>;
+    /// 4 streams, 4 events, 1 thread, 8 host functions, 2 graphs of 16384 nodes, 1 executable,
+    /// 4 queue slots and 4 hardware queues; a loopback of 2 queues of 16384 packets, 64 signals and
+    /// 8 MiB of heap.
+    type GSizes = Capacities<4, 4, 1, 8, 2, 16384, 1, 4, 4, 8, 2, 16384, 64, 64, { 8 << 20 }>;
+    type GMem = LoopbackMemory<GSizes>;
+    type GLb = Loopback<'static, GSizes>;
+    type GRt = Runtime<GLb, SingleThread, GSizes>;
     let e = |what: &'static str| move |err: aqueduct::Error| format!("{what}: {err}");
     let layout = std::alloc::Layout::new::<GMem>();
     // SAFETY: as in `memory`.

@@ -14,13 +14,14 @@ use aqueduct::aql::QueueFault;
 use aqueduct::loopback::{Dispatch, Loopback, LoopbackMemory};
 use aqueduct::{Error, KernelLaunch, Runtime, SingleThread, StreamHandle};
 
-/// Queues (32 streams, the null stream, one spare), ring packets, kernarg bytes per packet,
-/// signals, heap bytes.
-type Mem = LoopbackMemory<34, 8, 64, 80, 4096>;
-type Backend = Loopback<'static, 34, 8, 64, 80, 4096>;
 /// 34 stream slots, 16 events, 2 threads, 32 host-function signal pairs, 1 graph of 8 nodes,
-/// 1 executable, 8 queue slots, 4 hardware queues (the 32 streams share them).
-type Rt = Runtime<Backend, SingleThread, aqueduct::Capacities<34, 16, 2, 32, 1, 8, 1, 8, 4>>;
+/// 1 executable, 8 queue slots, 4 hardware queues (the 32 streams share them), 8 code objects;
+/// a loopback of 34 queues (32 streams, the null stream, one spare) of 8 packets with 64
+/// kernel-argument bytes each, 80 signals, 4 KiB of heap.
+type Sizes = aqueduct::Capacities<34, 16, 2, 32, 1, 8, 1, 8, 4, 8, 34, 8, 64, 80, 4096>;
+type Mem = LoopbackMemory<Sizes>;
+type Backend = Loopback<'static, Sizes>;
+type Rt = Runtime<Backend, SingleThread, Sizes>;
 
 const STREAMS: usize = 32;
 

@@ -13,7 +13,10 @@ use core::ptr;
 use aqueduct::loopback::Loopback;
 use aqueduct::{Runtime, SingleThread};
 
-type Backend = Loopback<'static, 34, 8, 64, 80, 4096>;
+/// The default tables with the footprint binary's loopback (34 queues of 8 packets, 64
+/// kernel-argument bytes each, 80 signals, 4 KiB of heap).
+type Device = aqueduct::Capacities<32, 64, 8, 64, 4, 32, 2, 40, 16, 8, 34, 8, 64, 80, 4096>;
+type Backend = Loopback<'static, Device>;
 
 #[no_mangle]
 static mut RUNTIME_S1: MaybeUninit<Runtime<Backend, SingleThread, aqueduct::Capacities<1, 16, 2, 32, 1, 8, 1, 8, 4>>> =

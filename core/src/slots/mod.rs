@@ -1,0 +1,124 @@
+//! The runtime's slot types: one file per table, each slot with its `const` empty value
+//! ([`Slot`](crate::slot::Slot)), so that [`Config`](crate::config::Config) can name the tables
+//! and [`Runtime`](crate::Runtime) hold them without either importing the other's files.
+//!
+//! The slots' behaviour lives with the runtime (`runtime/*.rs`, one file per HIP behaviour);
+//! here are the layouts, their packing and the slot word every stream and event table shares.
+
+#[cfg(feature = "capture")]
+pub mod capture;
+#[cfg(feature = "capture")]
+pub mod context;
+pub mod event;
+#[cfg(feature = "capture")]
+pub mod graph;
+pub mod host_signal;
+pub mod module;
+pub mod stream;
+pub mod thread;
+
+use portable_atomic::{AtomicU64, Ordering};
+
+use crate::table::{self, Lookup};
+
+// ----- slot words: state and generation in one atomic ---------------------------------------
+
+/// What a slot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotState {
+    Free = 0,
+    Live = 1,
+    /// Destroyed by the user; its work is still pending. Freed once it is done.
+    Draining = 2,
+}
+
+/// A slot's state and generation: `generation << 2 | state`. The handle of a slot carries
+/// `generation + 1` (handles never carry 0), and the generation grows when the object ends, so
+/// an all-zero word is a free slot that never held anything.
+#[derive(Debug)]
+pub(crate) struct SlotWord(AtomicU64);
+
+impl SlotWord {
+    pub(crate) const fn new() -> Self {
+        SlotWord(AtomicU64::new(0))
+    }
+
+    #[inline]
+    pub(crate) fn load(&self) -> (u32, SlotState) {
+        // Ordering: Acquire pairs with the Release stores below: a reader that sees Live sees the
+        // slot's attributes written before it.
+        let w = self.0.load(Ordering::Acquire);
+        let state = match w & 3 {
+            1 => SlotState::Live,
+            2 => SlotState::Draining,
+            _ => SlotState::Free,
+        };
+        ((w >> 2) as u32, state)
+    }
+
+    #[inline]
+    pub(crate) fn state(&self) -> SlotState {
+        self.load().1
+    }
+
+    /// The generation a handle of the current (or next) object carries.
+    #[inline]
+    pub(crate) fn handle_generation(&self) -> u32 {
+        self.load().0.wrapping_add(1).max(1)
+    }
+
+    pub(crate) fn set(&self, generation: u32, state: SlotState) {
+        // Ordering: Release; see `load`.
+        self.0.store(u64::from(generation) << 2 | state as u64, Ordering::Release);
+    }
+
+    /// Marks the slot live; returns the handle generation.
+    pub(crate) fn occupy(&self) -> u32 {
+        let (g, _) = self.load();
+        self.set(g, SlotState::Live);
+        g.wrapping_add(1).max(1)
+    }
+
+    /// Ends the object: its handles become stale; the slot is `then`.
+    pub(crate) fn vacate(&self, then: SlotState) {
+        let (g, _) = self.load();
+        let next = if g >= u32::MAX - 1 { 0 } else { g + 1 };
+        self.set(next, then);
+    }
+
+    /// Changes the state, keeping the generation.
+    pub(crate) fn set_state(&self, state: SlotState) {
+        let (g, _) = self.load();
+        self.set(g, state);
+    }
+
+    #[inline]
+    pub(crate) fn classify(&self, slot: usize, generation: u32) -> Lookup {
+        let (g, state) = self.load();
+        let current = g.wrapping_add(1).max(1);
+        if generation == 0 || generation > current {
+            Lookup::Garbage
+        } else if generation == current {
+            if state == SlotState::Live {
+                Lookup::Live(slot)
+            } else {
+                Lookup::Garbage
+            }
+        } else {
+            Lookup::Stale
+        }
+    }
+}
+
+/// Looks a raw handle up in a table of slots with words.
+#[inline]
+pub(crate) fn lookup<T>(tag: u16, raw: u64, slots: &[T], word: impl Fn(&T) -> &SlotWord) -> Lookup {
+    let (t, generation, slot) = table::decode(raw);
+    if t != tag {
+        return Lookup::Garbage;
+    }
+    match slots.get(slot) {
+        Some(s) => word(s).classify(slot, generation),
+        None => Lookup::Garbage,
+    }
+}
