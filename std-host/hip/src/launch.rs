@@ -217,6 +217,18 @@ struct Target {
 
 fn launch(g: &Global, stream: Handle, t: Target, grid: Dim3, block: Dim3, kernarg: &[u8]) -> HipResult {
     let (grid, workgroup) = geometry(grid, block)?;
+    launch_items(g, stream, t, grid, workgroup, kernarg)
+}
+
+/// A dispatch of `grid` work-items in work-groups of `workgroup`.
+fn launch_items(
+    g: &Global,
+    stream: Handle,
+    t: Target,
+    grid: [u32; 3],
+    workgroup: [u16; 3],
+    kernarg: &[u8],
+) -> HipResult {
     let launch = KernelLaunch {
         kernel_object: t.object,
         grid,
@@ -768,6 +780,48 @@ pub(crate) unsafe fn launch_function(
     launch(g, c.stream, t, c.grid, c.block, &seg)
 }
 
+/// Launches function `f` over `items` work-items in work-groups of `workgroup` (HIP's
+/// `hipExtModuleLaunchKernel` geometry: the last work-group of a dimension may be partial).
+///
+/// # Safety
+/// As `hipModuleLaunchKernel`'s `params` and `extra`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn launch_function_items(
+    g: &Global,
+    f: &FunctionEntry,
+    items: [u32; 3],
+    workgroup: [u16; 3],
+    shared_mem: u32,
+    stream: Handle,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> HipResult {
+    if items.contains(&0) || workgroup.contains(&0) {
+        return Err(INVALID_CONFIGURATION);
+    }
+    // SAFETY: the caller's contract.
+    let mut seg = unsafe { module_kernarg(f, params, extra)? };
+    fill_hidden(&mut seg, &f.hidden, items, workgroup, shared_mem);
+    let t = Target { object: f.object, group: f.group.saturating_add(shared_mem), private: f.launch_private() };
+    launch_items(g, stream, t, items, workgroup, &seg)
+}
+
+/// The module index a `hipModule_t` names (`hipErrorInvalidHandle` for anything else).
+pub(crate) fn module_index(module: Handle) -> HipResult<usize> {
+    untag(module, MODULE_TAG).ok_or(INVALID_HANDLE)
+}
+
+/// The function a `hipFunction_t` names, if its module is still loaded; anything else is
+/// `hipErrorInvalidHandle`.
+pub(crate) fn module_function_of(g: &Global, function: Handle) -> HipResult<FunctionEntry> {
+    let i = untag(function, FUNCTION_TAG).ok_or(INVALID_HANDLE)?;
+    let f = lock(&g.functions).get(i).cloned().ok_or(INVALID_HANDLE)?;
+    if lock(&g.modules).get(f.module).and_then(Option::as_ref).is_none() {
+        return Err(INVALID_HANDLE);
+    }
+    Ok(f)
+}
+
 /// `hipModuleLoad`: loads an AMDHSA code object file.
 ///
 /// # Safety
@@ -939,11 +993,7 @@ pub unsafe extern "C" fn hipModuleLaunchKernel(
 ) -> i32 {
     api(|| {
         let g = global()?;
-        let i = untag(function, FUNCTION_TAG).ok_or(INVALID_HANDLE)?;
-        let f = lock(&g.functions).get(i).cloned().ok_or(INVALID_HANDLE)?;
-        if lock(&g.modules).get(f.module).and_then(Option::as_ref).is_none() {
-            return Err(INVALID_HANDLE);
-        }
+        let f = module_function_of(g, function)?;
         let grid = Dim3 { x: grid_x, y: grid_y, z: grid_z };
         let block = Dim3 { x: block_x, y: block_y, z: block_z };
         let c = Config { grid, block, shared_mem, stream };

@@ -21,9 +21,11 @@
 //! - `mempool`: stream-ordered allocation over core's [`aqueduct::MemPools`].
 //! - `peer`: several GPUs: peer access and peer copies.
 //! - `device`, `device_query`, `properties`, `driver_context`, `stream`, `per_thread`,
-//!   `capture`, `memory`, `host_memory`, `pitched`, `launch`, `context`: the exported
-//!   functions (`per_thread`: the `_spt` forms over the others; `driver_context`: HIP's
-//!   deprecated `hipCtx*` contexts, `context`: aqueduct's execution contexts). This
+//!   `capture`, `memory`, `host_memory`, `managed`, `pitched`, `launch`, `module`, `function`,
+//!   `launch_ext`, `context`: the exported functions (`per_thread`: the `_spt` forms over the
+//!   others; `driver_context`: HIP's deprecated `hipCtx*` contexts, `context`: aqueduct's
+//!   execution contexts; `module`: module globals and texture references; `function`: kernel
+//!   attributes and occupancy; `launch_ext`: extended and cooperative launches). This
 //!   layer checks what only C has — NULL out-pointers, in the order HIP checks them — converts
 //!   handles, and passes everything else to core, whose errors already carry HIP's numbers.
 //!
@@ -37,12 +39,16 @@ mod device;
 mod device_query;
 mod driver_context;
 mod error;
+mod function;
 mod global;
 mod graph;
 mod host_memory;
 mod launch;
+mod launch_ext;
+mod managed;
 mod memory;
 mod mempool;
+mod module;
 mod peer;
 mod per_thread;
 mod pitched;

@@ -371,7 +371,7 @@ const FINISHED_FAMILIES: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "the per-thread default stream (but the array and cooperative forms)",
+        "the per-thread default stream (but the array forms)",
         &[
             "hipStreamSynchronize_spt",
             "hipStreamQuery_spt",
@@ -432,6 +432,46 @@ const FINISHED_FAMILIES: &[(&str, &[&str])] = &[
             "hipMemsetD8Async",
             "hipMemsetD16",
             "hipMemsetD16Async",
+        ],
+    ),
+    (
+        "modules, function attributes and occupancy",
+        &[
+            "hipModuleGetGlobal",
+            "hipModuleLoadDataEx",
+            "hipModuleGetTexRef",
+            "hipModuleOccupancyMaxPotentialBlockSize",
+            "hipModuleOccupancyMaxPotentialBlockSizeWithFlags",
+            "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+            "hipModuleOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+            "hipFuncGetAttribute",
+            "hipFuncGetAttributes",
+            "hipFuncSetAttribute",
+            "hipFuncSetCacheConfig",
+            "hipFuncSetSharedMemConfig",
+        ],
+    ),
+    (
+        "extended and cooperative launches",
+        &[
+            "hipExtLaunchKernel",
+            "_Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_j",
+            "_Z24hipHccModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_",
+            "hipLaunchCooperativeKernel",
+            "hipLaunchCooperativeKernel_spt",
+            "hipLaunchCooperativeKernelMultiDevice",
+            "hipExtLaunchMultiKernelMultiDevice",
+        ],
+    ),
+    (
+        "managed memory",
+        &[
+            "hipMallocManaged",
+            "hipMemAdvise",
+            "hipMemPrefetchAsync",
+            "hipMemRangeGetAttribute",
+            "hipMemRangeGetAttributes",
+            "hipStreamAttachMemAsync",
         ],
     ),
 ];
@@ -685,6 +725,25 @@ fn modules_without_metadata_or_with_wrapping_headers() {
     let fixture = manifest().join("../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
     assert!(fixture.is_file(), "{} missing", fixture.display());
     c_test("module_metadata", &[fixture.to_str().expect("utf-8 path")]);
+}
+
+/// Module globals, JIT-option loads, texture references, function attributes and occupancy,
+/// and the extended and cooperative launches (one GPU, then two).
+#[test]
+fn module_queries_and_extended_and_cooperative_launches() {
+    let fixture = manifest().join("../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
+    let program = hipcc_program_object().with_file_name("hipcc_program-gfx90a.co");
+    let args = [fixture.to_str().expect("utf-8 path"), program.to_str().expect("utf-8 path")];
+    let exe = build("modules_launches", false);
+    check("modules_launches", &run(&exe, &args));
+    let two = check("modules_launches", &run_env(&exe, &args, &[("AQUEDUCT_EMU_GPUS", "2")]));
+    assert!(two.contains("two devices"), "{two}");
+}
+
+/// Managed memory: allocation, advice, prefetches, range attributes, stream attachment.
+#[test]
+fn managed_memory() {
+    c_test("managed", &[]);
 }
 
 #[test]
