@@ -451,6 +451,7 @@ mod tests {
 
     fn kernel(vgprs: u32, sgprs: u32, group: u32) -> FunctionEntry {
         FunctionEntry {
+            name: Arc::from("kernel"),
             module: 0,
             object: 0,
             group,

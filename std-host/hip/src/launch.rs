@@ -70,6 +70,8 @@ struct KernelMeta {
 /// A function of a module.
 #[derive(Clone)]
 pub(crate) struct FunctionEntry {
+    /// The kernel's symbol name (`hipKernelNameRef`).
+    pub(crate) name: Arc<str>,
     pub(crate) module: usize,
     pub(crate) object: u64,
     pub(crate) group: u32,
@@ -700,6 +702,7 @@ pub(crate) fn module_function(g: &Global, module: usize, name: &str) -> HipResul
         g.rt.reserve_scratch(device, k.private_segment_size.max(crate::properties::stack_size_limit()))?;
     }
     Ok(FunctionEntry {
+        name: Arc::from(name),
         module,
         object: k.kernel_object,
         group: k.group_segment_size,
@@ -719,6 +722,7 @@ pub(crate) fn module_function(g: &Global, module: usize, name: &str) -> HipResul
 pub(crate) fn resolve(g: &Global, func: *const c_void, device: u32) -> HipResult<FunctionEntry> {
     if let Some(k) = lock(&g.host_kernels).get(&(func as usize)) {
         return Ok(FunctionEntry {
+            name: Arc::from(format!("aqd_host_kernel_{:#x}", func as usize)),
             module: usize::MAX,
             object: k.object,
             group: 0,

@@ -11,7 +11,8 @@
 //! the entries' streams (`hipCooperativeLaunchMultiDeviceNoPreSync` clears that), and all the
 //! streams wait for all the launches afterwards (`…NoPostSync`), through events.
 //!
-//! `hipExtModuleLaunchKernel` and `hipHccModuleLaunchKernel` take the grid in work-items, as
+//! `hip_impl::hipLaunchKernelGGLImpl` launches with a ready argument buffer, as HIP 5.2's old
+//! header path calls it. `hipExtModuleLaunchKernel` and `hipHccModuleLaunchKernel` take the grid in work-items, as
 //! HIP's do (the last work-group of a dimension may be partial). Debian's HIP 5.2 exports both
 //! under their C++ names, which is where they are found here too.
 
@@ -365,4 +366,36 @@ pub unsafe extern "C" fn hipExtLaunchMultiKernelMultiDevice(
 ) -> i32 {
     // SAFETY: forwarded caller contract.
     api(|| unsafe { multi_device(list, count, flags, false) })
+}
+
+/// `hip_impl::hipLaunchKernelGGLImpl` (HIP 5.2's C++ entry point of the old
+/// `hipLaunchKernelGGL` header path): launches the kernel handle `function` with a ready
+/// argument buffer (`kernarg` is an `extra` list). It returns nothing: a failure is the
+/// thread's last error (`hipGetLastError`).
+///
+/// # Safety
+/// `grid` and `block` point at `dim3`s; `kernarg` is a `HIP_LAUNCH_PARAM_*` list ending in
+/// `HIP_LAUNCH_PARAM_END`.
+#[export_name = "_ZN8hip_impl22hipLaunchKernelGGLImplEmRK4dim3S2_jP12ihipStream_tPPv"]
+pub unsafe extern "C" fn hip_launch_kernel_ggl_impl(
+    function: usize,
+    grid: *const Dim3,
+    block: *const Dim3,
+    shared_mem: c_uint,
+    stream: Handle,
+    kernarg: *mut *mut c_void,
+) {
+    api(|| {
+        let g = global()?;
+        if grid.is_null() || block.is_null() || kernarg.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the caller's contract: both point at a dim3.
+        let (grid, block) = unsafe { (grid.read(), block.read()) };
+        let device = g.rt.stream_device(stream_of(stream))?;
+        let f = resolve(g, function as *const c_void, device)?;
+        let c = Config { grid, block, shared_mem, stream };
+        // SAFETY: the caller's contract: an `extra` list.
+        unsafe { launch_function(g, &f, c, std::ptr::null_mut(), kernarg) }
+    });
 }

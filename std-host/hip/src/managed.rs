@@ -8,8 +8,8 @@
 //! read-mostly where every byte of the range was so advised, the preferred and the last
 //! prefetch location where every byte agrees (else `hipInvalidDeviceId`), the devices advised
 //! to access any byte, and the coherency mode (fine-grained unless advised coarse). A
-//! prefetch moves nothing; it is checked against its stream like any stream operation and
-//! records its target as the last prefetch location.
+//! prefetch moves nothing: it is an empty operation in its stream's order, and records its
+//! target as the last prefetch location.
 
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_uint, c_void};
@@ -184,16 +184,17 @@ pub extern "C" fn hipMemAdvise(ptr: *const c_void, count: usize, advice: c_int, 
     })
 }
 
-/// `hipMemPrefetchAsync`: checks the range, the target (a device or `hipCpuDeviceId`) and the
-/// stream, and records the target as the range's last prefetch location. The memory is already
-/// where every device reaches it, so no copy is queued.
+/// `hipMemPrefetchAsync`: checks the range and the target (a device or `hipCpuDeviceId`),
+/// queues a copy of nothing in the stream's order (the memory is already where every device
+/// reaches it) and records the target as the range's last prefetch location.
 #[no_mangle]
 pub extern "C" fn hipMemPrefetchAsync(ptr: *const c_void, count: usize, device: c_int, stream: Handle) -> i32 {
     api(|| {
         let g = global()?;
         let (base, start, end) = managed_range(g, ptr, count)?;
         check_location(g, device)?;
-        g.rt.stream_device(stream_of(stream))?;
+        // A copy of nothing, in the stream's order (recorded by a capturing stream).
+        g.rt.memcpy_async(stream_of(stream), 1, 1, 0)?;
         paint(base, start, end, |a| a.last_prefetch = device);
         Ok(())
     })

@@ -1,8 +1,9 @@
 //! What a loaded module holds beside its functions: `hipModuleGetGlobal` (a variable's device
 //! address and size, through core's `Runtime::module_variable`), `hipModuleLoadDataEx` (JIT
-//! options, which a finished code object has no use for) and `hipModuleGetTexRef`.
+//! options, which a finished code object has no use for), `hipModuleGetTexRef` and
+//! `__hipGetPCH`.
 //!
-//! `hipModuleGetTexRef` finds the texture reference's variable as HIP does, then answers
+//! `__hipGetPCH` answers no pre-compiled header. `hipModuleGetTexRef` finds the texture reference's variable as HIP does, then answers
 //! `hipErrorNotSupported`: the emulated GPU cannot sample images (README, "HIP C ABI").
 
 use std::ffi::{c_char, c_uint, c_void, CStr};
@@ -110,4 +111,21 @@ pub unsafe extern "C" fn hipModuleGetTexRef(tex_ref: *mut *mut c_void, module: H
         variable(module, name)?;
         Err(NOT_SUPPORTED)
     })
+}
+
+/// `__hipGetPCH`: the pre-compiled header HIP's online compiler (`hiprtc`) uses; this library
+/// carries none, so NULL and 0 bytes.
+///
+/// # Safety
+/// `pch` and `size` are NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn __hipGetPCH(pch: *mut *const c_char, size: *mut c_uint) {
+    if !pch.is_null() {
+        // SAFETY: the caller's contract; non-null.
+        unsafe { pch.write(std::ptr::null()) };
+    }
+    if !size.is_null() {
+        // SAFETY: the caller's contract; non-null.
+        unsafe { size.write(0) };
+    }
 }

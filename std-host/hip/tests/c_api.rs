@@ -371,7 +371,7 @@ const FINISHED_FAMILIES: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "the per-thread default stream (but the array forms)",
+        "the per-thread default stream",
         &[
             "hipStreamSynchronize_spt",
             "hipStreamQuery_spt",
@@ -388,6 +388,9 @@ const FINISHED_FAMILIES: &[(&str, &[&str])] = &[
             "hipMemset_spt",
             "hipMemset2D_spt",
             "hipMemset3D_spt",
+            "hipMemcpy2DToArray_spt",
+            "hipMemcpy2DFromArray_spt",
+            "hipLaunchCooperativeKernel_spt",
         ],
     ),
     (
@@ -440,6 +443,7 @@ const FINISHED_FAMILIES: &[(&str, &[&str])] = &[
             "hipModuleGetGlobal",
             "hipModuleLoadDataEx",
             "hipModuleGetTexRef",
+            "__hipGetPCH",
             "hipModuleOccupancyMaxPotentialBlockSize",
             "hipModuleOccupancyMaxPotentialBlockSizeWithFlags",
             "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
@@ -461,6 +465,7 @@ const FINISHED_FAMILIES: &[(&str, &[&str])] = &[
             "hipLaunchCooperativeKernel_spt",
             "hipLaunchCooperativeKernelMultiDevice",
             "hipExtLaunchMultiKernelMultiDevice",
+            "_ZN8hip_impl22hipLaunchKernelGGLImplEmRK4dim3S2_jP12ihipStream_tPPv",
         ],
     ),
     (
@@ -474,6 +479,151 @@ const FINISHED_FAMILIES: &[(&str, &[&str])] = &[
             "hipStreamAttachMemAsync",
         ],
     ),
+    (
+        "arrays (mipmapped ones answer NotSupported)",
+        &[
+            "hipArray3DCreate",
+            "hipArrayCreate",
+            "hipArrayDestroy",
+            "hipCreateChannelDesc",
+            "hipFreeArray",
+            "hipFreeMipmappedArray",
+            "hipGetChannelDesc",
+            "hipGetMipmappedArrayLevel",
+            "hipMalloc3DArray",
+            "hipMallocArray",
+            "hipMallocMipmappedArray",
+            "hipMemMapArrayAsync",
+            "hipMemcpy2DFromArray",
+            "hipMemcpy2DFromArrayAsync",
+            "hipMemcpy2DToArray",
+            "hipMemcpy2DToArrayAsync",
+            "hipMemcpyAtoH",
+            "hipMemcpyFromArray",
+            "hipMemcpyHtoA",
+            "hipMemcpyToArray",
+            "hipMipmappedArrayCreate",
+            "hipMipmappedArrayDestroy",
+            "hipMipmappedArrayGetLevel",
+        ],
+    ),
+    (
+        "textures and surfaces (NotSupported)",
+        &[
+            "_Z22hipCreateSurfaceObjectPP13__hip_surfacePK15hipResourceDesc",
+            "_Z23hipDestroySurfaceObjectP13__hip_surface",
+            "__hipRegisterSurface",
+            "__hipRegisterTexture",
+            "hipBindTexture",
+            "hipBindTexture2D",
+            "hipBindTextureToArray",
+            "hipBindTextureToMipmappedArray",
+            "hipCreateTextureObject",
+            "hipDestroyTextureObject",
+            "hipGetTextureAlignmentOffset",
+            "hipGetTextureObjectResourceDesc",
+            "hipGetTextureObjectResourceViewDesc",
+            "hipGetTextureObjectTextureDesc",
+            "hipGetTextureReference",
+            "hipTexObjectCreate",
+            "hipTexObjectDestroy",
+            "hipTexObjectGetResourceDesc",
+            "hipTexObjectGetResourceViewDesc",
+            "hipTexObjectGetTextureDesc",
+            "hipTexRefGetAddress",
+            "hipTexRefGetAddressMode",
+            "hipTexRefGetFilterMode",
+            "hipTexRefGetFlags",
+            "hipTexRefGetFormat",
+            "hipTexRefGetMaxAnisotropy",
+            "hipTexRefGetMipmapFilterMode",
+            "hipTexRefGetMipmapLevelBias",
+            "hipTexRefGetMipmapLevelClamp",
+            "hipTexRefSetAddress",
+            "hipTexRefSetAddress2D",
+            "hipTexRefSetAddressMode",
+            "hipTexRefSetArray",
+            "hipTexRefSetBorderColor",
+            "hipTexRefSetFilterMode",
+            "hipTexRefSetFlags",
+            "hipTexRefSetFormat",
+            "hipTexRefSetMaxAnisotropy",
+            "hipTexRefSetMipmapFilterMode",
+            "hipTexRefSetMipmapLevelBias",
+            "hipTexRefSetMipmapLevelClamp",
+            "hipTexRefSetMipmappedArray",
+            "hipUnbindTexture",
+        ],
+    ),
+    (
+        "GL and external-resource interop (NotSupported)",
+        &[
+            "hipDestroyExternalMemory",
+            "hipDestroyExternalSemaphore",
+            "hipExternalMemoryGetMappedBuffer",
+            "hipGLGetDevices",
+            "hipGraphicsGLRegisterBuffer",
+            "hipGraphicsGLRegisterImage",
+            "hipGraphicsMapResources",
+            "hipGraphicsResourceGetMappedPointer",
+            "hipGraphicsSubResourceGetMappedArray",
+            "hipGraphicsUnmapResources",
+            "hipGraphicsUnregisterResource",
+            "hipImportExternalMemory",
+            "hipImportExternalSemaphore",
+            "hipSignalExternalSemaphoresAsync",
+            "hipWaitExternalSemaphoresAsync",
+        ],
+    ),
+    (
+        "IPC (NotSupported after argument checks)",
+        &[
+            "hipIpcCloseMemHandle",
+            "hipIpcGetEventHandle",
+            "hipIpcGetMemHandle",
+            "hipIpcOpenEventHandle",
+            "hipIpcOpenMemHandle",
+        ],
+    ),
+    (
+        "virtual memory (NotSupported after argument checks)",
+        &[
+            "hipMemAddressFree",
+            "hipMemAddressReserve",
+            "hipMemCreate",
+            "hipMemExportToShareableHandle",
+            "hipMemGetAccess",
+            "hipMemGetAllocationGranularity",
+            "hipMemGetAllocationPropertiesFromHandle",
+            "hipMemImportFromShareableHandle",
+            "hipMemMap",
+            "hipMemRelease",
+            "hipMemRetainAllocationHandle",
+            "hipMemSetAccess",
+            "hipMemUnmap",
+        ],
+    ),
+    (
+        "profiler, tracing and names",
+        &[
+            "amd_dbgapi_get_build_id",
+            "amd_dbgapi_get_build_name",
+            "amd_dbgapi_get_git_hash",
+            "hipApiName",
+            "hipEnableActivityCallback",
+            "hipGetCmdName",
+            "hipInitActivityCallback",
+            "hipKernelNameRef",
+            "hipKernelNameRefByPtr",
+            "hipProfilerStart",
+            "hipProfilerStop",
+            "hipRegisterActivityCallback",
+            "hipRegisterApiCallback",
+            "hipRemoveActivityCallback",
+            "hipRemoveApiCallback",
+        ],
+    ),
+    ("half-precision helpers", &["__gnu_f2h_ieee", "__gnu_h2f_ieee"]),
 ];
 
 /// The `(version node, function)` pairs a library exports (`objdump -T`, defined functions).
@@ -744,6 +894,27 @@ fn module_queries_and_extended_and_cooperative_launches() {
 #[test]
 fn managed_memory() {
     c_test("managed", &[]);
+}
+
+/// Arrays over linear memory and the copies to and from them; mipmapped arrays refused.
+#[test]
+fn arrays_and_their_copies() {
+    c_test("arrays", &[]);
+}
+
+/// The profiler and tracing entry points, kernel and API names, the half-precision helpers and
+/// `hip_impl::hipLaunchKernelGGLImpl`.
+#[test]
+fn tracing_names_and_helpers() {
+    let fixture = manifest().join("../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
+    c_test("tracing", &[fixture.to_str().expect("utf-8 path")]);
+}
+
+/// Textures, surfaces, GL and external-resource interop, IPC and virtual memory: checked, then
+/// `hipErrorNotSupported`.
+#[test]
+fn unsupported_families_answer_not_supported() {
+    c_test("unsupported", &[]);
 }
 
 #[test]
