@@ -2,7 +2,8 @@
 //! `hipArray3DCreate`, `hipFreeArray`, `hipArrayDestroy`, `hipGetChannelDesc`,
 //! `hipCreateChannelDesc`, and the copies to and from arrays (`hipMemcpy2DToArray`,
 //! `hipMemcpy2DFromArray` and their `Async` forms, `hipMemcpyToArray`, `hipMemcpyFromArray`,
-//! `hipMemcpyHtoA`, `hipMemcpyAtoH`).
+//! `hipMemcpyHtoA`, `hipMemcpyAtoH`; `crate::pitched` serves the 3-D and driver-style copies that
+//! name arrays through [`layout`]).
 //!
 //! An array is linear device memory underneath: rows of `width × element size` bytes, packed,
 //! `height` rows per layer (1 for a 1-D array), `depth` layers. The handle is HIP 5.2's
@@ -116,6 +117,8 @@ struct Info {
     /// Rows per layer.
     rows: usize,
     depth: usize,
+    /// Bytes per element.
+    element: usize,
 }
 
 static ARRAYS: LazyLock<Mutex<HashMap<usize, Info>>> = LazyLock::new(Default::default);
@@ -201,7 +204,10 @@ unsafe fn create(
         },
     });
     let h = Box::into_raw(array);
-    lock(&ARRAYS).insert(h as usize, Info { data: data as usize as u64, pitch, rows, depth: layers });
+    lock(&ARRAYS).insert(
+        h as usize,
+        Info { data: data as usize as u64, pitch, rows, depth: layers, element: size * channels as usize },
+    );
     // SAFETY: the caller's contract.
     unsafe { put(out, h) }
 }
@@ -209,6 +215,27 @@ unsafe fn create(
 /// The array `h` names (only handles this library created).
 fn info(h: *const Array) -> HipResult<Info> {
     lock(&ARRAYS).get(&(h as usize)).copied().ok_or(INVALID_VALUE)
+}
+
+/// Where an array's memory lies, for the pitched copies (`crate::pitched`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Row 0 of layer 0.
+    pub(crate) data: u64,
+    /// Bytes per row.
+    pub(crate) pitch: usize,
+    /// Rows per layer.
+    pub(crate) rows: usize,
+    /// Layers.
+    pub(crate) depth: usize,
+    /// Bytes per element.
+    pub(crate) element: usize,
+}
+
+/// The layout of the array `h` names; any other value is `hipErrorInvalidValue`.
+pub(crate) fn layout(h: *const c_void) -> HipResult<Layout> {
+    let i = info(h.cast())?;
+    Ok(Layout { data: i.data, pitch: i.pitch, rows: i.rows, depth: i.depth, element: i.element })
 }
 
 /// `hipMallocArray`: a 1-D (`height` 0) or 2-D array of elements `desc` describes.

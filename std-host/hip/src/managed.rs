@@ -1,5 +1,6 @@
 //! Managed memory: `hipMallocManaged`, `hipMemAdvise`, `hipMemPrefetchAsync`,
-//! `hipMemRangeGetAttribute(s)` and `hipStreamAttachMemAsync` (docs/hip-semantics.md §6.3).
+//! `hipMemRangeGetAttribute(s)` and `hipStreamAttachMemAsync` (docs/hip-semantics.md §6.3);
+//! `crate::register` gives `__managed__` variables such memory.
 //!
 //! A managed allocation is pinned host memory: the host and every device reach it where it
 //! is, so nothing migrates (the devices report `hipDeviceAttributeManagedMemory` 0: no page

@@ -203,15 +203,17 @@ fn hipcc_style_registration_and_launch() {
 /// object.
 fn hipcc_program_object() -> PathBuf {
     static OBJECT: OnceLock<PathBuf> = OnceLock::new();
-    OBJECT.get_or_init(compile_hipcc_program).clone()
+    OBJECT.get_or_init(|| compile_hip_program("hipcc_program")).clone()
 }
 
-fn compile_hipcc_program() -> PathBuf {
+/// `tests/c/<name>.hip` compiled as [`hipcc_program_object`] compiles `hipcc_program.hip`;
+/// returns the host object (`<name>-gfx90a.co` beside it is the device code object).
+fn compile_hip_program(name: &str) -> PathBuf {
     require("clang-15", "/usr/bin/clang-15");
     require("lld-15", "/usr/bin/ld.lld-15");
     require("libamdhip64-dev", "/usr/include/hip/hip_runtime_api.h");
     lib_dir();
-    let src = manifest().join("tests/c/hipcc_program.hip");
+    let src = manifest().join(format!("tests/c/{name}.hip"));
     let dir = out_dir();
     let _g = common::compiler_turn();
     let clang = |args: &[&std::ffi::OsStr]| {
@@ -219,7 +221,7 @@ fn compile_hipcc_program() -> PathBuf {
         assert!(out.status.success(), "clang-15 {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     };
     let (device, fatbin, host) =
-        (dir.join("hipcc_program-gfx90a.co"), dir.join("hipcc_program.hipfb"), dir.join("hipcc_program.o"));
+        (dir.join(format!("{name}-gfx90a.co")), dir.join(format!("{name}.hipfb")), dir.join(format!("{name}.o")));
     let common = ["-x", "hip", "-nogpulib", "-nogpuinc", "-O2", "-D__HIP_PLATFORM_AMD__", "-I/usr/include"];
     let os = |s: &'static str| std::ffi::OsStr::new(s);
     let mut args: Vec<&std::ffi::OsStr> = common.iter().map(|a| os(a)).collect();
@@ -236,7 +238,12 @@ fn compile_hipcc_program() -> PathBuf {
     // The host object calls the registration ABI itself.
     let nm = Command::new("nm").arg("-u").arg(&host).output().expect("nm");
     let undefined = String::from_utf8_lossy(&nm.stdout);
-    for f in ["__hipRegisterFatBinary", "__hipRegisterFunction", "__hipRegisterVar", "__hipPushCallConfiguration"] {
+    let calls: &[&str] = if name == "hipcc_program" {
+        &["__hipRegisterFatBinary", "__hipRegisterFunction", "__hipRegisterVar", "__hipPushCallConfiguration"]
+    } else {
+        &["__hipRegisterFatBinary"]
+    };
+    for f in calls {
         assert!(undefined.contains(f), "clang's host object does not call {f}:\n{undefined}");
     }
     host
@@ -477,6 +484,7 @@ const FINISHED_FAMILIES: &[(&str, &[&str])] = &[
             "hipMemRangeGetAttribute",
             "hipMemRangeGetAttributes",
             "hipStreamAttachMemAsync",
+            "__hipRegisterManagedVar",
         ],
     ),
     (
@@ -888,6 +896,30 @@ fn module_queries_and_extended_and_cooperative_launches() {
     check("modules_launches", &run(&exe, &args));
     let two = check("modules_launches", &run_env(&exe, &args, &[("AQUEDUCT_EMU_GPUS", "2")]));
     assert!(two.contains("two devices"), "{two}");
+}
+
+/// `__managed__` variables of a program clang builds as hipcc does: registered with
+/// `__hipRegisterManagedVar`, initialised, reached from the host and from a kernel; linked
+/// against `libaqueduct_hip.so`, and against Debian's `libamdhip64` run on aqueduct's.
+#[test]
+fn managed_variables_of_a_clang_built_program() {
+    let host = compile_hip_program("managed_var");
+    let nm = Command::new("nm").arg("-u").arg(&host).output().expect("nm");
+    assert!(String::from_utf8_lossy(&nm.stdout).contains("__hipRegisterManagedVar"));
+    let lib = lib_dir();
+    let exe = host.with_file_name("managed_var");
+    link(
+        &exe,
+        &[&host],
+        &[format!("-L{}", lib.display()), "-laqueduct_hip".into(), format!("-Wl,-rpath,{}", lib.display())],
+    );
+    check("managed_var", &run(&exe, &[]));
+    require("libamdhip64-dev", "/usr/lib/x86_64-linux-gnu/libamdhip64.so");
+    let dir = amdhip64_dir();
+    let exe = host.with_file_name("managed_var-amdhip64");
+    link(&exe, &[&host], &["-L/usr/lib/x86_64-linux-gnu".into(), "-lamdhip64".into()]);
+    let lib_path = dir.to_str().expect("utf-8 path");
+    check("managed_var", &run_env(&exe, &[], &[("LD_LIBRARY_PATH", lib_path)]));
 }
 
 /// Managed memory: allocation, advice, prefetches, range attributes, stream attachment.

@@ -1,7 +1,8 @@
 /* Arrays over linear memory: hipMallocArray, hipMalloc3DArray, hipArrayCreate,
    hipArray3DCreate, hipFreeArray, hipArrayDestroy, hipGetChannelDesc, hipCreateChannelDesc,
    the 2-D copies to and from arrays (and their Async and _spt forms), hipMemcpyToArray,
-   hipMemcpyFromArray, hipMemcpyHtoA, hipMemcpyAtoH; mipmapped arrays answer
+   hipMemcpyFromArray, hipMemcpyHtoA, hipMemcpyAtoH, hipMemcpy3D(Async), hipMemcpyParam2D and
+   hipDrvMemcpy3D naming arrays; mipmapped arrays answer
    hipErrorNotSupported. */
 #include "check.h"
 
@@ -116,6 +117,71 @@ int main(void) {
     EXPECT(hipFreeArray(a), hipErrorInvalidValue);
     EXPECT(hipFreeArray(NULL), hipErrorInvalidValue);
     EXPECT(hipGetChannelDesc(&got, a), hipErrorInvalidValue);
+
+    /* hipMemcpy3D with arrays: the extent and the array side's x count elements (uint here). */
+    {
+        hipChannelFormatDesc u32 = hipCreateChannelDesc(32, 0, 0, 0, hipChannelFormatKindUnsigned);
+        hipArray *v = NULL;
+        enum { X = 10, Y = 6, Z = 3 };
+        OK(hipMalloc3DArray(&v, &u32, make_hipExtent(X, Y, Z), 0));
+        static unsigned src3[Z][Y][X], dst3[Z][Y][X];
+        for (int z = 0; z < Z; z++)
+            for (int y = 0; y < Y; y++)
+                for (int x = 0; x < X; x++) src3[z][y][x] = (unsigned)(z * 10000 + y * 100 + x);
+        hipMemcpy3DParms p3;
+        memset(&p3, 0, sizeof p3);
+        p3.srcPtr = make_hipPitchedPtr(src3, X * 4, X, Y);
+        p3.dstArray = v;
+        p3.extent = make_hipExtent(X, Y, Z);
+        p3.kind = hipMemcpyHostToDevice;
+        OK(hipMemcpy3D(&p3));
+        memset(&p3, 0, sizeof p3);
+        p3.srcArray = v;
+        p3.srcPos = make_hipPos(2, 1, 1); /* element 2 of row 1 of layer 1 */
+        p3.dstPtr = make_hipPitchedPtr(dst3, X * 4, X, Y);
+        p3.extent = make_hipExtent(X - 2, Y - 1, Z - 1);
+        p3.kind = hipMemcpyDeviceToHost;
+        OK(hipMemcpy3DAsync(&p3, s));
+        OK(hipStreamSynchronize(s));
+        TRUE(dst3[0][0][0] == 10102 && dst3[1][4][7] == 20509);
+        p3.extent = make_hipExtent(X - 1, Y - 1, Z - 1); /* one element past the row */
+        EXPECT(hipMemcpy3D(&p3), hipErrorInvalidValue);
+        /* The driver forms: x in bytes; the array's own pitch and rows. */
+        hip_Memcpy2D m2;
+        memset(&m2, 0, sizeof m2);
+        m2.srcMemoryType = hipMemoryTypeArray;
+        m2.srcArray = v;
+        m2.srcXInBytes = 4;
+        m2.srcY = 2;
+        m2.dstMemoryType = hipMemoryTypeHost;
+        m2.dstHost = dst3;
+        m2.dstPitch = X * 4;
+        m2.WidthInBytes = 8;
+        m2.Height = 2;
+        OK(hipMemcpyParam2D(&m2));
+        TRUE(dst3[0][0][0] == 201 && dst3[0][0][1] == 202 && dst3[0][1][0] == 301);
+        m2.Height = Y - 2;
+        OK(hipMemcpyParam2D(&m2));
+        m2.Height = Y - 1; /* one row past the layer */
+        EXPECT(hipMemcpyParam2D(&m2), hipErrorInvalidValue);
+        HIP_MEMCPY3D d3;
+        memset(&d3, 0, sizeof d3);
+        d3.srcMemoryType = hipMemoryTypeArray;
+        d3.srcArray = v;
+        d3.srcZ = 2;
+        d3.dstMemoryType = hipMemoryTypeHost;
+        d3.dstHost = dst3;
+        d3.dstPitch = X * 4;
+        d3.dstHeight = Y;
+        d3.WidthInBytes = X * 4;
+        d3.Height = Y;
+        d3.Depth = 1;
+        OK(hipDrvMemcpy3D(&d3));
+        TRUE(dst3[0][0][0] == 20000 && dst3[0][5][9] == 20509);
+        d3.Depth = 2;
+        EXPECT(hipDrvMemcpy3D(&d3), hipErrorInvalidValue);
+        OK(hipFreeArray(v));
+    }
 
     /* Mipmapped arrays: sampling only, so not supported. */
     hipMipmappedArray_t mm = NULL;
