@@ -27,7 +27,8 @@
 //!   execution contexts; `module`: module globals and texture references; `function`: kernel
 //!   attributes and occupancy; `launch_ext`: extended and cooperative launches; `array`:
 //!   arrays over linear memory; `tracing`: the profiler, callbacks and names, with
-//!   `api_names`; `half`: the half-precision helpers). This
+//!   `api_names`; `half`: the half-precision helpers; `rtc`: `hiprtc`, compiling with the
+//!   installed clang-15). This
 //!   layer checks what only C has — NULL out-pointers, in the order HIP checks them — converts
 //!   handles, and passes everything else to core, whose errors already carry HIP's numbers.
 //!
@@ -82,6 +83,7 @@ mod per_thread;
 mod pitched;
 mod properties;
 mod register;
+mod rtc;
 mod stream;
 mod texture;
 mod tracing;

@@ -632,6 +632,22 @@ const FINISHED_FAMILIES: &[(&str, &[&str])] = &[
         ],
     ),
     ("half-precision helpers", &["__gnu_f2h_ieee", "__gnu_h2f_ieee"]),
+    (
+        "hiprtc",
+        &[
+            "hiprtcAddNameExpression",
+            "hiprtcCompileProgram",
+            "hiprtcCreateProgram",
+            "hiprtcDestroyProgram",
+            "hiprtcGetCode",
+            "hiprtcGetCodeSize",
+            "hiprtcGetErrorString",
+            "hiprtcGetLoweredName",
+            "hiprtcGetProgramLog",
+            "hiprtcGetProgramLogSize",
+            "hiprtcVersion",
+        ],
+    ),
 ];
 
 /// The `(version node, function)` pairs a library exports (`objdump -T`, defined functions).
@@ -947,6 +963,16 @@ fn tracing_names_and_helpers() {
 #[test]
 fn unsupported_families_answer_not_supported() {
     c_test("unsupported", &[]);
+}
+
+/// `hiprtc` compiling with the installed clang-15: headers, name expressions and lowered names,
+/// logs, and the code object loaded and launched.
+#[test]
+fn hiprtc_compiles_loads_and_launches() {
+    require("clang-15", "/usr/bin/clang-15");
+    require("lld-15", "/usr/bin/ld.lld-15");
+    require("llvm-15", "/usr/bin/llvm-cxxfilt-15");
+    c_test("hiprtc", &[]);
 }
 
 #[test]
