@@ -3,7 +3,8 @@
 //! `crate::register` gives `__managed__` variables such memory.
 //!
 //! A managed allocation is pinned host memory: the host and every device reach it where it
-//! is, so nothing migrates (the devices report `hipDeviceAttributeManagedMemory` 0: no page
+//! is, so nothing migrates (pointer attributes say it is managed; the devices report
+//! `hipDeviceAttributeManagedMemory` 0: no page
 //! faults, no migration). Advice and prefetches are validated with HIP's error codes and
 //! recorded per byte range, and `hipMemRangeGetAttribute` answers what was recorded:
 //! read-mostly where every byte of the range was so advised, the preferred and the last
@@ -18,7 +19,7 @@ use std::sync::{LazyLock, Mutex};
 
 use crate::error::{api, HipResult, INVALID_DEVICE, INVALID_VALUE};
 use crate::global::{global, lock, Global};
-use crate::memory::{alloc, allocation_of};
+use crate::memory::{alloc, allocation_of, mark_managed};
 use crate::stream_of;
 use crate::Handle;
 
@@ -79,6 +80,7 @@ pub unsafe extern "C" fn hipMallocManaged(ptr: *mut *mut c_void, size: usize, fl
         alloc(ptr, size, Some(0))?;
         // SAFETY: `alloc` wrote the address through `ptr`.
         let base = unsafe { ptr.read() } as usize as u64;
+        mark_managed(base);
         let a = allocation_of(g, base).ok_or(INVALID_VALUE)?;
         let mut m = lock(&MANAGED);
         // Forget managed allocations freed since.

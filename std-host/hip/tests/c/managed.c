@@ -35,6 +35,14 @@ int main(void) {
     size_t size = 0;
     OK(hipMemGetAddressRange(&base, &size, m + 10));
     TRUE(base == m && size == N * sizeof(unsigned));
+    hipPointerAttribute_t pa;
+    OK(hipPointerGetAttributes(&pa, m + 1));
+    TRUE(pa.isManaged == 1);
+    unsigned char is_managed = 0;
+    OK(hipPointerGetAttribute(&is_managed, HIP_POINTER_ATTRIBUTE_IS_MANAGED, m));
+    TRUE(is_managed == 1);
+    unsigned host_flags = 0;
+    EXPECT(hipHostGetFlags(&host_flags, m), hipErrorInvalidValue);
     EXPECT(hipMallocManaged(NULL, 64, hipMemAttachGlobal), hipErrorInvalidValue);
     void *p = NULL;
     EXPECT(hipMallocManaged(&p, 0, hipMemAttachGlobal), hipErrorInvalidValue);
