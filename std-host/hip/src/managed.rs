@@ -128,11 +128,17 @@ fn paint(base: u64, start: u64, end: u64, change: impl Fn(&mut Advice)) {
         change(a);
     }
     // Merge neighbours that became equal.
-    let keys: Vec<u64> = m.advice.keys().copied().collect();
-    for w in keys.windows(2) {
-        if m.advice.get(&w[0]) == m.advice.get(&w[1]) {
-            m.advice.remove(&w[1]);
+    let mut previous: Option<Advice> = None;
+    let mut same = Vec::new();
+    for (&k, a) in &m.advice {
+        if previous.as_ref() == Some(a) {
+            same.push(k);
+        } else {
+            previous = Some(a.clone());
         }
+    }
+    for k in same {
+        m.advice.remove(&k);
     }
 }
 
