@@ -1,7 +1,8 @@
 //! Extended and cooperative launches: `hipExtLaunchKernel` and the module forms
 //! `hipExtModuleLaunchKernel` / `hipHccModuleLaunchKernel` (a launch between two events),
 //! `hipLaunchCooperativeKernel`, `hipLaunchCooperativeKernelMultiDevice` and
-//! `hipExtLaunchMultiKernelMultiDevice` (docs/hip-semantics.md §10).
+//! `hipExtLaunchMultiKernelMultiDevice`, and newer HIP's `hipModuleLaunchCooperativeKernel` and
+//! `hipModuleLaunchCooperativeKernelMultiDevice` (`aqueduct_hip.h`) (docs/hip-semantics.md §10).
 //!
 //! A cooperative launch may only ask for a grid whose work-groups can all be resident at once:
 //! HIP's occupancy for the block size and dynamic LDS, times the device's CUs; more is
@@ -338,6 +339,94 @@ unsafe fn multi_device(list: *mut LaunchParams, count: c_int, flags: c_uint, coo
         cross_sync(g, list)?;
     }
     Ok(())
+}
+
+/// `hipFunctionLaunchParams` (newer HIP; `aqueduct_hip.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct FunctionLaunchParams {
+    /// The `hipFunction_t`.
+    pub function: Handle,
+    /// Blocks.
+    pub grid: [c_uint; 3],
+    /// Threads per block.
+    pub block: [c_uint; 3],
+    /// Dynamic LDS bytes.
+    pub shared_mem: c_uint,
+    /// The stream.
+    pub stream: Handle,
+    /// One pointer per argument.
+    pub params: *mut *mut c_void,
+}
+
+const _: () = assert!(size_of::<FunctionLaunchParams>() == 56);
+
+/// `hipModuleLaunchCooperativeKernel` (newer HIP): `hipLaunchCooperativeKernel` of a module
+/// function, with `kernelParams`.
+///
+/// # Safety
+/// `params` holds one pointer per kernel argument.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn hipModuleLaunchCooperativeKernel(
+    function: Handle,
+    grid_x: c_uint,
+    grid_y: c_uint,
+    grid_z: c_uint,
+    block_x: c_uint,
+    block_y: c_uint,
+    block_z: c_uint,
+    shared_mem: c_uint,
+    stream: Handle,
+    params: *mut *mut c_void,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        module_function_of(g, function)?;
+        let grid = Dim3 { x: grid_x, y: grid_y, z: grid_z };
+        let block = Dim3 { x: block_x, y: block_y, z: block_z };
+        check_cooperative(g, function, grid, block, shared_mem as usize, stream)?;
+        // SAFETY: the caller's contract.
+        unsafe { launch_any(g, function, grid, block, params, shared_mem as usize, stream) }
+    })
+}
+
+/// `hipModuleLaunchCooperativeKernelMultiDevice` (newer HIP): the multi-device cooperative
+/// launch of module functions.
+///
+/// # Safety
+/// `list` is NULL or holds `count` entries, each as `hipModuleLaunchCooperativeKernel`'s
+/// arguments.
+#[no_mangle]
+pub unsafe extern "C" fn hipModuleLaunchCooperativeKernelMultiDevice(
+    list: *mut FunctionLaunchParams,
+    count: c_uint,
+    flags: c_uint,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let count = c_int::try_from(count).map_err(|_| INVALID_VALUE)?;
+        if list.is_null() || count <= 0 {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the caller's contract: `count` entries.
+        let entries = unsafe { std::slice::from_raw_parts(list, count as usize) };
+        let mut converted = Vec::with_capacity(entries.len());
+        for e in entries {
+            module_function_of(g, e.function)?;
+            let d = |v: [c_uint; 3]| Dim3 { x: v[0], y: v[1], z: v[2] };
+            converted.push(LaunchParams {
+                func: e.function,
+                grid: d(e.grid),
+                block: d(e.block),
+                args: e.params,
+                shared_mem: e.shared_mem as usize,
+                stream: e.stream,
+            });
+        }
+        // SAFETY: forwarded caller contract, entry by entry.
+        unsafe { multi_device(converted.as_mut_ptr(), count, flags, true) }
+    })
 }
 
 /// `hipLaunchCooperativeKernelMultiDevice`: the same cooperative launch on several devices.

@@ -2,8 +2,8 @@
    hipModuleLoadDataEx, hipModuleGetTexRef, hipFuncGetAttribute, hipFuncSetAttribute,
    hipFuncSetCacheConfig, hipFuncSetSharedMemConfig, hipModuleOccupancy*, hipExtLaunchKernel,
    hipExtModuleLaunchKernel and hipHccModuleLaunchKernel (C++ names, as HIP 5.2 exports them),
-   hipLaunchCooperativeKernel(_spt), hipLaunchCooperativeKernelMultiDevice and
-   hipExtLaunchMultiKernelMultiDevice. argv[1]: the emulator's gfx90a fixture (fill_u32,
+   hipLaunchCooperativeKernel(_spt), hipLaunchCooperativeKernelMultiDevice,
+   hipExtLaunchMultiKernelMultiDevice, and newer HIP's hipModuleLaunchCooperativeKernel(MultiDevice). argv[1]: the emulator's gfx90a fixture (fill_u32,
    vector_add); argv[2]: tests/c/hipcc_program.hip's gfx90a code object (`table`, 64 words). */
 #include "check.h"
 
@@ -193,6 +193,21 @@ int main(int argc, char **argv) {
            hipErrorInvalidConfiguration);
     EXPECT(hipLaunchCooperativeKernel(&unregistered_symbol, (dim3){1, 1, 1}, (dim3){64, 1, 1}, fill_args, 0, s),
            hipErrorInvalidDeviceFunction);
+    /* Newer HIP's module forms. */
+    value = 10;
+    OK(hipModuleLaunchCooperativeKernel(fill, N / 256, 1, 1, 256, 1, 1, 0, s, fill_args));
+    EXPECT(hipModuleLaunchCooperativeKernel(fill, resident + 1, 1, 1, 256, 1, 1, 0, s, fill_args),
+           hipErrorCooperativeLaunchTooLarge);
+    EXPECT(hipModuleLaunchCooperativeKernel((hipFunction_t)0x77, 1, 1, 1, 64, 1, 1, 0, s, fill_args),
+           hipErrorInvalidHandle);
+    hipFunctionLaunchParams flp = {fill, N / 256, 1, 1, 256, 1, 1, 0, s, fill_args};
+    OK(hipModuleLaunchCooperativeKernelMultiDevice(&flp, 1, 0));
+    EXPECT(hipModuleLaunchCooperativeKernelMultiDevice(&flp, 0, 0), hipErrorInvalidValue);
+    OK(hipStreamSynchronize(s));
+    OK(hipMemcpy(h, d, sizeof h, hipMemcpyDeviceToHost));
+    TRUE(all(h, N, 10));
+    value = 9;
+    OK(hipLaunchCooperativeKernel((const void *)fill, (dim3){N / 256, 1, 1}, (dim3){256, 1, 1}, fill_args, 0, s));
     OK(hipLaunchCooperativeKernel(&add_symbol, (dim3){N / 64, 1, 1}, (dim3){64, 1, 1}, add_args, 0, s));
     OK(hipLaunchCooperativeKernel_spt(&add_symbol, (dim3){N / 64, 1, 1}, (dim3){64, 1, 1}, add_args, 0, NULL));
     OK(hipStreamSynchronize(s));
