@@ -7,7 +7,7 @@
 #
 # Usage: build-libamdhip64.sh DIR   (DIR holds libaqueduct_hip.a and libaqueduct_hip.so, as
 # `cargo build -p aqueduct-hip` leaves them in target/<profile>); writes DIR/amdhip64/libamdhip64.so.5.
-# Needs gcc and binutils.
+# Needs gcc and binutils (readelf, objcopy).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(cd "$1" && pwd)
@@ -47,9 +47,45 @@ grep -v '^#' "$versions" | awk '{print $2}' | sort -u >"$work/debian"
   fi
 } >"$work/libamdhip64.map"
 
+# Rust's compiler_builtins, inside the archive, carries weak hidden copies of compiler runtime
+# helpers aqueduct exports as Debian's library does (__gnu_f2h_ieee, __gnu_h2f_ieee). Linked
+# whole, the hidden copy would hide aqueduct's (the most constraining visibility wins), so those
+# copies are renamed out of the way in a copy of the archive.
+cp "$dir/libaqueduct_hip.a" "$work/libaqueduct_hip.a"
+mkdir "$work/cb"
+(
+  cd "$work/cb"
+  members=$(ar t "$work/libaqueduct_hip.a" | grep '^compiler_builtins' || true)
+  [ -n "$members" ] || exit 0
+  # shellcheck disable=SC2086 # one word per member name
+  ar x "$work/libaqueduct_hip.a" $members
+  changed=""
+  for m in $members; do
+    renames=""
+    for sym in $(readelf -sW "$m" | awk '$5 == "WEAK" && $7 != "UND" {print $8}' | sort -u | comm -12 - "$work/exports"); do
+      renames="$renames --redefine-sym $sym=__aqueduct_cb_$sym"
+    done
+    if [ -n "$renames" ]; then
+      # shellcheck disable=SC2086 # one option per word
+      objcopy $renames "$m"
+      changed="$changed $m"
+    fi
+  done
+  [ -n "$changed" ] || exit 0
+  # ar reads every member to rebuild the index, and binutils' LLVM plugin complains (on
+  # standard output) about Rust's newer bitcode, which the index does not need: only its
+  # other messages are shown.
+  # shellcheck disable=SC2086 # one word per member name
+  if ! ar r "$work/libaqueduct_hip.a" $changed >"$work/ar.out" 2>&1; then
+    cat "$work/ar.out" >&2
+    exit 1
+  fi
+  grep -v '^bfd plugin: ' "$work/ar.out" >&2 || true
+)
+
 gcc -shared -o "$out/libamdhip64.so.5.tmp" \
   -Wl,-soname,libamdhip64.so.5 -Wl,--version-script="$work/libamdhip64.map" \
-  -Wl,--whole-archive "$dir/libaqueduct_hip.a" -Wl,--no-whole-archive \
+  -Wl,--whole-archive "$work/libaqueduct_hip.a" -Wl,--no-whole-archive \
   -lpthread -ldl -lm -lrt -lgcc_s
 mv "$out/libamdhip64.so.5.tmp" "$out/libamdhip64.so.5"
 echo "$out/libamdhip64.so.5"

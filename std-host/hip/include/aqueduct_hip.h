@@ -29,6 +29,21 @@ hipError_t hipEventRecord_spt(hipEvent_t event, hipStream_t stream);
 #define hipLimitStackSize ((enum hipLimit_t)0)
 #endif
 hipError_t hipDeviceSetLimit(enum hipLimit_t limit, size_t value);
+/* Newer HIP's cooperative launches of module functions (hipFunction_t). */
+typedef struct hipFunctionLaunchParams_t {
+    hipFunction_t function;
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    hipStream_t hStream;
+    void** kernelParams;
+} hipFunctionLaunchParams;
+hipError_t hipModuleLaunchCooperativeKernel(hipFunction_t f, unsigned int gridDimX, unsigned int gridDimY,
+                                            unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                            unsigned int blockDimZ, unsigned int sharedMemBytes, hipStream_t stream,
+                                            void** kernelParams);
+hipError_t hipModuleLaunchCooperativeKernelMultiDevice(hipFunctionLaunchParams* launchParamsList,
+                                                       unsigned int numDevices, unsigned int flags);
 /* Host kernels: the emulated device runs these in place of GPU code. */
 typedef void (*aqdHostKernel)(void** args, dim3 blockIdx, dim3 gridDim, dim3 blockDim);
 /* Binds body to symbol (any unique address). argCount/argSizes describe the kernel's arguments; at

@@ -88,7 +88,9 @@ pub unsafe extern "C" fn hipHostGetFlags(flags: *mut c_uint, host: *mut c_void) 
         if flags.is_null() || host.is_null() {
             return Err(INVALID_VALUE);
         }
-        let f = allocation_of(g, host as usize as u64).and_then(|a| a.host_flags).ok_or(INVALID_VALUE)?;
+        // Managed memory is host memory here, but not `hipHostMalloc`'s.
+        let a = allocation_of(g, host as usize as u64).filter(|a| !a.managed);
+        let f = a.and_then(|a| a.host_flags).ok_or(INVALID_VALUE)?;
         // SAFETY: the caller's contract.
         unsafe { put(flags, f) }
     })
@@ -165,7 +167,7 @@ fn attribute(a: &Allocation, attr: c_int, ptr: u64) -> HipResult<Value> {
         // BUFFER_ID.
         7 => Value::U32(a.buffer_id),
         // IS_MANAGED.
-        8 => Value::Bool(false),
+        8 => Value::Bool(a.managed),
         // DEVICE_ORDINAL.
         9 => Value::U32(a.device),
         // IS_LEGACY_HIP_IPC_CAPABLE: no IPC handles yet.

@@ -70,6 +70,8 @@ struct KernelMeta {
 /// A function of a module.
 #[derive(Clone)]
 pub(crate) struct FunctionEntry {
+    /// The kernel's symbol name (`hipKernelNameRef`).
+    pub(crate) name: Arc<str>,
     pub(crate) module: usize,
     pub(crate) object: u64,
     pub(crate) group: u32,
@@ -217,6 +219,18 @@ struct Target {
 
 fn launch(g: &Global, stream: Handle, t: Target, grid: Dim3, block: Dim3, kernarg: &[u8]) -> HipResult {
     let (grid, workgroup) = geometry(grid, block)?;
+    launch_items(g, stream, t, grid, workgroup, kernarg)
+}
+
+/// A dispatch of `grid` work-items in work-groups of `workgroup`.
+fn launch_items(
+    g: &Global,
+    stream: Handle,
+    t: Target,
+    grid: [u32; 3],
+    workgroup: [u16; 3],
+    kernarg: &[u8],
+) -> HipResult {
     let launch = KernelLaunch {
         kernel_object: t.object,
         grid,
@@ -688,6 +702,7 @@ pub(crate) fn module_function(g: &Global, module: usize, name: &str) -> HipResul
         g.rt.reserve_scratch(device, k.private_segment_size.max(crate::properties::stack_size_limit()))?;
     }
     Ok(FunctionEntry {
+        name: Arc::from(name),
         module,
         object: k.kernel_object,
         group: k.group_segment_size,
@@ -707,6 +722,7 @@ pub(crate) fn module_function(g: &Global, module: usize, name: &str) -> HipResul
 pub(crate) fn resolve(g: &Global, func: *const c_void, device: u32) -> HipResult<FunctionEntry> {
     if let Some(k) = lock(&g.host_kernels).get(&(func as usize)) {
         return Ok(FunctionEntry {
+            name: Arc::from(format!("aqd_host_kernel_{:#x}", func as usize)),
             module: usize::MAX,
             object: k.object,
             group: 0,
@@ -766,6 +782,48 @@ pub(crate) unsafe fn launch_function(
     fill_hidden(&mut seg, &f.hidden, items, workgroup, c.shared_mem);
     let t = Target { object: f.object, group: f.group.saturating_add(c.shared_mem), private: f.launch_private() };
     launch(g, c.stream, t, c.grid, c.block, &seg)
+}
+
+/// Launches function `f` over `items` work-items in work-groups of `workgroup` (HIP's
+/// `hipExtModuleLaunchKernel` geometry: the last work-group of a dimension may be partial).
+///
+/// # Safety
+/// As `hipModuleLaunchKernel`'s `params` and `extra`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn launch_function_items(
+    g: &Global,
+    f: &FunctionEntry,
+    items: [u32; 3],
+    workgroup: [u16; 3],
+    shared_mem: u32,
+    stream: Handle,
+    params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+) -> HipResult {
+    if items.contains(&0) || workgroup.contains(&0) {
+        return Err(INVALID_CONFIGURATION);
+    }
+    // SAFETY: the caller's contract.
+    let mut seg = unsafe { module_kernarg(f, params, extra)? };
+    fill_hidden(&mut seg, &f.hidden, items, workgroup, shared_mem);
+    let t = Target { object: f.object, group: f.group.saturating_add(shared_mem), private: f.launch_private() };
+    launch_items(g, stream, t, items, workgroup, &seg)
+}
+
+/// The module index a `hipModule_t` names (`hipErrorInvalidHandle` for anything else).
+pub(crate) fn module_index(module: Handle) -> HipResult<usize> {
+    untag(module, MODULE_TAG).ok_or(INVALID_HANDLE)
+}
+
+/// The function a `hipFunction_t` names, if its module is still loaded; anything else is
+/// `hipErrorInvalidHandle`.
+pub(crate) fn module_function_of(g: &Global, function: Handle) -> HipResult<FunctionEntry> {
+    let i = untag(function, FUNCTION_TAG).ok_or(INVALID_HANDLE)?;
+    let f = lock(&g.functions).get(i).cloned().ok_or(INVALID_HANDLE)?;
+    if lock(&g.modules).get(f.module).and_then(Option::as_ref).is_none() {
+        return Err(INVALID_HANDLE);
+    }
+    Ok(f)
 }
 
 /// `hipModuleLoad`: loads an AMDHSA code object file.
@@ -939,11 +997,7 @@ pub unsafe extern "C" fn hipModuleLaunchKernel(
 ) -> i32 {
     api(|| {
         let g = global()?;
-        let i = untag(function, FUNCTION_TAG).ok_or(INVALID_HANDLE)?;
-        let f = lock(&g.functions).get(i).cloned().ok_or(INVALID_HANDLE)?;
-        if lock(&g.modules).get(f.module).and_then(Option::as_ref).is_none() {
-            return Err(INVALID_HANDLE);
-        }
+        let f = module_function_of(g, function)?;
         let grid = Dim3 { x: grid_x, y: grid_y, z: grid_z };
         let block = Dim3 { x: block_x, y: block_y, z: block_z };
         let c = Config { grid, block, shared_mem, stream };

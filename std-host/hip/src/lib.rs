@@ -21,34 +21,73 @@
 //! - `mempool`: stream-ordered allocation over core's [`aqueduct::MemPools`].
 //! - `peer`: several GPUs: peer access and peer copies.
 //! - `device`, `device_query`, `properties`, `driver_context`, `stream`, `per_thread`,
-//!   `capture`, `memory`, `host_memory`, `pitched`, `launch`, `context`: the exported
-//!   functions (`per_thread`: the `_spt` forms over the others; `driver_context`: HIP's
-//!   deprecated `hipCtx*` contexts, `context`: aqueduct's execution contexts). This
+//!   `capture`, `memory`, `host_memory`, `managed`, `pitched`, `launch`, `module`, `function`,
+//!   `launch_ext`, `context`: the exported functions (`per_thread`: the `_spt` forms over the
+//!   others; `driver_context`: HIP's deprecated `hipCtx*` contexts, `context`: aqueduct's
+//!   execution contexts; `module`: module globals and texture references; `function`: kernel
+//!   attributes and occupancy; `launch_ext`: extended and cooperative launches; `array`:
+//!   arrays over linear memory; `tracing`: the profiler, callbacks and names, with
+//!   `api_names`; `half`: the half-precision helpers; `rtc`: `hiprtc`, compiling with the
+//!   installed clang-15). This
 //!   layer checks what only C has — NULL out-pointers, in the order HIP checks them — converts
 //!   handles, and passes everything else to core, whose errors already carry HIP's numbers.
+//!
+//! - `texture`, `interop`, `ipc`, `virtual_memory`: exported, checked, and answered
+//!   `hipErrorNotSupported` (the `not_supported!` functions and the argument checks HIP makes
+//!   first), each module saying why.
 //!
 //! Handles are core's generational 64-bit values used as pointers (never 0, 1 or 2); graph
 //! nodes, modules and functions get tagged indices into tables kept here. A destroyed or garbage
 //! handle is answered by a table lookup, never dereferenced.
 
+/// Exported functions this library cannot serve: each answers `hipErrorNotSupported` (after
+/// creating the runtime, as every call does), never a silent success. README lists them, with
+/// the reason.
+macro_rules! not_supported {
+    ($($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?);)*) => {$(
+        $(#[$doc])*
+        #[no_mangle]
+        pub extern "C" fn $name($($arg: $ty),*) -> i32 {
+            $(let _ = $arg;)*
+            crate::error::api(|| {
+                crate::global::global()?;
+                Err(crate::error::NOT_SUPPORTED)
+            })
+        }
+    )*};
+}
+
+mod api_names;
+mod array;
 mod capture;
 mod context;
 mod device;
 mod device_query;
 mod driver_context;
 mod error;
+mod function;
 mod global;
 mod graph;
+mod half;
 mod host_memory;
+mod interop;
+mod ipc;
 mod launch;
+mod launch_ext;
+mod managed;
 mod memory;
 mod mempool;
+mod module;
 mod peer;
 mod per_thread;
 mod pitched;
 mod properties;
 mod register;
+mod rtc;
 mod stream;
+mod texture;
+mod tracing;
+mod virtual_memory;
 
 use std::ffi::c_void;
 

@@ -99,6 +99,18 @@ pub(crate) struct Allocation {
     pub(crate) device: u32,
     pub(crate) host_flags: Option<c_uint>,
     pub(crate) buffer_id: u32,
+    /// Managed memory (`hipMallocManaged`, `crate::managed`).
+    pub(crate) managed: bool,
+}
+
+/// The buffer ids of managed allocations (`hipMallocManaged` marks them).
+static MANAGED: LazyLock<Mutex<std::collections::HashSet<u32>>> = LazyLock::new(Default::default);
+
+/// Marks the allocation at `base` as managed memory.
+pub(crate) fn mark_managed(base: u64) {
+    if let Some(&id) = lock(&BUFFER_IDS).0.get(&base) {
+        lock(&MANAGED).insert(id);
+    }
 }
 
 /// The allocation holding `addr` (any address inside it), if any.
@@ -113,7 +125,8 @@ pub(crate) fn allocation_of(g: &Global, addr: u64) -> Option<Allocation> {
     };
     let host_flags = lock(&HOST_FLAGS).get(&base).copied();
     let buffer_id = lock(&BUFFER_IDS).0.get(&base).copied().unwrap_or(0);
-    Some(Allocation { base, bytes, device, host_flags, buffer_id })
+    let managed = lock(&MANAGED).contains(&buffer_id);
+    Some(Allocation { base, bytes, device, host_flags, buffer_id, managed })
 }
 
 /// Waits for the work of `device` (switching the calling thread to it for the wait).
@@ -151,7 +164,9 @@ pub(crate) fn free(p: *mut c_void) -> HipResult {
     g.rt.free(addr)?;
     lock(&g.allocs).remove(&addr);
     lock(&HOST_FLAGS).remove(&addr);
-    lock(&BUFFER_IDS).0.remove(&addr);
+    if let Some(id) = lock(&BUFFER_IDS).0.remove(&addr) {
+        lock(&MANAGED).remove(&id);
+    }
     Ok(())
 }
 
@@ -738,13 +753,14 @@ pub unsafe extern "C" fn hipPointerGetAttributes(attr: *mut PointerAttributes, p
         }
         let a = allocation_of(g, ptr as usize as u64).ok_or(INVALID_VALUE)?;
         let (device, host_flags) = (a.device, a.host_flags);
+        let a_managed = a.managed;
         let p = ptr.cast_mut();
         let a = PointerAttributes {
             memory_type: if host_flags.is_some() { MEMORY_HOST } else { MEMORY_DEVICE },
             device: device as c_int,
             device_pointer: p,
             host_pointer: if host_flags.is_some() { p } else { std::ptr::null_mut() },
-            is_managed: 0,
+            is_managed: c_int::from(a_managed),
             allocation_flags: host_flags.unwrap_or(0),
         };
         // SAFETY: the caller's contract.

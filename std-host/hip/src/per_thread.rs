@@ -11,14 +11,13 @@
 //!
 //! `hipEventRecord_spt` is here too: HIP 5.2's header renames `hipEventRecord` under
 //! `HIP_API_PER_THREAD_DEFAULT_STREAM` although its library has no such function (aqueduct
-//! exports it, in node `AQUEDUCT_0.1`). The array and cooperative-launch forms
-//! (`hipMemcpy2DToArray_spt`, `hipMemcpy2DFromArray_spt`, `hipLaunchCooperativeKernel_spt`)
-//! wait for their plain forms.
+//! exports it, in node `AQUEDUCT_0.1`).
 
 use std::ffi::{c_int, c_uint, c_void};
 
 use aqueduct::StreamHandle;
 
+use crate::array::Array;
 use crate::error::{api, status};
 use crate::global::global;
 use crate::memory::{memset_on, synchronously};
@@ -234,4 +233,69 @@ pub unsafe extern "C" fn hipMemset2D_spt(
 #[no_mangle]
 pub unsafe extern "C" fn hipMemset3D_spt(p: PitchedPtr, value: c_int, extent: Extent) -> i32 {
     api(|| memset_3d(Order::Sync(PT), p, value, extent))
+}
+
+/// `hipLaunchCooperativeKernel_spt`: `hipLaunchCooperativeKernel` on the per-thread stream.
+///
+/// # Safety
+/// As `hipLaunchKernel`.
+#[no_mangle]
+pub unsafe extern "C" fn hipLaunchCooperativeKernel_spt(
+    function: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_mem: u32,
+    stream: Handle,
+) -> i32 {
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        crate::launch_ext::hipLaunchCooperativeKernel(function, grid, block, args, shared_mem, per_thread(stream))
+    }
+}
+
+/// `hipMemcpy2DToArray_spt`.
+///
+/// # Safety
+/// As `hipMemcpy2DToArray`.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpy2DToArray_spt(
+    dst: *mut Array,
+    x: usize,
+    y: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind: c_uint,
+) -> i32 {
+    api(|| {
+        synchronously(global()?, PT, |s| {
+            // SAFETY: forwarded caller contract.
+            status(unsafe { crate::array::hipMemcpy2DToArrayAsync(dst, x, y, src, spitch, width, height, kind, s) })
+        })
+    })
+}
+
+/// `hipMemcpy2DFromArray_spt`.
+///
+/// # Safety
+/// As `hipMemcpy2DFromArray`.
+#[no_mangle]
+pub unsafe extern "C" fn hipMemcpy2DFromArray_spt(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const Array,
+    x: usize,
+    y: usize,
+    width: usize,
+    height: usize,
+    kind: c_uint,
+) -> i32 {
+    api(|| {
+        synchronously(global()?, PT, |s| {
+            // SAFETY: forwarded caller contract.
+            status(unsafe { crate::array::hipMemcpy2DFromArrayAsync(dst, dpitch, src, x, y, width, height, kind, s) })
+        })
+    })
 }

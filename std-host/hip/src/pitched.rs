@@ -7,8 +7,9 @@
 //! up to 256 bytes (HIP's pitch alignment on AMD devices). A pitched copy or fill is a sequence
 //! of row copies or fills through `crate::memory` in the stream's order — one operation when the
 //! rows are contiguous on every side — so pageable host memory is staged as for `hipMemcpy`, and
-//! a capturing stream records the rows. Arrays (`hipArray`) do not exist here: a copy naming
-//! one is `hipErrorNotSupported`.
+//! a capturing stream records the rows. A side may be an array (`crate::array`): its memory at
+//! its own pitch and rows, checked to hold the region; `hipMemcpy3D` then counts the extent and
+//! the array side's x in elements, as CUDA does.
 //!
 //! Each synchronous form runs on the null stream or, for the `_spt` forms (`crate::per_thread`),
 //! on the calling thread's per-thread stream, through [`crate::memory::synchronously`].
@@ -17,7 +18,8 @@ use std::ffi::{c_int, c_uint, c_void};
 
 use aqueduct::StreamHandle;
 
-use crate::error::{api, HipResult, INVALID_MEMCPY_DIRECTION, INVALID_PITCH, INVALID_VALUE, NOT_SUPPORTED};
+use crate::array;
+use crate::error::{api, HipResult, INVALID_MEMCPY_DIRECTION, INVALID_PITCH, INVALID_VALUE};
 use crate::global::{global, Global};
 use crate::memory::{alloc, memcpy_on, memset_on, synchronously};
 use crate::{put, stream_of, Handle};
@@ -377,13 +379,38 @@ const MEMORY_DEVICE: c_int = 1;
 const MEMORY_ARRAY: c_int = 2;
 const MEMORY_UNIFIED: c_int = 3;
 
-/// The address one side of a driver-style copy names by its memory type.
-fn by_type(kind: c_int, host: *const c_void, device: *mut c_void, array: *mut c_void) -> HipResult<u64> {
+/// The address one side of a driver-style copy names by its memory type, and the layout of the
+/// array it names (whose pitch and rows replace the ones given).
+fn by_type(
+    kind: c_int,
+    host: *const c_void,
+    device: *mut c_void,
+    array: *mut c_void,
+) -> HipResult<(u64, Option<array::Layout>)> {
     match kind {
-        MEMORY_HOST => Ok(host as usize as u64),
-        MEMORY_DEVICE | MEMORY_UNIFIED => Ok(device as usize as u64),
-        MEMORY_ARRAY if !array.is_null() => Err(NOT_SUPPORTED),
+        MEMORY_HOST => Ok((host as usize as u64, None)),
+        MEMORY_DEVICE | MEMORY_UNIFIED => Ok((device as usize as u64, None)),
+        MEMORY_ARRAY => {
+            let l = array::layout(array)?;
+            Ok((l.data, Some(l)))
+        }
         _ => Err(INVALID_VALUE),
+    }
+}
+
+/// An array side must hold `[x, x + width)` of rows `[y, y + height)` of layers `[z, z + depth)`.
+fn check_array(
+    l: &array::Layout,
+    x: usize,
+    y: usize,
+    z: usize,
+    (width, height, depth): (usize, usize, usize),
+) -> HipResult {
+    let fits = |a: usize, n: usize, limit: usize| a.checked_add(n).is_some_and(|e| e <= limit);
+    if fits(x, width, l.pitch) && fits(y, height, l.rows) && fits(z, depth, l.depth) {
+        Ok(())
+    } else {
+        Err(INVALID_VALUE)
     }
 }
 
@@ -428,16 +455,25 @@ pub(crate) unsafe fn memcpy_param_2d(order: Order, p: *const Memcpy2D) -> HipRes
     if p.WidthInBytes == 0 || p.Height == 0 {
         return nothing(g, order);
     }
-    let src = by_type(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray)?;
-    let dst = by_type(p.dstMemoryType, p.dstHost.cast_const(), p.dstDevice, p.dstArray)?;
-    let side =
-        |base: u64, y: usize, pitch: usize| Side { base: base + (y * pitch) as u64, pitch, rows_per_slice: p.Height };
+    let (src, src_array) = by_type(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray)?;
+    let (dst, dst_array) = by_type(p.dstMemoryType, p.dstHost.cast_const(), p.dstDevice, p.dstArray)?;
+    let region = (p.WidthInBytes, p.Height, 1);
+    let side = |base: u64, x: usize, y: usize, pitch: usize, array: Option<array::Layout>| -> HipResult<Side> {
+        let pitch = match array {
+            Some(l) => {
+                check_array(&l, x, y, 0, region)?;
+                l.pitch
+            }
+            None => pitch,
+        };
+        Ok(Side { base: base + (y * pitch) as u64, pitch, rows_per_slice: p.Height })
+    };
     copy(
         g,
         order,
-        side(dst, p.dstY, p.dstPitch),
+        side(dst, p.dstXInBytes, p.dstY, p.dstPitch, dst_array)?,
         p.dstXInBytes,
-        side(src, p.srcY, p.srcPitch),
+        side(src, p.srcXInBytes, p.srcY, p.srcPitch, src_array)?,
         p.srcXInBytes,
         (p.WidthInBytes, p.Height, 1),
         INVALID_VALUE,
@@ -474,8 +510,9 @@ pub unsafe extern "C" fn hipDrvMemcpy2DUnaligned(p: *const Memcpy2D) -> i32 {
     unsafe { hipMemcpyParam2D(p) }
 }
 
-/// `hipMemcpy3D` and its forms: linear memory (arrays are `hipErrorNotSupported`); a pitch
-/// shorter than the row is `hipErrorInvalidPitchValue`.
+/// `hipMemcpy3D` and its forms: pitched memory or arrays on either side (with an array, the
+/// extent and the array side's x count elements); a pitch shorter than the row is
+/// `hipErrorInvalidPitchValue`, a region past an array `hipErrorInvalidValue`.
 ///
 /// # Safety
 /// `p` is NULL or a valid `hipMemcpy3DParms`.
@@ -486,31 +523,32 @@ pub(crate) unsafe fn memcpy_3d(order: Order, p: *const Memcpy3DParms) -> HipResu
     }
     // SAFETY: non-null; the caller vouches for the struct.
     let p = unsafe { &*p };
-    if !p.src_array.is_null() || !p.dst_array.is_null() {
-        return Err(NOT_SUPPORTED);
-    }
-    if p.src_ptr.ptr.is_null() || p.dst_ptr.ptr.is_null() {
+    let array_of = |a: *mut c_void| if a.is_null() { Ok(None) } else { array::layout(a).map(Some) };
+    let (src_array, dst_array) = (array_of(p.src_array)?, array_of(p.dst_array)?);
+    if (src_array.is_none() && p.src_ptr.ptr.is_null()) || (dst_array.is_none() && p.dst_ptr.ptr.is_null()) {
         return Err(INVALID_VALUE);
     }
     if p.kind > 4 {
         return Err(INVALID_MEMCPY_DIRECTION);
     }
     let e = p.extent;
-    let side = |ptr: PitchedPtr, pos: Pos| {
+    // With an array taking part, the extent counts its elements.
+    let element = src_array.or(dst_array).map_or(1, |l| l.element);
+    let region = (e.width.checked_mul(element).ok_or(INVALID_VALUE)?, e.height, e.depth);
+    let side = |ptr: PitchedPtr, pos: Pos, array: Option<array::Layout>| -> HipResult<(Side, usize)> {
+        if let Some(l) = array {
+            let x = pos.x.checked_mul(l.element).ok_or(INVALID_VALUE)?;
+            check_array(&l, x, pos.y, pos.z, region)?;
+            let base = l.data + ((pos.z * l.rows + pos.y) * l.pitch) as u64;
+            return Ok((Side { base, pitch: l.pitch, rows_per_slice: l.rows }, x));
+        }
         let rows_per_slice = if ptr.ysize == 0 { e.height } else { ptr.ysize };
         let base = ptr.ptr as usize as u64 + ((pos.z * rows_per_slice + pos.y) * ptr.pitch) as u64;
-        Side { base, pitch: ptr.pitch, rows_per_slice }
+        Ok((Side { base, pitch: ptr.pitch, rows_per_slice }, pos.x))
     };
-    copy(
-        g,
-        order,
-        side(p.dst_ptr, p.dst_pos),
-        p.dst_pos.x,
-        side(p.src_ptr, p.src_pos),
-        p.src_pos.x,
-        (e.width, e.height, e.depth),
-        INVALID_PITCH,
-    )
+    let (dst, dst_x) = side(p.dst_ptr, p.dst_pos, dst_array)?;
+    let (src, src_x) = side(p.src_ptr, p.src_pos, src_array)?;
+    copy(g, order, dst, dst_x, src, src_x, region, INVALID_PITCH)
 }
 
 /// `hipMemcpy3D`: synchronous.
@@ -548,18 +586,30 @@ unsafe fn drv_memcpy_3d(order: Order, p: *const DrvMemcpy3D) -> HipResult {
     if w == 0 || h == 0 || d == 0 {
         return nothing(g, order);
     }
-    let src = by_type(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray)?;
-    let dst = by_type(p.dstMemoryType, p.dstHost.cast_const(), p.dstDevice, p.dstArray)?;
-    let side = |base: u64, y: c_uint, z: c_uint, pitch: c_uint, rows: c_uint| {
-        let (pitch, rows) = (pitch as usize, if rows == 0 { h } else { rows as usize });
-        Side { base: base + ((z as usize * rows + y as usize) * pitch) as u64, pitch, rows_per_slice: rows }
-    };
+    let (src, src_array) = by_type(p.srcMemoryType, p.srcHost, p.srcDevice, p.srcArray)?;
+    let (dst, dst_array) = by_type(p.dstMemoryType, p.dstHost.cast_const(), p.dstDevice, p.dstArray)?;
+    let side =
+        |base: u64, x: c_uint, y: c_uint, z: c_uint, pitch: c_uint, rows: c_uint, array: Option<array::Layout>| {
+            let (x, y, z) = (x as usize, y as usize, z as usize);
+            let (pitch, rows) = match array {
+                Some(l) => {
+                    check_array(&l, x, y, z, (w, h, d))?;
+                    (l.pitch, l.rows)
+                }
+                None => (pitch as usize, if rows == 0 { h } else { rows as usize }),
+            };
+            Ok::<_, crate::error::Hip>(Side {
+                base: base + ((z * rows + y) * pitch) as u64,
+                pitch,
+                rows_per_slice: rows,
+            })
+        };
     copy(
         g,
         order,
-        side(dst, p.dstY, p.dstZ, p.dstPitch, p.dstHeight),
+        side(dst, p.dstXInBytes, p.dstY, p.dstZ, p.dstPitch, p.dstHeight, dst_array)?,
         p.dstXInBytes as usize,
-        side(src, p.srcY, p.srcZ, p.srcPitch, p.srcHeight),
+        side(src, p.srcXInBytes, p.srcY, p.srcZ, p.srcPitch, p.srcHeight, src_array)?,
         p.srcXInBytes as usize,
         (w, h, d),
         INVALID_VALUE,

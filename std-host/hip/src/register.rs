@@ -2,7 +2,9 @@
 //! it: a module constructor registers the translation unit's fat binary
 //! (`__hipRegisterFatBinary`), then each kernel (`__hipRegisterFunction`, keyed by the kernel's
 //! *handle*, a global whose symbol is the mangled kernel name) and each device variable
-//! (`__hipRegisterVar`, keyed by its host shadow); `kernel<<<grid, block, shmem, stream>>>(…)`
+//! (`__hipRegisterVar`, keyed by its host shadow) and each managed variable
+//! (`__hipRegisterManagedVar`: its managed memory is allocated at once, and its address written
+//! into the variable of every module loaded from the binary); `kernel<<<grid, block, shmem, stream>>>(…)`
 //! becomes `__hipPushCallConfiguration` followed by the device stub, which pops the
 //! configuration and calls `hipLaunchKernel(handle, …)`; an `atexit` destructor calls
 //! `__hipUnregisterFatBinary`. The older launch path (`hipConfigureCall`, `hipSetupArgument`,
@@ -77,6 +79,14 @@ struct Variable {
     name: String,
 }
 
+/// A registered managed variable (`__managed__`): its fat binary, its device-side name (a
+/// pointer-sized variable in the code object) and the managed memory behind it.
+struct ManagedVariable {
+    binary: usize,
+    name: String,
+    memory: u64,
+}
+
 #[derive(Default)]
 struct Registry {
     /// By handle (the address `__hipRegisterFatBinary` returned).
@@ -87,6 +97,8 @@ struct Registry {
     functions: HashMap<usize, Function>,
     /// By host shadow address.
     variables: HashMap<usize, Variable>,
+    /// In registration order.
+    managed: Vec<ManagedVariable>,
 }
 
 /// Filled from module constructors, before the runtime exists; nothing here touches a device.
@@ -101,6 +113,16 @@ fn module_on(g: &Global, reg: &mut Registry, handle: usize, device: u32, unknown
     }
     let r = load_for(g, b.blob, device);
     b.devices.insert(device, r);
+    if let Ok(module) = r {
+        // Each managed variable of the code object holds the address of its managed memory.
+        for v in reg.managed.iter().filter(|v| v.binary == handle) {
+            if let Ok((addr, size)) = module_variable(g, module, &v.name) {
+                let bytes = v.memory.to_le_bytes();
+                let n = size.min(bytes.len() as u64);
+                memcpy_sync(g, addr, bytes.as_ptr() as usize as u64, n)?;
+            }
+        }
+    }
     r
 }
 
@@ -270,6 +292,43 @@ pub unsafe extern "C" fn __hipRegisterVar(
     reg.variables.insert(var as usize, Variable { binary: modules as usize, name });
 }
 
+/// `__hipRegisterManagedVar`: allocates the managed memory of a `__managed__` variable
+/// (`hipMallocManaged`), fills it with the initial value, and stores its address in the host's
+/// pointer slot; each module loaded from the fat binary gets the address in its device-side
+/// variable `name`. A failed allocation leaves the slot NULL (the call returns nothing).
+///
+/// # Safety
+/// `pointer` is NULL or valid for writes; `init` is NULL or valid for reading `size` bytes;
+/// `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn __hipRegisterManagedVar(
+    modules: *mut c_void,
+    pointer: *mut *mut c_void,
+    init: *const c_void,
+    name: *const c_char,
+    size: usize,
+    _align: c_uint,
+) {
+    // SAFETY: the caller's contract.
+    let Some(name) = (unsafe { self::name(name) }) else { return };
+    if pointer.is_null() || size == 0 {
+        return;
+    }
+    // SAFETY: the caller's contract: `pointer` is valid for writes.
+    if unsafe { crate::managed::hipMallocManaged(pointer, size, 1) } != 0 {
+        return;
+    }
+    // SAFETY: just written by `hipMallocManaged`.
+    let memory = unsafe { pointer.read() };
+    if !init.is_null() {
+        // SAFETY: managed memory is host memory of `size` bytes here (crate::managed); `init`
+        // holds `size` bytes by the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(init.cast::<u8>(), memory.cast::<u8>(), size) };
+    }
+    let mut reg = lock(&REGISTRY);
+    reg.managed.push(ManagedVariable { binary: modules as usize, name, memory: memory as usize as u64 });
+}
+
 /// `__hipUnregisterFatBinary`: the first call of the process waits for the device (as HIP
 /// does), then the fat binary's kernels and variables are forgotten and its modules unloaded.
 ///
@@ -285,8 +344,11 @@ pub unsafe extern "C" fn __hipUnregisterFatBinary(modules: *mut *mut c_void) {
         reg.handles.retain(|_, v| *v != h);
         reg.functions.retain(|_, f| f.binary != h);
         reg.variables.retain(|_, v| v.binary != h);
-        b
+        let managed: Vec<u64> = reg.managed.iter().filter(|v| v.binary == h).map(|v| v.memory).collect();
+        reg.managed.retain(|v| v.binary != h);
+        (b, managed)
     };
+    let (binary, managed) = binary;
     crate::launch::invalidate_launches();
     if let Some(g) = global_if_created() {
         if !SYNCHRONIZED.swap(true, Ordering::AcqRel) {
@@ -294,6 +356,9 @@ pub unsafe extern "C" fn __hipUnregisterFatBinary(modules: *mut *mut c_void) {
         }
         for module in binary.devices.into_values().flatten() {
             let _ = unload(g, module);
+        }
+        for memory in managed {
+            let _ = crate::memory::free(memory as usize as *mut c_void);
         }
     }
     // SAFETY: `h` came from `Box::into_raw` in `__hipRegisterFatBinary` and was just removed

@@ -203,15 +203,17 @@ fn hipcc_style_registration_and_launch() {
 /// object.
 fn hipcc_program_object() -> PathBuf {
     static OBJECT: OnceLock<PathBuf> = OnceLock::new();
-    OBJECT.get_or_init(compile_hipcc_program).clone()
+    OBJECT.get_or_init(|| compile_hip_program("hipcc_program")).clone()
 }
 
-fn compile_hipcc_program() -> PathBuf {
+/// `tests/c/<name>.hip` compiled as [`hipcc_program_object`] compiles `hipcc_program.hip`;
+/// returns the host object (`<name>-gfx90a.co` beside it is the device code object).
+fn compile_hip_program(name: &str) -> PathBuf {
     require("clang-15", "/usr/bin/clang-15");
     require("lld-15", "/usr/bin/ld.lld-15");
     require("libamdhip64-dev", "/usr/include/hip/hip_runtime_api.h");
     lib_dir();
-    let src = manifest().join("tests/c/hipcc_program.hip");
+    let src = manifest().join(format!("tests/c/{name}.hip"));
     let dir = out_dir();
     let _g = common::compiler_turn();
     let clang = |args: &[&std::ffi::OsStr]| {
@@ -219,7 +221,7 @@ fn compile_hipcc_program() -> PathBuf {
         assert!(out.status.success(), "clang-15 {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     };
     let (device, fatbin, host) =
-        (dir.join("hipcc_program-gfx90a.co"), dir.join("hipcc_program.hipfb"), dir.join("hipcc_program.o"));
+        (dir.join(format!("{name}-gfx90a.co")), dir.join(format!("{name}.hipfb")), dir.join(format!("{name}.o")));
     let common = ["-x", "hip", "-nogpulib", "-nogpuinc", "-O2", "-D__HIP_PLATFORM_AMD__", "-I/usr/include"];
     let os = |s: &'static str| std::ffi::OsStr::new(s);
     let mut args: Vec<&std::ffi::OsStr> = common.iter().map(|a| os(a)).collect();
@@ -236,7 +238,12 @@ fn compile_hipcc_program() -> PathBuf {
     // The host object calls the registration ABI itself.
     let nm = Command::new("nm").arg("-u").arg(&host).output().expect("nm");
     let undefined = String::from_utf8_lossy(&nm.stdout);
-    for f in ["__hipRegisterFatBinary", "__hipRegisterFunction", "__hipRegisterVar", "__hipPushCallConfiguration"] {
+    let calls: &[&str] = if name == "hipcc_program" {
+        &["__hipRegisterFatBinary", "__hipRegisterFunction", "__hipRegisterVar", "__hipPushCallConfiguration"]
+    } else {
+        &["__hipRegisterFatBinary"]
+    };
+    for f in calls {
         assert!(undefined.contains(f), "clang's host object does not call {f}:\n{undefined}");
     }
     host
@@ -371,7 +378,7 @@ const FINISHED_FAMILIES: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "the per-thread default stream (but the array and cooperative forms)",
+        "the per-thread default stream",
         &[
             "hipStreamSynchronize_spt",
             "hipStreamQuery_spt",
@@ -388,6 +395,9 @@ const FINISHED_FAMILIES: &[(&str, &[&str])] = &[
             "hipMemset_spt",
             "hipMemset2D_spt",
             "hipMemset3D_spt",
+            "hipMemcpy2DToArray_spt",
+            "hipMemcpy2DFromArray_spt",
+            "hipLaunchCooperativeKernel_spt",
         ],
     ),
     (
@@ -432,6 +442,210 @@ const FINISHED_FAMILIES: &[(&str, &[&str])] = &[
             "hipMemsetD8Async",
             "hipMemsetD16",
             "hipMemsetD16Async",
+        ],
+    ),
+    (
+        "modules, function attributes and occupancy",
+        &[
+            "hipModuleGetGlobal",
+            "hipModuleLoadDataEx",
+            "hipModuleGetTexRef",
+            "__hipGetPCH",
+            "hipModuleOccupancyMaxPotentialBlockSize",
+            "hipModuleOccupancyMaxPotentialBlockSizeWithFlags",
+            "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+            "hipModuleOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+            "hipFuncGetAttribute",
+            "hipFuncGetAttributes",
+            "hipFuncSetAttribute",
+            "hipFuncSetCacheConfig",
+            "hipFuncSetSharedMemConfig",
+        ],
+    ),
+    (
+        "extended and cooperative launches",
+        &[
+            "hipExtLaunchKernel",
+            "_Z24hipExtModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_j",
+            "_Z24hipHccModuleLaunchKernelP18ihipModuleSymbol_tjjjjjjmP12ihipStream_tPPvS4_P11ihipEvent_tS6_",
+            "hipLaunchCooperativeKernel",
+            "hipLaunchCooperativeKernel_spt",
+            "hipLaunchCooperativeKernelMultiDevice",
+            "hipExtLaunchMultiKernelMultiDevice",
+            "_ZN8hip_impl22hipLaunchKernelGGLImplEmRK4dim3S2_jP12ihipStream_tPPv",
+        ],
+    ),
+    (
+        "managed memory",
+        &[
+            "hipMallocManaged",
+            "hipMemAdvise",
+            "hipMemPrefetchAsync",
+            "hipMemRangeGetAttribute",
+            "hipMemRangeGetAttributes",
+            "hipStreamAttachMemAsync",
+            "__hipRegisterManagedVar",
+        ],
+    ),
+    (
+        "arrays (mipmapped ones answer NotSupported)",
+        &[
+            "hipArray3DCreate",
+            "hipArrayCreate",
+            "hipArrayDestroy",
+            "hipCreateChannelDesc",
+            "hipFreeArray",
+            "hipFreeMipmappedArray",
+            "hipGetChannelDesc",
+            "hipGetMipmappedArrayLevel",
+            "hipMalloc3DArray",
+            "hipMallocArray",
+            "hipMallocMipmappedArray",
+            "hipMemMapArrayAsync",
+            "hipMemcpy2DFromArray",
+            "hipMemcpy2DFromArrayAsync",
+            "hipMemcpy2DToArray",
+            "hipMemcpy2DToArrayAsync",
+            "hipMemcpyAtoH",
+            "hipMemcpyFromArray",
+            "hipMemcpyHtoA",
+            "hipMemcpyToArray",
+            "hipMipmappedArrayCreate",
+            "hipMipmappedArrayDestroy",
+            "hipMipmappedArrayGetLevel",
+        ],
+    ),
+    (
+        "textures and surfaces (NotSupported)",
+        &[
+            "_Z22hipCreateSurfaceObjectPP13__hip_surfacePK15hipResourceDesc",
+            "_Z23hipDestroySurfaceObjectP13__hip_surface",
+            "__hipRegisterSurface",
+            "__hipRegisterTexture",
+            "hipBindTexture",
+            "hipBindTexture2D",
+            "hipBindTextureToArray",
+            "hipBindTextureToMipmappedArray",
+            "hipCreateTextureObject",
+            "hipDestroyTextureObject",
+            "hipGetTextureAlignmentOffset",
+            "hipGetTextureObjectResourceDesc",
+            "hipGetTextureObjectResourceViewDesc",
+            "hipGetTextureObjectTextureDesc",
+            "hipGetTextureReference",
+            "hipTexObjectCreate",
+            "hipTexObjectDestroy",
+            "hipTexObjectGetResourceDesc",
+            "hipTexObjectGetResourceViewDesc",
+            "hipTexObjectGetTextureDesc",
+            "hipTexRefGetAddress",
+            "hipTexRefGetAddressMode",
+            "hipTexRefGetFilterMode",
+            "hipTexRefGetFlags",
+            "hipTexRefGetFormat",
+            "hipTexRefGetMaxAnisotropy",
+            "hipTexRefGetMipmapFilterMode",
+            "hipTexRefGetMipmapLevelBias",
+            "hipTexRefGetMipmapLevelClamp",
+            "hipTexRefSetAddress",
+            "hipTexRefSetAddress2D",
+            "hipTexRefSetAddressMode",
+            "hipTexRefSetArray",
+            "hipTexRefSetBorderColor",
+            "hipTexRefSetFilterMode",
+            "hipTexRefSetFlags",
+            "hipTexRefSetFormat",
+            "hipTexRefSetMaxAnisotropy",
+            "hipTexRefSetMipmapFilterMode",
+            "hipTexRefSetMipmapLevelBias",
+            "hipTexRefSetMipmapLevelClamp",
+            "hipTexRefSetMipmappedArray",
+            "hipUnbindTexture",
+        ],
+    ),
+    (
+        "GL and external-resource interop (NotSupported)",
+        &[
+            "hipDestroyExternalMemory",
+            "hipDestroyExternalSemaphore",
+            "hipExternalMemoryGetMappedBuffer",
+            "hipGLGetDevices",
+            "hipGraphicsGLRegisterBuffer",
+            "hipGraphicsGLRegisterImage",
+            "hipGraphicsMapResources",
+            "hipGraphicsResourceGetMappedPointer",
+            "hipGraphicsSubResourceGetMappedArray",
+            "hipGraphicsUnmapResources",
+            "hipGraphicsUnregisterResource",
+            "hipImportExternalMemory",
+            "hipImportExternalSemaphore",
+            "hipSignalExternalSemaphoresAsync",
+            "hipWaitExternalSemaphoresAsync",
+        ],
+    ),
+    (
+        "IPC (NotSupported after argument checks)",
+        &[
+            "hipIpcCloseMemHandle",
+            "hipIpcGetEventHandle",
+            "hipIpcGetMemHandle",
+            "hipIpcOpenEventHandle",
+            "hipIpcOpenMemHandle",
+        ],
+    ),
+    (
+        "virtual memory (NotSupported after argument checks)",
+        &[
+            "hipMemAddressFree",
+            "hipMemAddressReserve",
+            "hipMemCreate",
+            "hipMemExportToShareableHandle",
+            "hipMemGetAccess",
+            "hipMemGetAllocationGranularity",
+            "hipMemGetAllocationPropertiesFromHandle",
+            "hipMemImportFromShareableHandle",
+            "hipMemMap",
+            "hipMemRelease",
+            "hipMemRetainAllocationHandle",
+            "hipMemSetAccess",
+            "hipMemUnmap",
+        ],
+    ),
+    (
+        "profiler, tracing and names",
+        &[
+            "amd_dbgapi_get_build_id",
+            "amd_dbgapi_get_build_name",
+            "amd_dbgapi_get_git_hash",
+            "hipApiName",
+            "hipEnableActivityCallback",
+            "hipGetCmdName",
+            "hipInitActivityCallback",
+            "hipKernelNameRef",
+            "hipKernelNameRefByPtr",
+            "hipProfilerStart",
+            "hipProfilerStop",
+            "hipRegisterActivityCallback",
+            "hipRegisterApiCallback",
+            "hipRemoveActivityCallback",
+            "hipRemoveApiCallback",
+        ],
+    ),
+    ("half-precision helpers", &["__gnu_f2h_ieee", "__gnu_h2f_ieee"]),
+    (
+        "hiprtc",
+        &[
+            "hiprtcAddNameExpression",
+            "hiprtcCompileProgram",
+            "hiprtcCreateProgram",
+            "hiprtcDestroyProgram",
+            "hiprtcGetCode",
+            "hiprtcGetCodeSize",
+            "hiprtcGetErrorString",
+            "hiprtcGetLoweredName",
+            "hiprtcGetProgramLog",
+            "hiprtcGetProgramLogSize",
+            "hiprtcVersion",
         ],
     ),
 ];
@@ -685,6 +899,80 @@ fn modules_without_metadata_or_with_wrapping_headers() {
     let fixture = manifest().join("../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
     assert!(fixture.is_file(), "{} missing", fixture.display());
     c_test("module_metadata", &[fixture.to_str().expect("utf-8 path")]);
+}
+
+/// Module globals, JIT-option loads, texture references, function attributes and occupancy,
+/// and the extended and cooperative launches (one GPU, then two).
+#[test]
+fn module_queries_and_extended_and_cooperative_launches() {
+    let fixture = manifest().join("../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
+    let program = hipcc_program_object().with_file_name("hipcc_program-gfx90a.co");
+    let args = [fixture.to_str().expect("utf-8 path"), program.to_str().expect("utf-8 path")];
+    let exe = build("modules_launches", false);
+    check("modules_launches", &run(&exe, &args));
+    let two = check("modules_launches", &run_env(&exe, &args, &[("AQUEDUCT_EMU_GPUS", "2")]));
+    assert!(two.contains("two devices"), "{two}");
+}
+
+/// `__managed__` variables of a program clang builds as hipcc does: registered with
+/// `__hipRegisterManagedVar`, initialised, reached from the host and from a kernel; linked
+/// against `libaqueduct_hip.so`, and against Debian's `libamdhip64` run on aqueduct's.
+#[test]
+fn managed_variables_of_a_clang_built_program() {
+    let host = compile_hip_program("managed_var");
+    let nm = Command::new("nm").arg("-u").arg(&host).output().expect("nm");
+    assert!(String::from_utf8_lossy(&nm.stdout).contains("__hipRegisterManagedVar"));
+    let lib = lib_dir();
+    let exe = host.with_file_name("managed_var");
+    link(
+        &exe,
+        &[&host],
+        &[format!("-L{}", lib.display()), "-laqueduct_hip".into(), format!("-Wl,-rpath,{}", lib.display())],
+    );
+    check("managed_var", &run(&exe, &[]));
+    require("libamdhip64-dev", "/usr/lib/x86_64-linux-gnu/libamdhip64.so");
+    let dir = amdhip64_dir();
+    let exe = host.with_file_name("managed_var-amdhip64");
+    link(&exe, &[&host], &["-L/usr/lib/x86_64-linux-gnu".into(), "-lamdhip64".into()]);
+    let lib_path = dir.to_str().expect("utf-8 path");
+    check("managed_var", &run_env(&exe, &[], &[("LD_LIBRARY_PATH", lib_path)]));
+}
+
+/// Managed memory: allocation, advice, prefetches, range attributes, stream attachment.
+#[test]
+fn managed_memory() {
+    c_test("managed", &[]);
+}
+
+/// Arrays over linear memory and the copies to and from them; mipmapped arrays refused.
+#[test]
+fn arrays_and_their_copies() {
+    c_test("arrays", &[]);
+}
+
+/// The profiler and tracing entry points, kernel and API names, the half-precision helpers and
+/// `hip_impl::hipLaunchKernelGGLImpl`.
+#[test]
+fn tracing_names_and_helpers() {
+    let fixture = manifest().join("../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
+    c_test("tracing", &[fixture.to_str().expect("utf-8 path")]);
+}
+
+/// Textures, surfaces, GL and external-resource interop, IPC and virtual memory: checked, then
+/// `hipErrorNotSupported`.
+#[test]
+fn unsupported_families_answer_not_supported() {
+    c_test("unsupported", &[]);
+}
+
+/// `hiprtc` compiling with the installed clang-15: headers, name expressions and lowered names,
+/// logs, and the code object loaded and launched.
+#[test]
+fn hiprtc_compiles_loads_and_launches() {
+    require("clang-15", "/usr/bin/clang-15");
+    require("lld-15", "/usr/bin/ld.lld-15");
+    require("llvm-15", "/usr/bin/llvm-cxxfilt-15");
+    c_test("hiprtc", &[]);
 }
 
 #[test]

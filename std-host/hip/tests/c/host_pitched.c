@@ -186,7 +186,7 @@ int main(void) {
     TRUE(region_is(&back3[0][0][0], W, H, 1, pattern));
     TRUE(region_is(&back3[1][0][0], W, H, 1, sevens));
     TRUE(back3[2][9][99] == pattern(99, 9, 2));
-    /* Errors: NULL, arrays (none exist here), direction, pitch; an empty extent is fine. */
+    /* Errors: NULL, a value that is no array, direction, pitch; an empty extent is fine. */
     EXPECT(hipMemcpy3D(NULL), hipErrorInvalidValue);
     hipMemcpy3DParms bad = c3;
     bad.kind = 7;
@@ -196,7 +196,7 @@ int main(void) {
     EXPECT(hipMemcpy3D(&bad), hipErrorInvalidPitchValue);
     bad = c3;
     bad.dstArray = (hipArray *)&stack_value;
-    EXPECT(hipMemcpy3D(&bad), hipErrorNotSupported);
+    EXPECT(hipMemcpy3D(&bad), hipErrorInvalidValue);
     memset(&bad, 0, sizeof bad);
     EXPECT(hipMemcpy3D(&bad), hipErrorInvalidValue);
     bad = c3;

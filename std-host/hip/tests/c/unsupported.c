@@ -1,0 +1,139 @@
+/* What this library exports but cannot serve answers hipErrorNotSupported, after HIP's
+   argument checks: texture objects and references, surfaces, OpenGL interop, external memory
+   and semaphores, IPC (the emulated GPU belongs to one process), virtual memory management (no
+   reserve/map split in the Backend trait). Never a silent success. */
+#include "check.h"
+
+#include <stdint.h>
+
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+/* HIP 5.2 declares these in C++ only; exported under these names. */
+hipError_t create_surface(hipSurfaceObject_t *o, const hipResourceDesc *d)
+    __asm__("_Z22hipCreateSurfaceObjectPP13__hip_surfacePK15hipResourceDesc");
+hipError_t destroy_surface(hipSurfaceObject_t o) __asm__("_Z23hipDestroySurfaceObjectP13__hip_surface");
+
+int main(void) {
+    void *d = NULL;
+    OK(hipMalloc(&d, 1 << 20));
+
+    /* Textures and surfaces. */
+    hipResourceDesc res;
+    memset(&res, 0, sizeof res);
+    res.resType = hipResourceTypeLinear;
+    res.res.linear.devPtr = d;
+    res.res.linear.desc = hipCreateChannelDesc(32, 0, 0, 0, hipChannelFormatKindFloat);
+    res.res.linear.sizeInBytes = 1 << 20;
+    hipTextureDesc td;
+    memset(&td, 0, sizeof td);
+    hipTextureObject_t tex = 0;
+    EXPECT(hipCreateTextureObject(&tex, &res, &td, NULL), hipErrorNotSupported);
+    EXPECT(hipDestroyTextureObject(tex), hipErrorNotSupported);
+    EXPECT(hipTexObjectCreate(&tex, NULL, NULL, NULL), hipErrorNotSupported);
+    hipSurfaceObject_t surf = 0;
+    EXPECT(create_surface(&surf, &res), hipErrorNotSupported);
+    EXPECT(destroy_surface(surf), hipErrorNotSupported);
+    textureReference ref;
+    memset(&ref, 0, sizeof ref);
+    size_t off = 0;
+    EXPECT(hipBindTexture(&off, &ref, d, &res.res.linear.desc, 1 << 20), hipErrorNotSupported);
+    EXPECT(hipUnbindTexture(&ref), hipErrorNotSupported);
+    EXPECT(hipTexRefSetFlags(&ref, 0), hipErrorNotSupported);
+    EXPECT(hipTexRefSetMipmapLevelClamp(&ref, 0.0f, 1.0f), hipErrorNotSupported);
+
+    /* OpenGL and external resources. */
+    unsigned count = 0;
+    int devices[1];
+    EXPECT(hipGLGetDevices(&count, devices, 1, hipGLDeviceListAll), hipErrorNotSupported);
+    hipExternalMemoryHandleDesc emd;
+    memset(&emd, 0, sizeof emd);
+    emd.type = hipExternalMemoryHandleTypeOpaqueFd;
+    emd.handle.fd = 0;
+    emd.size = 4096;
+    hipExternalMemory_t em = NULL;
+    EXPECT(hipImportExternalMemory(&em, &emd), hipErrorNotSupported);
+    hipExternalSemaphoreHandleDesc esd;
+    memset(&esd, 0, sizeof esd);
+    hipExternalSemaphore_t es = NULL;
+    EXPECT(hipImportExternalSemaphore(&es, &esd), hipErrorNotSupported);
+
+    /* IPC: checked, then not supported. */
+    hipIpcMemHandle_t mh;
+    int stack_value = 0;
+    EXPECT(hipIpcGetMemHandle(NULL, d), hipErrorInvalidValue);
+    EXPECT(hipIpcGetMemHandle(&mh, NULL), hipErrorInvalidValue);
+    EXPECT(hipIpcGetMemHandle(&mh, &stack_value), hipErrorInvalidValue);
+    EXPECT(hipIpcGetMemHandle(&mh, d), hipErrorNotSupported);
+    memset(&mh, 0, sizeof mh);
+    void *opened = NULL;
+    EXPECT(hipIpcOpenMemHandle(NULL, mh, 0), hipErrorInvalidValue);
+    EXPECT(hipIpcOpenMemHandle(&opened, mh, 0x10), hipErrorInvalidValue);
+    EXPECT(hipIpcOpenMemHandle(&opened, mh, 0), hipErrorNotSupported);
+    EXPECT(hipIpcCloseMemHandle(NULL), hipErrorInvalidValue);
+    EXPECT(hipIpcCloseMemHandle(d), hipErrorNotSupported);
+    hipEvent_t e, dead;
+    OK(hipEventCreateWithFlags(&e, hipEventInterprocess | hipEventDisableTiming));
+    OK(hipEventCreate(&dead));
+    OK(hipEventDestroy(dead));
+    hipIpcEventHandle_t eh;
+    EXPECT(hipIpcGetEventHandle(NULL, e), hipErrorInvalidValue);
+    EXPECT(hipIpcGetEventHandle(&eh, NULL), hipErrorInvalidValue);
+    EXPECT(hipIpcGetEventHandle(&eh, dead), hipErrorContextIsDestroyed);
+    EXPECT(hipIpcGetEventHandle(&eh, e), hipErrorNotSupported);
+    memset(&eh, 0, sizeof eh);
+    hipEvent_t oe;
+    EXPECT(hipIpcOpenEventHandle(NULL, eh), hipErrorInvalidValue);
+    EXPECT(hipIpcOpenEventHandle(&oe, eh), hipErrorNotSupported);
+    OK(hipEventDestroy(e));
+
+    /* Virtual memory management: checked, then not supported. */
+    hipMemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = hipMemAllocationTypePinned;
+    prop.location.type = hipMemLocationTypeDevice;
+    prop.location.id = 0;
+    size_t gran = 0;
+    EXPECT(hipMemGetAllocationGranularity(NULL, &prop, hipMemAllocationGranularityMinimum), hipErrorInvalidValue);
+    EXPECT(hipMemGetAllocationGranularity(&gran, NULL, hipMemAllocationGranularityMinimum), hipErrorInvalidValue);
+    EXPECT(hipMemGetAllocationGranularity(&gran, &prop, (hipMemAllocationGranularity_flags)5), hipErrorInvalidValue);
+    EXPECT(hipMemGetAllocationGranularity(&gran, &prop, hipMemAllocationGranularityRecommended), hipErrorNotSupported);
+    hipMemGenericAllocationHandle_t mem = NULL;
+    EXPECT(hipMemCreate(NULL, 1 << 21, &prop, 0), hipErrorInvalidValue);
+    EXPECT(hipMemCreate(&mem, 0, &prop, 0), hipErrorInvalidValue);
+    EXPECT(hipMemCreate(&mem, 1 << 21, &prop, 1), hipErrorInvalidValue);
+    prop.location.id = 9;
+    EXPECT(hipMemCreate(&mem, 1 << 21, &prop, 0), hipErrorInvalidDevice);
+    prop.location.id = 0;
+    prop.type = hipMemAllocationTypeInvalid;
+    EXPECT(hipMemCreate(&mem, 1 << 21, &prop, 0), hipErrorInvalidValue);
+    prop.type = hipMemAllocationTypePinned;
+    EXPECT(hipMemCreate(&mem, 1 << 21, &prop, 0), hipErrorNotSupported);
+    void *va = NULL;
+    EXPECT(hipMemAddressReserve(NULL, 1 << 21, 0, NULL, 0), hipErrorInvalidValue);
+    EXPECT(hipMemAddressReserve(&va, 1 << 21, 3, NULL, 0), hipErrorInvalidValue);
+    EXPECT(hipMemAddressReserve(&va, 1 << 21, 1 << 21, NULL, 0), hipErrorNotSupported);
+    EXPECT(hipMemMap(NULL, 1 << 21, 0, mem, 0), hipErrorInvalidValue);
+    EXPECT(hipMemMap(d, 1 << 21, 0, (hipMemGenericAllocationHandle_t)d, 2), hipErrorInvalidValue);
+    EXPECT(hipMemMap(d, 1 << 21, 0, (hipMemGenericAllocationHandle_t)d, 0), hipErrorNotSupported);
+    hipMemAccessDesc acc = {{hipMemLocationTypeDevice, 0}, hipMemAccessFlagsProtReadWrite};
+    EXPECT(hipMemSetAccess(d, 1 << 21, &acc, 0), hipErrorInvalidValue);
+    acc.flags = (hipMemAccessFlags)2;
+    EXPECT(hipMemSetAccess(d, 1 << 21, &acc, 1), hipErrorInvalidValue);
+    acc.flags = hipMemAccessFlagsProtRead;
+    acc.location.id = 5;
+    EXPECT(hipMemSetAccess(d, 1 << 21, &acc, 1), hipErrorInvalidDevice);
+    acc.location.id = 0;
+    EXPECT(hipMemSetAccess(d, 1 << 21, &acc, 1), hipErrorNotSupported);
+    unsigned long long aflags = 0;
+    EXPECT(hipMemGetAccess(&aflags, &acc.location, NULL), hipErrorInvalidValue);
+    EXPECT(hipMemGetAccess(&aflags, &acc.location, d), hipErrorNotSupported);
+    EXPECT(hipMemUnmap(d, 0), hipErrorInvalidValue);
+    EXPECT(hipMemUnmap(d, 1 << 21), hipErrorNotSupported);
+    EXPECT(hipMemRelease(NULL), hipErrorInvalidValue);
+    EXPECT(hipMemRelease((hipMemGenericAllocationHandle_t)d), hipErrorNotSupported);
+    EXPECT(hipMemAddressFree(d, 1 << 21), hipErrorNotSupported);
+    EXPECT(hipMemRetainAllocationHandle(&mem, d), hipErrorNotSupported);
+
+    OK(hipFree(d));
+    DONE("unsupported");
+}
