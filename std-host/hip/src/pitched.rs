@@ -31,42 +31,42 @@ const PITCH_ALIGNMENT: usize = 256;
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct PitchedPtr {
-    ptr: *mut c_void,
-    pitch: usize,
-    xsize: usize,
-    ysize: usize,
+    pub(crate) ptr: *mut c_void,
+    pub(crate) pitch: usize,
+    pub(crate) xsize: usize,
+    pub(crate) ysize: usize,
 }
 
 /// `hipExtent`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Extent {
-    width: usize,
-    height: usize,
-    depth: usize,
+    pub(crate) width: usize,
+    pub(crate) height: usize,
+    pub(crate) depth: usize,
 }
 
 /// `hipPos`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pos {
-    x: usize,
-    y: usize,
-    z: usize,
+    pub(crate) x: usize,
+    pub(crate) y: usize,
+    pub(crate) z: usize,
 }
 
-/// `hipMemcpy3DParms`.
+/// `hipMemcpy3DParms` (160 bytes; also a graph copy node's parameters).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct Memcpy3DParms {
-    src_array: *mut c_void,
-    src_pos: Pos,
-    src_ptr: PitchedPtr,
-    dst_array: *mut c_void,
-    dst_pos: Pos,
-    dst_ptr: PitchedPtr,
-    extent: Extent,
-    kind: c_uint,
+    pub(crate) src_array: *mut c_void,
+    pub(crate) src_pos: Pos,
+    pub(crate) src_ptr: PitchedPtr,
+    pub(crate) dst_array: *mut c_void,
+    pub(crate) dst_pos: Pos,
+    pub(crate) dst_ptr: PitchedPtr,
+    pub(crate) extent: Extent,
+    pub(crate) kind: c_uint,
 }
 
 /// `hip_Memcpy2D`.

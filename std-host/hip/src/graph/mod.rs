@@ -38,6 +38,7 @@ use crate::error::{
 };
 use crate::global::{global, lock, Global};
 use crate::launch::{fill_hidden, geometry, module_kernarg, resolve, FunctionEntry};
+use crate::pitched::{Extent, Memcpy3DParms, PitchedPtr, Pos};
 use crate::register::{check_direction, symbol_range, TO_DEVICE, TO_HOST};
 use crate::{handle, put, stream_of, Dim3, Handle};
 
@@ -73,48 +74,6 @@ pub struct MemsetParams {
 pub struct HostNodeParams {
     func: Option<unsafe extern "C" fn(*mut c_void)>,
     data: *mut c_void,
-}
-
-/// `hipPos`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Pos {
-    x: usize,
-    y: usize,
-    z: usize,
-}
-
-/// `hipPitchedPtr`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct PitchedPtr {
-    ptr: *mut c_void,
-    pitch: usize,
-    xsize: usize,
-    ysize: usize,
-}
-
-/// `hipExtent`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Extent {
-    width: usize,
-    height: usize,
-    depth: usize,
-}
-
-/// `hipMemcpy3DParms` (160 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct Memcpy3DParms {
-    src_array: *mut c_void,
-    src_pos: Pos,
-    src_ptr: PitchedPtr,
-    dst_array: *mut c_void,
-    dst_pos: Pos,
-    dst_ptr: PitchedPtr,
-    extent: Extent,
-    kind: c_uint,
 }
 
 const _: () = assert!(size_of::<KernelNodeParams>() == 64);
