@@ -21,6 +21,10 @@ extern "C" {
 hipError_t hipStreamGetId(hipStream_t stream, unsigned long long* id);
 hipError_t hipStreamGetDevice(hipStream_t stream, hipDevice_t* device);
 hipError_t hipEventRecordWithFlags(hipEvent_t event, hipStream_t stream, unsigned int flags);
+/* Newer HIP's (CUDA's cuGetErrorName/cuGetErrorString): an unnamed code is hipErrorInvalidValue
+   with *str NULL. */
+hipError_t hipDrvGetErrorName(hipError_t error, const char** str);
+hipError_t hipDrvGetErrorString(hipError_t error, const char** str);
 /* HIP 5.2's header renames hipEventRecord to this under HIP_API_PER_THREAD_DEFAULT_STREAM but
    neither declares it nor exports it; aqueduct does (the null stream is hipStreamPerThread). */
 hipError_t hipEventRecord_spt(hipEvent_t event, hipStream_t stream);

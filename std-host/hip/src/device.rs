@@ -148,6 +148,42 @@ pub extern "C" fn hipGetErrorName(code: i32) -> *const c_char {
     c_string(code, |e| &e.0)
 }
 
+/// `hipDrvGetErrorName` (newer HIP, CUDA's `cuGetErrorName`): `*name` is HIP's name of `code`;
+/// a code HIP does not name is `hipErrorInvalidValue` with `*name` NULL.
+///
+/// # Safety
+/// `name` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipDrvGetErrorName(code: i32, name: *mut *const c_char) -> i32 {
+    // SAFETY: the caller's contract.
+    unsafe { drv_error_text(code, name, |e| &e.0) }
+}
+
+/// `hipDrvGetErrorString` (newer HIP, CUDA's `cuGetErrorString`): as `hipDrvGetErrorName`, with
+/// the description.
+///
+/// # Safety
+/// `text` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn hipDrvGetErrorString(code: i32, text: *mut *const c_char) -> i32 {
+    // SAFETY: the caller's contract.
+    unsafe { drv_error_text(code, text, |e| &e.1) }
+}
+
+/// # Safety
+/// `out` is NULL or valid for writes.
+unsafe fn drv_error_text(code: i32, out: *mut *const c_char, pick: impl Fn(&(CString, CString)) -> &CString) -> i32 {
+    api(|| {
+        if out.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let text = c_strings().get(&code).map(|e| pick(e).as_ptr());
+        // SAFETY: the caller's contract.
+        unsafe { put(out, text.unwrap_or(std::ptr::null())) }?;
+        text.map(|_| ()).ok_or(INVALID_VALUE)
+    })
+}
+
 /// `hipGetErrorString`: `"unknown error"` for codes HIP does not name.
 #[no_mangle]
 pub extern "C" fn hipGetErrorString(code: i32) -> *const c_char {

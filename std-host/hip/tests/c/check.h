@@ -18,6 +18,8 @@
 #pragma weak hipEventRecordWithFlags
 #pragma weak hipDeviceSetLimit
 #pragma weak hipLaunchHostFunc
+#pragma weak hipDrvGetErrorName
+#pragma weak hipDrvGetErrorString
 #endif
 
 /* Set (non-empty) only for the run on Debian's HIP 5.2: checks where HIP 5.2 behaves

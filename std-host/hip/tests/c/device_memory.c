@@ -9,6 +9,19 @@ int main(void) {
     NEWER_HIP(TRUE(strcmp(hipGetErrorString(hipSuccess), "no error") == 0));
     TRUE(strcmp(hipGetErrorName(hipErrorInvalidValue), "hipErrorInvalidValue") == 0);
     NEWER_HIP(TRUE(strcmp(hipGetErrorString(hipErrorInvalidValue), "invalid argument") == 0));
+    /* hipDrvGetErrorName/String (newer HIP, CUDA's cuGetErrorName/String): an unnamed code is
+       hipErrorInvalidValue with the string NULL. */
+    if (!expect_hip52()) {
+        const char *str = "x";
+        OK(hipDrvGetErrorName(hipErrorInvalidValue, &str));
+        TRUE(strcmp(str, "hipErrorInvalidValue") == 0);
+        OK(hipDrvGetErrorString(hipErrorNoBinaryForGpu, &str));
+        TRUE(strcmp(str, hipGetErrorString(hipErrorNoBinaryForGpu)) == 0);
+        EXPECT(hipDrvGetErrorName((hipError_t)12345, &str), hipErrorInvalidValue);
+        TRUE(str == NULL);
+        EXPECT(hipDrvGetErrorString(hipSuccess, NULL), hipErrorInvalidValue);
+        (void)hipGetLastError();
+    }
     TRUE(strcmp(hipGetErrorName(hipErrorInvalidResourceHandle), "hipErrorInvalidHandle") == 0);
     /* HIP 5.2 has no hipErrorStreamDetached (916). */
     NEWER_HIP(TRUE(strcmp(hipGetErrorName(hipErrorStreamDetached), "hipErrorStreamDetached") == 0));
