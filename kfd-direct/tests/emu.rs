@@ -399,6 +399,32 @@ fn kernel_arguments_larger_than_a_slot_span_the_slots_after_it_across_ring_wraps
 }
 
 #[test]
+fn a_32_bit_wait_value_in_the_upper_half_of_an_8_byte_word_compares_only_its_word() {
+    let rt: Runtime<_, _> = Runtime::new(open(EmuConfig::default()), SingleThread);
+    let buf = rt.malloc(64).unwrap();
+    let (lo, hi) = (buf as usize as *mut u32, (buf + 4) as usize as *mut u32);
+    // SAFETY: CPU-visible device memory of 64 bytes; the device only reads it.
+    unsafe {
+        lo.write_volatile(0xdead_beef);
+        hi.write_volatile(5);
+    }
+    let s = rt.stream_create(1).unwrap();
+    rt.wait_value32(s, buf + 4, 5, 1 /* Eq */, u32::MAX).unwrap();
+    rt.wait_value32(s, buf + 4, 3, 0 /* Gte */, u32::MAX).unwrap();
+    rt.wait_value32(s, buf + 4, 4, 2 /* And */, u32::MAX).unwrap();
+    rt.stream_synchronize_timeout(s, Timeout(Duration::from_secs(5).as_nanos() as u64)).unwrap();
+    // A wait that does not hold yet blocks the stream until the word changes.
+    rt.wait_value32(s, buf + 4, 6, 1 /* Eq */, u32::MAX).unwrap();
+    assert_eq!(
+        rt.stream_synchronize_timeout(s, Timeout(Duration::from_millis(50).as_nanos() as u64)),
+        Err(Error::NotReady)
+    );
+    // SAFETY: as above.
+    unsafe { hi.write_volatile(6) };
+    rt.stream_synchronize_timeout(s, Timeout(Duration::from_secs(5).as_nanos() as u64)).unwrap();
+}
+
+#[test]
 fn multi_gpu_streams_and_blits_on_each_profile() {
     let sys =
         EmuSys::new(EmuConfig::with_gpus(&[GpuProfile::Gfx90a, GpuProfile::Gfx942, GpuProfile::Gfx1100])).unwrap();

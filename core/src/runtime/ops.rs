@@ -170,6 +170,14 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 (m, m, Condition::Ne)
             }
         };
+        // The packet compares the 64-bit word at its address: a 32-bit value in the upper half
+        // of an 8-byte aligned word is compared there, its mask and value shifted up (a Gte
+        // there compares as signed 32-bit when the mask or the value has bit 31 set).
+        let (address, value, mask) = if bytes == 4 && address % 8 == 4 {
+            (address - 4, value << 32, mask << 32)
+        } else {
+            (address, value, mask)
+        };
         self.submit(s, Command::WaitValue { address, value: value as i64, mask: mask as i64, cond })
     }
 
