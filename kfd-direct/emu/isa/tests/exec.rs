@@ -393,3 +393,79 @@ fn implemented_opcodes_are_listed_in_the_docs() {
     assert!(missing.is_empty(), "not in docs/executor.md: {missing:?}");
     assert!(doc.contains(&format!("{} opcodes", names.len())), "docs/executor.md states the count {}", names.len());
 }
+
+/// Every user and system SGPR the ABI defines, and the packed work-item ids, as a wave starts
+/// (docs/code-objects.md §5): the program stores them through the kernarg pointer.
+#[test]
+fn initial_state_follows_the_descriptor_packet_and_queue() {
+    use amdhsa::descriptor::{Rsrc1, Rsrc2, Rsrc3};
+    let mut asm = String::new();
+    for i in 0..20 {
+        asm += &format!("v_mov_b32_e32 v1, s{i}\nglobal_store_dword v2, v1, s[8:9] offset:{}\n", 4 * i);
+    }
+    asm += "v_mbcnt_lo_u32_b32 v4, -1, 0\nv_mbcnt_hi_u32_b32 v4, -1, v4\nv_lshlrev_b32_e32 v4, 2, v4\n";
+    asm += "global_store_dword v4, v0, s[8:9] offset:256\ns_endpgm";
+    let words = assemble(&asm);
+    let mem = VecMemory::new(BASE, 0x10000);
+    let code_at = BASE + 0x8000;
+    let descriptor = amdhsa::KernelDescriptor {
+        group_segment_fixed_size: 0,
+        private_segment_fixed_size: 16,
+        kernarg_size: 0,
+        kernel_code_entry_byte_offset: 0,
+        rsrc3: Rsrc3 { raw: 7 },                                        // ACCUM_OFFSET: 32 VGPRs
+        rsrc1: Rsrc1 { raw: 7 | 0xF0 << 12 },                           // 64 unified registers, f32/f64 denormals kept
+        rsrc2: Rsrc2 { raw: 1 | 15 << 1 | 7 << 7 | 1 << 10 | 2 << 11 }, // scratch, 15 user SGPRs, ids
+        kernel_code_properties: 0x7F,                                   // all seven user SGPRs
+        kernarg_preload: 0,
+    };
+    let kernel = exec::Kernel { code: Code::decode(code_at, &words), descriptor, entry: code_at };
+    let d = exec::Dispatch {
+        packet_address: 0x1111_2222_3333_4440,
+        queue_address: 0x5555_6666_7777_8800,
+        kernarg_address: BASE,
+        dispatch_id: 0x9_0000_0007,
+        grid: [8, 8, 8],
+        workgroup_size: [4, 4, 4],
+        group_segment_size: 0,
+        private_segment_size: 14,
+        scratch: exec::Scratch {
+            resource: [0xA0, 0xA1, 0xA2, 0x00EA_4FAC],
+            base: 0x7_0000_0000,
+            bytes: 64 * 4096,
+            tmpring: 64 | 4 << 12,
+        },
+    };
+    exec::run_work_group(&kernel, &d, [1, 1, 0], 3, &mem, &Limits::default()).unwrap();
+    let m = mem.bytes.borrow();
+    let word = |i: usize| u32::from_le_bytes(m[4 * i..4 * i + 4].try_into().unwrap());
+    let want = [
+        0xA0,
+        0xA1,
+        0xA2,
+        0x00EA_4FAC, // private segment buffer
+        0x3333_4440,
+        0x1111_2222, // dispatch ptr
+        0x7777_8800,
+        0x5555_6666, // queue ptr
+        BASE as u32,
+        (BASE >> 32) as u32, // kernarg ptr
+        7,
+        9, // dispatch id
+        0,
+        7,  // flat scratch init
+        16, // private segment size, rounded up to 4
+        1,
+        1,
+        0,           // work-group id x, y, z
+        1 << 31 | 1, // first wave, one wave
+        3 * 4096,    // scratch wave offset: slot 3
+    ];
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!(word(i), *w, "s{i}");
+    }
+    for lane in 0..LANES as u32 {
+        let (x, y, z) = (lane % 4, (lane / 4) % 4, lane / 16);
+        assert_eq!(word(64 + lane as usize), x | y << 10 | z << 20, "v0 lane {lane}");
+    }
+}

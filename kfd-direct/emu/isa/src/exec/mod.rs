@@ -563,16 +563,14 @@ fn init_wave(
 ) -> Result<(), ExecError> {
     let kd = &kernel.descriptor;
     let mut err = None;
-    let scratch = kd.uses_scratch();
-    let wave_offset = if scratch {
-        let slot = slot_base + index;
-        if d.scratch.waves() == 0 || slot >= d.scratch.waves() {
-            err = Some(ExecError::bare(ExecErrorKind::Setup));
-        }
-        u64::from(slot) * d.scratch.wave_bytes()
-    } else {
-        0
-    };
+    // The wave's scratch slot. A kernel that needs private memory (a fixed segment or a dynamic
+    // stack) cannot start without one; one that only enables the offset SGPR gets 0.
+    let slot = slot_base.saturating_add(index);
+    let has_slot = slot < d.scratch.waves();
+    if !has_slot && (kd.private_segment_fixed_size > 0 || kd.uses_dynamic_stack()) {
+        err = Some(ExecError::bare(ExecErrorKind::Setup));
+    }
+    let wave_offset = if has_slot { u64::from(slot) * d.scratch.wave_bytes() } else { 0 };
     let lo = |v: u64| v as u32;
     let hi = |v: u64| (v >> 32) as u32;
     kd.initial_sgprs(|at, what| {
