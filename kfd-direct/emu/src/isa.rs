@@ -93,12 +93,19 @@ impl Memory for Device<'_> {
     }
 }
 
-/// Most code bytes read from the entry point (the decoder stops earlier at the first word that
-/// is not an instruction).
-const MAX_CODE: u64 = 4 << 20;
+/// Most code bytes read from the entry point when the image names no function there (the
+/// decoder stops earlier at the first word that is not an instruction).
+const MAX_CODE: u64 = 1 << 20;
 
-/// The machine code from `entry` on: whole pages while they are mapped, up to [`MAX_CODE`].
+/// The machine code from `entry` on: the function's bytes when the loaded image has its
+/// symbol, else whole pages while they are mapped, up to [`MAX_CODE`].
 fn read_code(mem: &MemView<'_>, entry: u64) -> Vec<u32> {
+    if let Some(size) = crate::naming::elf_code_size(mem, entry).filter(|&s| s <= 64 * MAX_CODE) {
+        let mut bytes = vec![0u8; size.next_multiple_of(4) as usize];
+        if mem.read(entry, &mut bytes).is_ok() {
+            return bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        }
+    }
     let mut bytes = Vec::new();
     let mut at = entry;
     while (bytes.len() as u64) < MAX_CODE {

@@ -124,6 +124,7 @@ fn vector_integer_identities_over_random_lanes() {
     let c: [u32; LANES] = core::array::from_fn(|_| r());
     let mut w = wave();
     (w.vgpr[1], w.vgpr[2], w.vgpr[3]) = (a, b, c);
+    (w.sgpr[10], w.sgpr[11]) = (0x1111, 0x2222);
     run(
         "v_add_co_u32_e32 v4, vcc, v1, v2
 v_addc_co_u32_e32 v5, vcc, v3, v3, vcc
@@ -136,6 +137,8 @@ v_ashrrev_i32_e32 v14, 3, v1
 v_lshl_add_u32 v15, v1, 4, v2
 v_cndmask_b32_e64 v16, v1, v2, s[4:5]
 v_readfirstlane_b32 s8, v3
+v_pk_mov_b32 v[20:21], v[2:3], v[2:3] op_sel:[1,0]
+v_pk_mov_b32 v[22:23], s[10:11], s[10:11] op_sel:[0,1]
 v_mul_u32_u24_e32 v17, v1, v2
 v_bfe_u32 v18, v1, 3, 9",
         &mut w,
@@ -143,6 +146,8 @@ v_bfe_u32 v18, v1, 3, 9",
     let mut carry = 0u64;
     let mut borrow = 0u64;
     for l in 0..LANES {
+        assert_eq!((w.vgpr[20][l], w.vgpr[21][l]), (c[l], b[l]), "v_pk_mov_b32 op_sel");
+        assert_eq!((w.vgpr[22][l], w.vgpr[23][l]), (0x1111, 0x2222), "v_pk_mov_b32 of an SGPR pair");
         let (s, c1) = a[l].overflowing_add(b[l]);
         assert_eq!(w.vgpr[4][l], s);
         let s2 = u64::from(c[l]) * 2 + u64::from(c1);
@@ -467,5 +472,41 @@ fn initial_state_follows_the_descriptor_packet_and_queue() {
     for lane in 0..LANES as u32 {
         let (x, y, z) = (lane % 4, (lane / 4) % 4, lane / 16);
         assert_eq!(word(64 + lane as usize), x | y << 10 | z << 20, "v0 lane {lane}");
+    }
+}
+
+/// Rounding and conversions against Rust's own (`f32::trunc` & co. are exact operations).
+#[test]
+fn rounding_and_conversions_match_rust() {
+    let mut r = rnd(11);
+    let mut xs: Vec<f32> =
+        vec![0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.0, 8_388_607.5, -8_388_609.0, f32::INFINITY, 0.49999997, 1e-40];
+    while xs.len() < LANES {
+        let v = r();
+        xs.push(f32::from_bits((v & 0x80FF_FFFF) | (((v >> 24) % 30 + 112) << 23)));
+    }
+    let mut w = wave();
+    w.vgpr[1] = core::array::from_fn(|l| xs[l].to_bits());
+    run(
+        "v_trunc_f32_e32 v2, v1
+v_floor_f32_e32 v3, v1
+v_ceil_f32_e32 v4, v1
+v_rndne_f32_e32 v5, v1
+v_cvt_f64_f32_e32 v[6:7], v1
+v_cvt_f32_f64_e32 v8, v[6:7]
+v_fract_f32_e32 v9, v1",
+        &mut w,
+    );
+    for (l, x) in xs.iter().enumerate() {
+        assert_eq!(w.vgpr[2][l], x.trunc().to_bits(), "trunc {x}");
+        assert_eq!(w.vgpr[3][l], x.floor().to_bits(), "floor {x}");
+        assert_eq!(w.vgpr[4][l], x.ceil().to_bits(), "ceil {x}");
+        assert_eq!(w.vgpr[5][l], x.round_ties_even().to_bits(), "rndne {x}");
+        let d = u64::from(w.vgpr[6][l]) | u64::from(w.vgpr[7][l]) << 32;
+        assert_eq!(d, f64::from(*x).to_bits());
+        assert_eq!(w.vgpr[8][l], x.to_bits());
+        if x.is_finite() {
+            assert_eq!(w.vgpr[9][l], (x - x.floor()).min(f32::from_bits(0x3F7F_FFFF)).to_bits(), "fract {x}");
+        }
     }
 }

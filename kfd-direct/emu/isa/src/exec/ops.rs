@@ -366,6 +366,29 @@ fn vmad64(w: &mut Wave, e: &Exe, signed: bool) -> R {
     NEXT
 }
 
+/// `v_pk_mov_b32 D, S0, S1 op_sel:[a,b]`: D.lo = S0 dword a, D.hi = S1 dword b (register
+/// pairs, or the constant 0; other constants are not honoured yet).
+fn pk_mov(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
+    let m = e.inst.mods;
+    if m.neg != 0 || m.abs != 0 || m.clamp || m.op_sel & !3 != 0 {
+        return Err(ExecErrorKind::Unimplemented);
+    }
+    let part = |w: &Wave, o: Operand, k: u8| -> Result<Lanes, ExecErrorKind> {
+        match o {
+            Operand::Int(0) => Ok([0; LANES]),
+            Operand::Vgpr { .. } | Operand::Agpr { .. } | Operand::Sgpr { .. } | Operand::Ttmp { .. } => w.v32k(&o, k),
+            _ => Err(ExecErrorKind::Unimplemented),
+        }
+    };
+    let lo = part(w, src(e, 0)?, m.op_sel & 1)?;
+    let hi = part(w, src(e, 1)?, (m.op_sel >> 1) & 1)?;
+    let d = dst(e)?;
+    let exec = w.exec;
+    w.set_v32k(&d, 0, &lo, exec)?;
+    w.set_v32k(&d, 1, &hi, exec)?;
+    NEXT
+}
+
 fn readfirstlane(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     let a = w.v32(&src(e, 0)?)?;
     let lane = if w.exec == 0 { 0 } else { w.exec.trailing_zeros() as usize };
@@ -1524,6 +1547,7 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
                 }
             })
         },
+        "v_pk_mov_b32" => pk_mov,
         "v_readfirstlane_b32" => readfirstlane,
         "v_accvgpr_read_b32" | "v_accvgpr_write_b32" | "v_accvgpr_mov_b32" => |w, e, _| {
             let a = w.v32(&src(e, 0)?)?;
@@ -1538,6 +1562,59 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
         "v_cvt_f32_ubyte3" => |w, e, _| vcvt_to_f32(w, e, |a| (a >> 24) as f32),
         "v_cvt_i32_f32" => |w, e, _| vcvt_from_f32(w, e, |a| a as i32 as u32),
         "v_cvt_u32_f32" => |w, e, _| vcvt_from_f32(w, e, |a| a as u32),
+        "v_trunc_f32" => |w, e, _| vop1_f32(w, e, trunc_f32),
+        "v_floor_f32" => |w, e, _| vop1_f32(w, e, floor_f32),
+        "v_ceil_f32" => |w, e, _| vop1_f32(w, e, ceil_f32),
+        "v_rndne_f32" => |w, e, _| vop1_f32(w, e, rndne_f32),
+        "v_fract_f32" => |w, e, _| {
+            // S0 - floor(S0), at most the largest f32 below 1 (NaN and infinities: NaN).
+            vop1_f32(
+                w,
+                e,
+                |x| if x.is_finite() { (x - floor_f32(x)).min(f32::from_bits(0x3F7F_FFFF)) } else { f32::NAN },
+            )
+        },
+        "v_cvt_f32_f64" => |w, e, _| {
+            f64_mode(w, e)?;
+            let m = f32_mode(w)?;
+            let a = fsrc64(w, e, 0)?;
+            let r: Lanes = core::array::from_fn(|l| fout(e, m, a[l] as f32));
+            w.set_v32(&dst(e)?, &r)?;
+            NEXT
+        },
+        "v_cvt_f64_f32" => |w, e, _| {
+            f64_mode(w, e)?;
+            let m = f32_mode(w)?;
+            let a = fsrc(w, e, 0, m)?;
+            let r: Lanes64 = core::array::from_fn(|l| f64::from(a[l]).to_bits());
+            w.set_v64(&dst(e)?, &r)?;
+            NEXT
+        },
+        "v_cvt_f64_i32" | "v_cvt_f64_u32" => {
+            |w, e, _| {
+                f64_mode(w, e)?;
+                int_mods(e)?;
+                let signed = e.inst.op.name().contains("_i32");
+                let a = w.v32(&src(e, 0)?)?;
+                let r: Lanes64 = core::array::from_fn(|l| {
+                    if signed {
+                        f64::from(a[l] as i32).to_bits()
+                    } else {
+                        f64::from(a[l]).to_bits()
+                    }
+                });
+                w.set_v64(&dst(e)?, &r)?;
+                NEXT
+            }
+        }
+        "v_cvt_i32_f64" | "v_cvt_u32_f64" => |w, e, _| {
+            f64_mode(w, e)?;
+            let signed = e.inst.op.name().contains("_i32");
+            let a = fsrc64(w, e, 0)?;
+            let r: Lanes = core::array::from_fn(|l| if signed { a[l] as i32 as u32 } else { a[l] as u32 });
+            w.set_v32(&dst(e)?, &r)?;
+            NEXT
+        },
         // Correctly rounded reciprocal: within the ISA's 1 ULP for v_rcp_f32.
         "v_rcp_f32" | "v_rcp_iflag_f32" => |w, e, _| vop1_f32(w, e, |a| 1.0 / a),
         // ---- VOP2 / VOP3 integer ----
@@ -1647,6 +1724,50 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
         _ => return None,
     };
     Some((h, 0))
+}
+
+/// Rounds toward zero (exact, by clearing the fraction bits).
+pub(crate) fn trunc_f32(x: f32) -> f32 {
+    let b = x.to_bits();
+    let e = ((b >> 23) & 0xFF) as i32 - 127;
+    if e >= 23 {
+        return x; // integral, infinite or NaN
+    }
+    if e < 0 {
+        return f32::from_bits(b & 0x8000_0000);
+    }
+    f32::from_bits(b & !((1u32 << (23 - e)) - 1))
+}
+
+pub(crate) fn floor_f32(x: f32) -> f32 {
+    let t = trunc_f32(x);
+    if t > x {
+        t - 1.0
+    } else {
+        t
+    }
+}
+
+pub(crate) fn ceil_f32(x: f32) -> f32 {
+    let t = trunc_f32(x);
+    if t < x {
+        t + 1.0
+    } else {
+        t
+    }
+}
+
+/// Rounds to the nearest integer, ties to even (adding and removing 2^23 rounds exactly so).
+pub(crate) fn rndne_f32(x: f32) -> f32 {
+    if !x.is_finite() || x.abs() >= 8_388_608.0 {
+        return x;
+    }
+    let r = (x.abs() + 8_388_608.0) - 8_388_608.0;
+    if x.is_sign_negative() {
+        -r
+    } else {
+        r
+    }
 }
 
 fn lo(v: u64) -> (u64, Option<bool>) {
