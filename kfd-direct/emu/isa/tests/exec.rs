@@ -510,3 +510,61 @@ v_fract_f32_e32 v9, v1",
         }
     }
 }
+
+/// Random instruction words on random register state: every outcome is a value (done or an
+/// error), never a panic or a hang (the watchdog bounds each run).
+#[test]
+fn random_code_and_state_end_in_values() {
+    let mut r = rnd(2024);
+    // Real code to mutate: the .text of the hipcc fixture (saxpy, reduce_sum).
+    let bundle = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/isa/kernels-gfx90a.bundle")).unwrap();
+    let b = amdhsa::Bundle::parse(&bundle).unwrap();
+    let co = b.entries().find(|e| e.target().is_some()).unwrap().code;
+    let elf = amdhsa::CodeObject::parse(co).unwrap();
+    let k = elf.kernel("saxpy").unwrap().unwrap();
+    let text = elf.bytes_from(k.entry_address()).unwrap();
+    let real: Vec<u32> =
+        text[..text.len() & !3].chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let mut outcomes = [0usize; 2];
+    let mut executed = 0u64;
+    for round in 0..3000u32 {
+        let n = 1 + (r() % 12) as usize;
+        let mut words: Vec<u32> = (0..n).map(|_| r()).collect();
+        // Bias towards encodings the executor implements: scalar, VOP1/2/C, VOP3, DS, FLAT.
+        for w in words.iter_mut().step_by(2) {
+            let prefix = [0x8000_0000, 0xBE80_0000, 0x7E00_0000, 0x0000_0000, 0xD000_0000, 0xD800_0000, 0xDC00_0000];
+            let p = prefix[(r() % prefix.len() as u32) as usize];
+            *w = p | (*w & (if p == 0 { 0x7FFF_FFFF } else { 0x03FF_FFFF }));
+        }
+        if round % 2 == 0 {
+            // The real code with a few bits flipped.
+            words = real.iter().take(96).copied().collect();
+            for _ in 0..(r() % 4) {
+                let i = (r() as usize) % words.len();
+                words[i] ^= 1 << (r() % 32);
+            }
+        }
+        let code = Code::decode(BASE.wrapping_mul(u64::from(round % 3)), &words);
+        let mut w = Wave::new(256, 8);
+        for s in w.sgpr.iter_mut() {
+            *s = if r() % 2 == 0 { r() } else { (BASE as u32).wrapping_add(r() % 4096) };
+        }
+        // Pointer pairs into the memory (dispatch and kernarg pointers of the real code).
+        for p in [0usize, 4, 6] {
+            (w.sgpr[p], w.sgpr[p + 1]) = ((BASE as u32).wrapping_add((r() % 2048) & !3), (BASE >> 32) as u32);
+        }
+        for v in w.vgpr.iter_mut() {
+            *v = core::array::from_fn(|_| r() % 8192);
+        }
+        w.exec = u64::from(r()) | u64::from(r()) << 32;
+        w.vcc = u64::from(r());
+        w.mode = if r() % 4 == 0 { r() & 0xFF } else { 0xF0 };
+        let mem = VecMemory::new(BASE, 8192);
+        mem.bytes.borrow_mut().iter_mut().for_each(|b| *b = (r() % 7) as u8);
+        let mut lds = vec![0u8; (r() % 2048) as usize];
+        let res = run_wave(&code, &mut w, &mem, &mut lds, &Limits { wave_instructions: 200 });
+        outcomes[usize::from(res.is_err())] += 1;
+        executed += w.executed;
+    }
+    assert!(outcomes[0] > 0 && outcomes[1] > 0 && executed > 10_000, "{outcomes:?} {executed}");
+}

@@ -366,13 +366,13 @@ impl Code {
 
     /// Byte address of instruction `index`.
     pub(crate) fn addr_of(&self, index: usize) -> u64 {
-        self.base + u64::from(self.starts.get(index).copied().unwrap_or(u32::MAX))
+        self.base.wrapping_add(u64::from(self.starts.get(index).copied().unwrap_or(u32::MAX)))
     }
 
     /// The error for a PC that names no instruction: the decode error if it is where decoding
     /// stopped, else "left the code".
     pub(crate) fn bad_pc(&self, addr: u64) -> ExecError {
-        let stop_addr = self.stop.map(|e| self.base + 4 * e.word as u64);
+        let stop_addr = self.stop.map(|e| self.base.wrapping_add(4 * e.word as u64));
         let kind = match self.stop {
             Some(e) if stop_addr == Some(addr) => ExecErrorKind::Illegal(e),
             _ => ExecErrorKind::PcOutOfCode,
