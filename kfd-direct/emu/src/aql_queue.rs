@@ -106,6 +106,8 @@ pub(crate) struct AqlQueue {
     /// Set when the ring BO is not GPU-executable: the first fetch faults (NoExecute).
     pub(crate) noexec_ring: Option<u64>,
     pub(crate) cwsr_va: u64,
+    /// GPU VA of the queue's `amd_queue_t`.
+    pub(crate) queue_va: u64,
     read_dispatch_id: NonNull<AtomicU64>,
     doorbell: NonNull<AtomicU64>,
     /// The doorbell value the packet processor last acted on (lets it peek without locking).
@@ -151,6 +153,8 @@ pub(crate) struct QueuePtrs {
     pub(crate) ring_packets: u32,
     pub(crate) read_dispatch_id: *mut u8,
     pub(crate) queue_properties: *mut u8,
+    /// GPU VA of the queue's `amd_queue_t` (the queue ptr kernels receive).
+    pub(crate) queue_va: u64,
     pub(crate) doorbell: *mut u8,
 }
 
@@ -203,6 +207,7 @@ impl AqlQueue {
             order: p.order,
             noexec_ring: p.noexec_ring,
             cwsr_va: p.cwsr_va,
+            queue_va: ptrs.queue_va,
             read_dispatch_id: read,
             doorbell,
             seen_doorbell: AtomicU64::new(u64::MAX),
@@ -527,6 +532,8 @@ impl Kernarg {
 pub(crate) struct Dispatch<'a> {
     pub(crate) queue: Cow<'a, Arc<AqlQueue>>,
     pub(crate) index: u64,
+    /// GPU VA of the packet's ring slot (the dispatch ptr kernels receive).
+    pub(crate) packet_va: u64,
     pub(crate) twin: Cow<'a, Arc<Twin>>,
     pub(crate) packet: KernelDispatchPacket,
     pub(crate) kernarg: Kernarg,

@@ -25,7 +25,9 @@
 //! - Kernels: [`twin`] (the Rust twin API), [`builtin`] (aqueduct's, ROCr's and ROCclr's blit
 //!   kernels), [`naming`] (naming a dispatched kernel object from the image in device memory),
 //!   [`c_abi`] (C twins, `AQUEDUCT_TWINS`), `registry` (which twin runs for a kernel object);
-//!   code objects and their metadata are read with `amdhsa` (docs/code-objects.md).
+//!   code objects and their metadata are read with `amdhsa` (docs/code-objects.md); [`isa`]
+//!   runs a code-object kernel without a twin as its own gfx90a machine code
+//!   (`aqueduct-isa`'s executor, docs/executor.md).
 //! - `aql_queue`: an AQL queue as the device sees it, its completion and in-order retirement.
 //!   `sdma`: the SDMA v4 engine and its queues. `device`: one GPU's queues and failure reports.
 //! - `packet_processor`: the AQL rules (barrier bit, barrier-AND/OR, barrier-value, fences,
@@ -59,6 +61,7 @@ mod errno;
 mod events;
 pub mod floor;
 mod hw;
+pub mod isa;
 pub mod kernels;
 mod memory;
 pub mod naming;
@@ -74,6 +77,7 @@ pub use driver::{default_cus, dialect, Emu, EmuConfig, EmuStats, Fd, QueueState,
 pub use errno::{Errno, SysResult};
 pub use events::SLOT_UNSIGNALED;
 pub use hw::GPU_CLOCK_HZ;
+pub use isa::KernelMode;
 pub use memory::{DeviceSlice, KernelError, MemView, Scalar, DRM_MMAP_BASE, GPUVM_BASE, GPUVM_LIMIT};
 pub use scheduler::{DEEP_NAP_US, MAX_NAP_US};
 pub use topology::{GpuNode, GpuProfile};

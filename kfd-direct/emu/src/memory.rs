@@ -550,6 +550,31 @@ impl<'a> MemView<'a> {
         self.write(va, &v.to_le_bytes())
     }
 
+    /// Atomically replaces the naturally aligned 4- or 8-byte value at `va` with `f(old)` and
+    /// returns `old` (a misaligned or unmapped address is a memory fault). The read-modify-write
+    /// is atomic with respect to every other worker and the host.
+    pub fn fetch_update(&self, va: u64, size: u8, f: impl Fn(u64) -> u64) -> Result<u64, KernelError> {
+        if !(size == 4 || size == 8) || va % u64::from(size) != 0 {
+            return Err(KernelError::MemoryFault(va));
+        }
+        let p = self.ptr(va, u64::from(size))?;
+        if size == 4 {
+            // SAFETY: `p` was translated for 4 bytes of a BO mapped on the device (live while
+            // the dispatch runs); BOs start on pages, so an aligned VA is an aligned pointer.
+            let a = unsafe { std::sync::atomic::AtomicU32::from_ptr(p.cast()) };
+            // Ordering: AcqRel: a device-scope atomic orders the accesses around it, as the
+            // ISA's atomics with their waits do (Relaxed on the failed load: it is retried).
+            let old = a.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |o| Some(f(u64::from(o)) as u32));
+            Ok(u64::from(old.unwrap_or_else(|o| o)))
+        } else {
+            // SAFETY: as above, for 8 bytes.
+            let a = unsafe { AtomicU64::from_ptr(p.cast()) };
+            // Ordering: AcqRel; see above.
+            let old = a.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |o| Some(f(o)));
+            Ok(old.unwrap_or_else(|o| o))
+        }
+    }
+
     /// The device this view belongs to.
     pub fn gpu_id(&self) -> u32 {
         self.tr.gpu_id()

@@ -102,6 +102,18 @@ pub(crate) fn elf_kernel(mem: &MemView<'_>, object: u64) -> Option<(String, Opti
     Some((symbol.name.to_owned(), meta))
 }
 
+/// Bytes of the function whose code starts at `entry` in the loaded image around `entry` (its
+/// ELF symbol's `st_size`), if the image has such a symbol.
+pub(crate) fn elf_code_size(mem: &MemView<'_>, entry: u64) -> Option<u64> {
+    let base = image_base(mem, entry)?;
+    let tables = image_tables(mem, base)?;
+    let co = amdhsa::CodeObject::from_image(&tables).ok()?;
+    let want = entry.wrapping_sub(base);
+    let symbols = co.symbols().ok()?;
+    let f = symbols.iter().find(|s| s.value == want && s.defined && s.kind == amdhsa::SymbolKind::Func)?;
+    (f.size > 0).then_some(f.size)
+}
+
 /// The symbol name (`foo.kd`) of the kernel descriptor at `object` in a loaded AMDGPU image.
 pub fn elf_kernel_name(mem: &MemView<'_>, object: u64) -> Option<String> {
     elf_kernel(mem, object).map(|(name, _)| name)

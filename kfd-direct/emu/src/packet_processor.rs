@@ -311,7 +311,8 @@ impl PacketProcessor {
             let profiling = q.profiling();
             let outcome = match ty {
                 header::KERNEL_DISPATCH => {
-                    let mut d = match launch(dev, twins, q, tr, index, &words, profiling) {
+                    let packet_va = ring.va.wrapping_add((index & (u64::from(ring.packets) - 1)) * 64);
+                    let mut d = match launch(dev, twins, q, tr, (index, packet_va), &words, profiling) {
                         Ok(d) => d,
                         Err(f) => break Some(f),
                     };
@@ -518,7 +519,7 @@ fn launch<'a>(
     twins: &'a mut TwinCache,
     q: &'a Arc<AqlQueue>,
     tr: &'a Arc<Translation>,
-    index: u64,
+    (index, packet_va): (u64, u64),
     words: &[u32; 16],
     profiling: bool,
 ) -> Result<Dispatch<'a>, Failure> {
@@ -558,6 +559,7 @@ fn launch<'a>(
     Ok(Dispatch {
         queue: Cow::Borrowed(q),
         index,
+        packet_va,
         twin: Cow::Borrowed(twin),
         packet: p,
         kernarg,
@@ -585,7 +587,8 @@ fn find_twin<'a>(dev: &Device, cache: &'a mut TwinCache, object: u64, mem: &MemV
     match cache.map.entry(object) {
         hash_map::Entry::Occupied(e) => Some(e.into_mut()),
         hash_map::Entry::Vacant(e) => {
-            let t = Arc::new(dev.registry.resolve(object, mem)?);
+            let gfx90a = dev.node.profile == crate::topology::GpuProfile::Gfx90a;
+            let t = Arc::new(dev.registry.resolve(object, mem, gfx90a)?);
             // Ordering: Acquire; see above (resolve may have bumped the generation).
             cache.generation = dev.registry.generation.load(Ordering::Acquire);
             Some(e.insert(t))

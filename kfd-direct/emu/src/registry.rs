@@ -14,6 +14,10 @@
 //!    machine, then in the process-wide list the C ABI fills ([`crate::c_abi`]). A twin bound
 //!    by name gets the argument layout of the image's metadata.
 //!
+//! A code-object kernel with no twin (or every code-object kernel under
+//! `AQUEDUCT_EMU_KERNELS=isa`) runs its own machine code instead: the binding is a twin made by
+//! [`crate::isa::isa_twin`], which decodes the code once (docs/executor.md).
+//!
 //! Resolutions are remembered per kernel object (the packet processor keeps a cache that
 //! [`Registry::generation`] invalidates).
 
@@ -22,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 use crate::builtin::{builtin_object, builtin_twins, rocclr_twins, rocr_blit_twin, DIRECT_KERNEL_OBJECT_BASE};
+use crate::isa::KernelMode;
 use crate::memory::MemView;
 use crate::twin::{Layout, Twin};
 
@@ -40,6 +45,10 @@ pub(crate) struct Registry {
     by_name: RwLock<HashMap<String, Twin>>,
     fingerprints: RwLock<Vec<Fingerprint>>,
     next_direct: AtomicU64,
+    /// Twins or machine code for code-object kernels.
+    mode: KernelMode,
+    /// The executor's per-wave instruction bound.
+    watchdog: u64,
     /// Bumped whenever an object's binding may change (engine-side caches flush on a change).
     pub(crate) generation: AtomicU64,
 }
@@ -60,8 +69,8 @@ impl Twin {
 }
 
 impl Registry {
-    pub(crate) fn new() -> Registry {
-        let r = Registry::default();
+    pub(crate) fn new(mode: KernelMode, watchdog: u64) -> Registry {
+        let r = Registry { mode, watchdog, ..Registry::default() };
         for (k, t) in builtin_twins() {
             r.by_object.write().unwrap_or_else(|e| e.into_inner()).insert(builtin_object(k), t);
         }
@@ -104,9 +113,10 @@ impl Registry {
     }
 
     /// The twin of the kernel object `object`, read through `mem` when it is not registered by
-    /// address. A kernel that cannot be named or has no twin is reported on stderr (the
-    /// dispatch then fails with a queue error).
-    pub(crate) fn resolve(&self, object: u64, mem: &MemView<'_>) -> Option<Twin> {
+    /// address: a host twin, or (on a gfx90a device, see [`KernelMode`]) the kernel's machine
+    /// code. A kernel that can run neither way is reported on stderr (the dispatch then fails
+    /// with a queue error).
+    pub(crate) fn resolve(&self, object: u64, mem: &MemView<'_>, gfx90a: bool) -> Option<Twin> {
         if let Some(t) = self.lookup(object) {
             return Some(t);
         }
@@ -118,7 +128,10 @@ impl Registry {
             let mut v = vec![0u8; len];
             mem.read(entry, &mut v).ok().map(|()| v)
         };
-        let found = {
+        let isa = gfx90a && self.mode != KernelMode::Twin;
+        let found = if self.mode == KernelMode::Isa && gfx90a {
+            None
+        } else {
             let fps = self.fingerprints.read().unwrap_or_else(|e| e.into_inner());
             fps.iter()
                 .find(|fp| fp.kd == kd && code_at(fp.code.len()).as_deref() == Some(fp.code.as_slice()))
@@ -126,29 +139,64 @@ impl Registry {
         };
         let twin = match found {
             Some(t) => t,
-            None => self.by_symbol(object, &kd, code_at(32).unwrap_or_default(), mem)?,
+            None => {
+                let code = code_at(32).unwrap_or_default();
+                let named = if self.mode == KernelMode::Isa && gfx90a {
+                    Err(self.kernel_name(object, &kd, &code, mem))
+                } else {
+                    self.by_symbol(object, &kd, code, mem, !isa)
+                };
+                match named {
+                    Ok(t) => t,
+                    Err(name) if isa => crate::isa::isa_twin(&name, object, &kd, mem, self.watchdog)?,
+                    Err(_) => return None,
+                }
+            }
         };
         self.register_at(object, twin.clone());
         Some(twin)
     }
 
+    /// A name for a kernel object in reports: ROCr's blit name, the `.kd` symbol, or its address.
+    fn kernel_name(&self, object: u64, kd: &[u8; 64], code: &[u8], mem: &MemView<'_>) -> String {
+        if let Some(n) = crate::naming::rocr_blit_name(kd, code) {
+            return n.to_owned();
+        }
+        match crate::naming::elf_kernel_name(mem, object) {
+            Some(s) => s.strip_suffix(".kd").unwrap_or(&s).to_owned(),
+            None => format!("kernel object {object:#x}"),
+        }
+    }
+
     /// Names a kernel a foreign loader placed (ROCr blit code or `.kd` symbol) and binds it to
-    /// the twin registered under that name.
-    fn by_symbol(&self, object: u64, kd: &[u8; 64], code: Vec<u8>, mem: &MemView<'_>) -> Option<Twin> {
-        if let Some(t) = crate::naming::rocr_blit_name(kd, &code).and_then(rocr_blit_twin) {
-            return Some(t);
+    /// the twin registered under that name; `Err(name)` when there is none (reported on stderr
+    /// when `report`: the dispatch fails).
+    fn by_symbol(
+        &self,
+        object: u64,
+        kd: &[u8; 64],
+        code: Vec<u8>,
+        mem: &MemView<'_>,
+        report: bool,
+    ) -> Result<Twin, String> {
+        if let Some(n) = crate::naming::rocr_blit_name(kd, &code) {
+            return rocr_blit_twin(n).ok_or_else(|| n.to_owned());
         }
         let Some((symbol, meta)) = crate::naming::elf_kernel(mem, object) else {
-            eprintln!(
-                "aqueduct-kfd-emu: cannot name the kernel at {object:#x} (no ELF image or symbol): dispatch fails"
-            );
-            return None;
+            if report {
+                eprintln!(
+                    "aqueduct-kfd-emu: cannot name the kernel at {object:#x} (no ELF image or symbol): dispatch fails"
+                );
+            }
+            return Err(format!("kernel object {object:#x}"));
         };
         let name = symbol.strip_suffix(".kd").unwrap_or(&symbol);
         let Some(twin) = self.by_name(name) else {
-            eprintln!("aqueduct-kfd-emu: no host twin for kernel `{name}` at {object:#x}: dispatch fails");
-            return None;
+            if report {
+                eprintln!("aqueduct-kfd-emu: no host twin for kernel `{name}` at {object:#x}: dispatch fails");
+            }
+            return Err(name.to_owned());
         };
-        Some(twin.bound_to(meta.as_ref(), u32::from_le_bytes([kd[8], kd[9], kd[10], kd[11]])))
+        Ok(twin.bound_to(meta.as_ref(), u32::from_le_bytes([kd[8], kd[9], kd[10], kd[11]])))
     }
 }

@@ -772,6 +772,9 @@ fn run_work_group(d: &Dispatch<'_>, n: u64, worker: u32) -> Result<(), crate::Ke
         kernarg: d.kernarg.as_slice(),
         args: &d.twin.args,
         mem: &mem,
+        packet_address: d.packet_va,
+        queue_address: d.queue.queue_va,
+        dispatch_id: d.index,
         worker,
     };
     (d.twin.f)(&ctx, d.work_group(n))

@@ -79,6 +79,12 @@ pub struct KernelCtx<'a> {
     pub args: &'a [KernelArg],
     /// Device memory.
     pub mem: &'a MemView<'a>,
+    /// GPU VA of the dispatch packet (what a kernel's dispatch ptr holds).
+    pub packet_address: u64,
+    /// GPU VA of the queue's `amd_queue_t` (what a kernel's queue ptr holds).
+    pub queue_address: u64,
+    /// The packet's index in its queue (the dispatch id).
+    pub dispatch_id: u64,
     /// The compute-unit worker running this work-group (`0..` the device's worker count; see
     /// [`crate::EmuConfig::cus`] for how a queue's CU mask maps onto workers).
     pub worker: u32,

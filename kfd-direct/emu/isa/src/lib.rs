@@ -43,6 +43,7 @@
 extern crate alloc;
 
 mod decode;
+pub mod exec;
 mod print;
 mod program;
 pub mod spec;

@@ -58,7 +58,9 @@ fn user_kernel_arguments_are_decoded_from_the_code_object_metadata() {
 fn a_kernel_without_a_twin_fails_through_hips_queue_error_path() {
     let co = build_code_object();
     let exe = build_hip("hip_kernels");
-    let out = run(&exe, &[co.to_str().unwrap(), "untwinned"], &[], T);
+    // Twins only (`AQUEDUCT_EMU_KERNELS=twin`): by default the emulator would run the kernel's
+    // machine code instead (docs/executor.md).
+    let out = run(&exe, &[co.to_str().unwrap(), "untwinned"], &[("AQUEDUCT_EMU_KERNELS", "twin")], T);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the program must not succeed: {err}");
     assert!(err.contains("no host twin for kernel `aqueduct_untwinned`"), "{err}");
@@ -85,8 +87,8 @@ fn a_user_twin_from_aqueduct_twins_runs_a_clang_built_kernel_under_aqueduct_run(
     let lib = lib.to_str().unwrap();
     let text = expect_ok(&aqueduct_run(&exe, &[co.to_str().unwrap()], &[("AQUEDUCT_TWINS", lib)], T), "user twin");
     assert!(text.contains("user twin ok"), "{text}");
-    // Without the library the kernel has no twin: the dispatch fails loudly.
-    let out = aqueduct_run(&exe, &[co.to_str().unwrap()], &[], T);
+    // Without the library, and twins only, the kernel has no twin: the dispatch fails loudly.
+    let out = aqueduct_run(&exe, &[co.to_str().unwrap()], &[("AQUEDUCT_EMU_KERNELS", "twin")], T);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "without its twin library the program must fail: {err}");
     assert!(err.contains("no host twin for kernel `aqueduct_scale`"), "{err}");

@@ -75,6 +75,12 @@ pub struct EmuConfig {
     /// Shared libraries of C twins (`include/aqueduct_emu.h`) to load at start. Default: the
     /// colon-separated paths of `AQUEDUCT_TWINS`.
     pub twin_libraries: Vec<PathBuf>,
+    /// Twins or machine code for code-object kernels. Default: `AQUEDUCT_EMU_KERNELS`
+    /// ([`crate::KernelMode::from_env`]).
+    pub kernels: crate::KernelMode,
+    /// Instructions one wave of a machine-code kernel may run before the dispatch fails.
+    /// Default: `AQUEDUCT_EMU_WATCHDOG`, else 2^32.
+    pub isa_watchdog: u64,
 }
 
 /// The default worker count: `AQUEDUCT_EMU_CUS`, else the host's available parallelism.
@@ -96,6 +102,8 @@ impl Default for EmuConfig {
             large_bar: true,
             cus: default_cus(),
             twin_libraries: crate::c_abi::twin_libraries_from_env(),
+            kernels: crate::KernelMode::from_env(),
+            isa_watchdog: crate::isa::watchdog_from_env(),
         }
     }
 }
@@ -340,7 +348,7 @@ impl Emu {
         let nodes = gpu_nodes(&config.gpus);
         let sysfs = SysfsTree::build(&nodes);
         let pool = Arc::new(Pool::new(config.pool_bytes)?);
-        let registry = Arc::new(Registry::new());
+        let registry = Arc::new(Registry::new(config.kernels, config.isa_watchdog));
         let twins = crate::c_abi::library_twins(&config.twin_libraries)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("AQUEDUCT_TWINS: {e}")))?;
         for t in twins {

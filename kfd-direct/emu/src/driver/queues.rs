@@ -111,6 +111,7 @@ impl Emu {
             ring_packets: a.ring_size / 64,
             read_dispatch_id: tr(a.read_pointer_address, 8)?,
             queue_properties: tr(page + abi::AMD_QUEUE_PROPERTIES, 4)?,
+            queue_va: page,
             doorbell: self.m.pool.ptr(slice + u64::from(slot) * limits::DOORBELL_BYTES),
         };
         tr(a.write_pointer_address, 8)?;

@@ -1,0 +1,665 @@
+//! The wave64 interpreter (stage 1 of the executor; docs/executor.md).
+//!
+//! Layers, each using only the ones above it:
+//!
+//! * [`Code`]: a kernel's machine code decoded once — the [`Inst`] array with each instruction's
+//!   byte address and, per instruction, the handler that executes it (chosen by mnemonic at
+//!   decode time, so the interpreter never matches on names). An instruction without a handler,
+//!   or bytes that do not decode, become an error *when executed*, naming the PC and the text.
+//! * `wave`: one wave's registers (SGPRs, VGPRs and AGPRs sized from the descriptor, EXEC,
+//!   VCC, SCC, M0, MODE, FLAT_SCRATCH) and operand reads and writes with the ISA's inline
+//!   constants and literals.
+//! * `ops`: the instruction semantics.
+//! * [`run_work_group`]: the initial state the AMDHSA ABI and the descriptor define
+//!   (docs/code-objects.md §5) and the waves of one work-group, interleaved at `s_barrier`,
+//!   over one LDS allocation.
+//!
+//! Memory goes through the [`Memory`] trait the emulator implements on its GPU translation: a
+//! load, store or atomic outside a mapping returns a [`MemFault`] and the work-group stops with
+//! [`ExecErrorKind::MemoryFault`]. Every failure is an [`ExecError`]; nothing here panics.
+
+// Lane loops index several per-lane arrays at once.
+#![allow(clippy::needless_range_loop)]
+
+mod ops;
+mod wave;
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::fmt;
+
+use amdhsa::descriptor::SgprInit;
+use amdhsa::KernelDescriptor;
+
+use crate::{decode, DecodeError, Inst};
+
+pub use wave::{Wave, LANES};
+
+/// A memory access outside the GPU's mappings, at this address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemFault(pub u64);
+
+/// The read-modify-write operations of the global/flat/DS atomics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomicOp {
+    /// Exchange.
+    Swap,
+    /// Compare and swap (`compare` is the expected value).
+    CmpSwap,
+    /// Integer add.
+    Add,
+    /// Integer subtract.
+    Sub,
+    /// Signed minimum.
+    MinI,
+    /// Unsigned minimum.
+    MinU,
+    /// Signed maximum.
+    MaxI,
+    /// Unsigned maximum.
+    MaxU,
+    /// Bitwise and.
+    And,
+    /// Bitwise or.
+    Or,
+    /// Bitwise xor.
+    Xor,
+    /// `old >= value ? 0 : old + 1`.
+    Inc,
+    /// `old == 0 || old > value ? value : old - 1`.
+    Dec,
+    /// f32 add (32-bit accesses only).
+    AddF32,
+    /// f64 add (64-bit accesses only).
+    AddF64,
+}
+
+impl AtomicOp {
+    /// The new memory value for `old` (of `size` bytes, 4 or 8).
+    pub fn apply(self, old: u64, value: u64, compare: u64, size: u8) -> u64 {
+        let mask = if size == 8 { u64::MAX } else { 0xFFFF_FFFF };
+        let (o, v) = (old & mask, value & mask);
+        let signed = |x: u64| if size == 8 { x as i64 } else { i64::from(x as u32 as i32) };
+        let r = match self {
+            AtomicOp::Swap => v,
+            AtomicOp::CmpSwap => {
+                if o == compare & mask {
+                    v
+                } else {
+                    o
+                }
+            }
+            AtomicOp::Add => o.wrapping_add(v),
+            AtomicOp::Sub => o.wrapping_sub(v),
+            AtomicOp::MinI => {
+                if signed(v) < signed(o) {
+                    v
+                } else {
+                    o
+                }
+            }
+            AtomicOp::MaxI => {
+                if signed(v) > signed(o) {
+                    v
+                } else {
+                    o
+                }
+            }
+            AtomicOp::MinU => o.min(v),
+            AtomicOp::MaxU => o.max(v),
+            AtomicOp::And => o & v,
+            AtomicOp::Or => o | v,
+            AtomicOp::Xor => o ^ v,
+            AtomicOp::Inc => {
+                if o >= v {
+                    0
+                } else {
+                    o + 1
+                }
+            }
+            AtomicOp::Dec => {
+                if o == 0 || o > v {
+                    v
+                } else {
+                    o - 1
+                }
+            }
+            AtomicOp::AddF32 => u64::from((f32::from_bits(o as u32) + f32::from_bits(v as u32)).to_bits()),
+            AtomicOp::AddF64 => (f64::from_bits(o) + f64::from_bits(v)).to_bits(),
+        };
+        r & mask
+    }
+}
+
+/// Device memory as the executor sees it: GPU virtual addresses, little-endian bytes.
+///
+/// Implementations make each naturally aligned access of up to 8 bytes single-copy atomic and
+/// [`Memory::atomic`] atomic with respect to every other user of the memory (other work-groups
+/// on other threads, the host).
+pub trait Memory {
+    /// Reads `out.len()` (1–64) bytes at `addr`.
+    fn load(&self, addr: u64, out: &mut [u8]) -> Result<(), MemFault>;
+    /// Writes `data` at `addr`.
+    fn store(&self, addr: u64, data: &[u8]) -> Result<(), MemFault>;
+    /// Atomically replaces the `size`-byte (4 or 8) value at `addr` with
+    /// `op.apply(old, value, compare, size)` and returns `old`.
+    fn atomic(&self, addr: u64, size: u8, op: AtomicOp, value: u64, compare: u64) -> Result<u64, MemFault>;
+}
+
+/// Memory in a `Vec`, at a base address: the software backend tests and doc examples use.
+#[derive(Debug)]
+pub struct VecMemory {
+    /// GPU address of `bytes[0]`.
+    pub base: u64,
+    /// The contents (interior mutability: the executor takes `&self`).
+    pub bytes: core::cell::RefCell<Vec<u8>>,
+}
+
+impl VecMemory {
+    /// `len` zero bytes at `base`.
+    pub fn new(base: u64, len: usize) -> VecMemory {
+        VecMemory { base, bytes: core::cell::RefCell::new(vec![0; len]) }
+    }
+    fn range(&self, addr: u64, len: usize) -> Result<core::ops::Range<usize>, MemFault> {
+        let off = addr.checked_sub(self.base).ok_or(MemFault(addr))?;
+        let off = usize::try_from(off).map_err(|_| MemFault(addr))?;
+        let end = off.checked_add(len).ok_or(MemFault(addr))?;
+        if end > self.bytes.borrow().len() {
+            return Err(MemFault(addr));
+        }
+        Ok(off..end)
+    }
+}
+
+impl Memory for VecMemory {
+    fn load(&self, addr: u64, out: &mut [u8]) -> Result<(), MemFault> {
+        let r = self.range(addr, out.len())?;
+        out.copy_from_slice(self.bytes.borrow().get(r).ok_or(MemFault(addr))?);
+        Ok(())
+    }
+    fn store(&self, addr: u64, data: &[u8]) -> Result<(), MemFault> {
+        let r = self.range(addr, data.len())?;
+        self.bytes.borrow_mut().get_mut(r).ok_or(MemFault(addr))?.copy_from_slice(data);
+        Ok(())
+    }
+    fn atomic(&self, addr: u64, size: u8, op: AtomicOp, value: u64, compare: u64) -> Result<u64, MemFault> {
+        if addr % u64::from(size) != 0 {
+            return Err(MemFault(addr));
+        }
+        let mut b = [0u8; 8];
+        let n = usize::from(size).min(8);
+        self.load(addr, &mut b[..n])?;
+        let old = u64::from_le_bytes(b);
+        let new = op.apply(old, value, compare, size);
+        self.store(addr, &new.to_le_bytes()[..n])?;
+        Ok(old)
+    }
+}
+
+/// Why a wave stopped the dispatch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecErrorKind {
+    /// The instruction decodes but the executor does not implement it (or this form of it:
+    /// DPP, SDWA, a modifier or MODE setting it does not honour yet).
+    Unimplemented,
+    /// The bytes at the PC are not a gfx90a instruction.
+    Illegal(DecodeError),
+    /// The PC left the decoded code (a jump outside it or into the middle of an instruction).
+    PcOutOfCode,
+    /// A memory access outside the GPU's mappings.
+    MemoryFault(u64),
+    /// An LDS access outside the work-group's allocation.
+    LdsOutOfRange(u32),
+    /// A register index past what the descriptor allocates.
+    RegisterOutOfRange,
+    /// `s_trap` with this trap id.
+    Trap(u16),
+    /// The wave ran more instructions than the watchdog allows.
+    Watchdog(u64),
+    /// Every live wave of the work-group waits at a barrier that can never open, or the
+    /// work-group is larger than the executor runs.
+    Barrier,
+    /// The dispatch asks for state the executor cannot build (e.g. more waves than scratch
+    /// slots).
+    Setup,
+}
+
+/// An executor failure: which instruction, where, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecError {
+    /// What went wrong.
+    pub kind: ExecErrorKind,
+    /// Byte address of the instruction (0 when not tied to one).
+    pub pc: u64,
+    /// The instruction, when it decoded.
+    pub inst: Option<Inst>,
+}
+
+impl ExecError {
+    pub(crate) fn bare(kind: ExecErrorKind) -> ExecError {
+        ExecError { kind, pc: 0, inst: None }
+    }
+}
+
+impl fmt::Display for ExecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pc {:#x}", self.pc)?;
+        if let Some(i) = &self.inst {
+            write!(f, " `{}`", i.display())?;
+        }
+        f.write_str(": ")?;
+        match self.kind {
+            ExecErrorKind::Unimplemented => f.write_str("instruction not implemented by the executor"),
+            ExecErrorKind::Illegal(e) => write!(f, "illegal instruction ({e})"),
+            ExecErrorKind::PcOutOfCode => f.write_str("the program counter left the kernel's code"),
+            ExecErrorKind::MemoryFault(a) => write!(f, "memory violation at {a:#x}"),
+            ExecErrorKind::LdsOutOfRange(a) => write!(f, "LDS access at {a:#x} outside the work-group's allocation"),
+            ExecErrorKind::RegisterOutOfRange => f.write_str("register outside the descriptor's allocation"),
+            ExecErrorKind::Trap(t) => write!(f, "s_trap {t}"),
+            ExecErrorKind::Watchdog(n) => write!(f, "watchdog: the wave ran {n} instructions without ending"),
+            ExecErrorKind::Barrier => f.write_str("s_barrier can never be satisfied"),
+            ExecErrorKind::Setup => f.write_str("the dispatch's initial state cannot be built"),
+        }
+    }
+}
+
+impl core::error::Error for ExecError {}
+
+/// One decoded instruction and how it runs.
+#[derive(Clone, Copy)]
+pub(crate) struct Slot {
+    pub(crate) exe: ops::Exe,
+    pub(crate) handler: Option<ops::Handler>,
+}
+
+/// A kernel's machine code, decoded once (the pre-decoded array the interpreter runs).
+pub struct Code {
+    /// GPU byte address of the first instruction.
+    base: u64,
+    slots: Vec<Slot>,
+    /// Byte offset of each instruction from `base`.
+    starts: Vec<u32>,
+    /// Where decoding stopped, if not at the end of the bytes.
+    stop: Option<DecodeError>,
+    /// Instructions without a handler (by table index, deduplicated), for reports.
+    missing: Vec<crate::Op>,
+}
+
+impl fmt::Debug for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Code").field("base", &self.base).field("insts", &self.slots.len()).finish()
+    }
+}
+
+impl Code {
+    /// Decodes `words` placed at GPU address `base` up to the first word that does not decode
+    /// (code objects put data after `.text`; a jump there is reported when executed).
+    pub fn decode(base: u64, words: &[u32]) -> Code {
+        let mut c = Code { base, slots: Vec::new(), starts: Vec::new(), stop: None, missing: Vec::new() };
+        let mut at = 0;
+        while at < words.len() {
+            match decode(words, at) {
+                Ok(inst) => {
+                    let h = ops::handler(&inst);
+                    if h.is_none() && !c.missing.contains(&inst.op) {
+                        c.missing.push(inst.op);
+                    }
+                    c.starts.push((at * 4) as u32);
+                    at += usize::from(inst.len);
+                    let next = base.wrapping_add(4 * at as u64);
+                    let exe = ops::Exe { inst, aux: h.map_or(0, |h| h.1), target: u32::MAX, next, to: 0 };
+                    c.slots.push(Slot { exe, handler: h.map(|h| h.0) });
+                }
+                Err(e) => {
+                    c.stop = Some(e);
+                    break;
+                }
+            }
+        }
+        // Branch targets: PC + 4 + 4 × simm16, resolved to indices once.
+        for i in 0..c.slots.len() {
+            let e = c.slots[i].exe;
+            let name = e.inst.op.name();
+            if e.inst.encoding() != crate::Encoding::Sopp
+                || !(name.starts_with("s_branch") || name.starts_with("s_cbranch"))
+            {
+                continue;
+            }
+            let Some(crate::Operand::Imm(imm)) = e.inst.operands().first().copied() else { continue };
+            let to = e.next.wrapping_add_signed(4 * i64::from(imm as u16 as i16));
+            let t = c.index_of(to);
+            if let Some(s) = c.slots.get_mut(i) {
+                s.exe.to = to;
+                s.exe.target = t.map_or(u32::MAX, |t| t as u32);
+            }
+        }
+        c
+    }
+
+    /// GPU address of the first instruction.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// The decoded instructions.
+    pub fn insts(&self) -> impl Iterator<Item = &Inst> {
+        self.slots.iter().map(|s| &s.exe.inst)
+    }
+
+    /// The opcodes in this code that the executor does not implement.
+    pub fn unimplemented(&self) -> &[crate::Op] {
+        &self.missing
+    }
+
+    /// Index of the instruction at byte address `addr`.
+    pub fn index_at(&self, addr: u64) -> Option<usize> {
+        self.index_of(addr)
+    }
+
+    /// Index of the instruction at byte address `addr`.
+    pub(crate) fn index_of(&self, addr: u64) -> Option<usize> {
+        let off = u32::try_from(addr.checked_sub(self.base)?).ok()?;
+        self.starts.binary_search(&off).ok()
+    }
+
+    /// Byte address of instruction `index`.
+    pub(crate) fn addr_of(&self, index: usize) -> u64 {
+        self.base.wrapping_add(u64::from(self.starts.get(index).copied().unwrap_or(u32::MAX)))
+    }
+
+    /// The error for a PC that names no instruction: the decode error if it is where decoding
+    /// stopped, else "left the code".
+    pub(crate) fn bad_pc(&self, addr: u64) -> ExecError {
+        let stop_addr = self.stop.map(|e| self.base.wrapping_add(4 * e.word as u64));
+        let kind = match self.stop {
+            Some(e) if stop_addr == Some(addr) => ExecErrorKind::Illegal(e),
+            _ => ExecErrorKind::PcOutOfCode,
+        };
+        ExecError { kind, pc: addr, inst: None }
+    }
+
+    pub(crate) fn slot(&self, index: usize) -> Option<&Slot> {
+        self.slots.get(index)
+    }
+}
+
+/// A kernel ready to run: its code, its descriptor and where it starts.
+#[derive(Debug)]
+pub struct Kernel {
+    /// The decoded code (from the entry point on).
+    pub code: Code,
+    /// The kernel descriptor.
+    pub descriptor: KernelDescriptor,
+    /// Byte address of the entry point.
+    pub entry: u64,
+}
+
+/// The scratch (private segment) the queue provides (docs/code-objects.md §9).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Scratch {
+    /// `amd_queue_t.scratch_resource_descriptor`: the V# every kernel gets in `s[0:3]`.
+    pub resource: [u32; 4],
+    /// `scratch_backing_memory_location`.
+    pub base: u64,
+    /// `scratch_backing_memory_byte_size`.
+    pub bytes: u64,
+    /// `compute_tmpring_size`: WAVES (bits 11:0), WAVESIZE in KiB (bits 24:12).
+    pub tmpring: u32,
+}
+
+impl Scratch {
+    /// Bytes of one wave's slot.
+    pub fn wave_bytes(&self) -> u64 {
+        u64::from((self.tmpring >> 12) & 0x1FFF) * 1024
+    }
+    /// Slots the buffer holds.
+    pub fn waves(&self) -> u32 {
+        self.tmpring & 0xFFF
+    }
+}
+
+/// What a work-group's initial state is built from: the dispatch packet (by address and
+/// fields) and the queue's `amd_queue_t`, as the command processor reads them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dispatch {
+    /// GPU address of the AQL packet (the dispatch ptr).
+    pub packet_address: u64,
+    /// GPU address of the queue's `amd_queue_t` (the queue ptr).
+    pub queue_address: u64,
+    /// The packet's `kernarg_address`.
+    pub kernarg_address: u64,
+    /// The packet's index in the ring (the dispatch id).
+    pub dispatch_id: u64,
+    /// The packet's grid size (unused dimensions 1).
+    pub grid: [u32; 3],
+    /// The packet's work-group size (unused dimensions 1).
+    pub workgroup_size: [u32; 3],
+    /// The packet's `group_segment_size` (LDS bytes, including the descriptor's fixed size).
+    pub group_segment_size: u32,
+    /// The packet's `private_segment_size` (scratch bytes per work-item).
+    pub private_segment_size: u32,
+    /// The queue's scratch.
+    pub scratch: Scratch,
+}
+
+/// Bounds on execution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Instructions one wave may run before the watchdog stops the dispatch.
+    pub wave_instructions: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { wave_instructions: DEFAULT_WATCHDOG }
+    }
+}
+
+/// The default watchdog bound: 2^32 instructions per wave.
+pub const DEFAULT_WATCHDOG: u64 = 1 << 32;
+
+/// The most waves a work-group has (1024 work-items in wave64).
+pub const MAX_WAVES: u32 = 16;
+
+/// Shared aperture base (LDS through flat addresses), as the emulated device's KFD apertures
+/// place it (docs/kfd-aql.md §1.3).
+pub const SHARED_APERTURE: u64 = 1 << 48;
+/// Private aperture base (scratch through flat addresses).
+pub const PRIVATE_APERTURE: u64 = 2 << 48;
+
+/// Per-work-group state shared by its waves.
+pub(crate) struct Group<'a> {
+    pub(crate) mem: &'a dyn Memory,
+    pub(crate) lds: Vec<u8>,
+    pub(crate) code: &'a Code,
+}
+
+/// How a wave stands after running until it blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaveStop {
+    Ended,
+    Barrier,
+}
+
+/// Runs work-group `wg` of `dispatch` to completion. `slot_base` is the first scratch slot the
+/// caller reserved for this work-group's waves (it must own slots `slot_base ..
+/// slot_base + MAX_WAVES` while the work-group runs).
+pub fn run_work_group(
+    kernel: &Kernel,
+    dispatch: &Dispatch,
+    wg: [u32; 3],
+    slot_base: u32,
+    mem: &dyn Memory,
+    limits: &Limits,
+) -> Result<(), ExecError> {
+    let kd = &kernel.descriptor;
+    let entry = kernel.code.index_of(kernel.entry).ok_or_else(|| kernel.code.bad_pc(kernel.entry))?;
+    // Work-items of this (possibly partial) work-group per dimension.
+    let mut size = [0u32; 3];
+    for d in 0..3 {
+        let wsz = dispatch.workgroup_size[d].max(1);
+        let first = wg[d].saturating_mul(wsz);
+        size[d] = wsz.min(dispatch.grid[d].saturating_sub(first));
+    }
+    let items = size.iter().map(|&s| u64::from(s)).product::<u64>();
+    let waves = items.div_ceil(LANES as u64);
+    if items == 0 || waves > u64::from(MAX_WAVES) {
+        return Err(ExecError::bare(ExecErrorKind::Setup));
+    }
+    let waves = waves as u32;
+    let lds_bytes = dispatch.group_segment_size.max(kd.group_segment_fixed_size);
+    let mut group = Group { mem, lds: vec![0; lds_bytes as usize], code: &kernel.code };
+
+    let vgprs = kd.accum_offset().min(256);
+    let total = kd.vgprs(true).min(512);
+    let agprs = total.saturating_sub(vgprs).min(256);
+    let mut ws: Vec<Box<Wave>> = Vec::with_capacity(waves as usize);
+    for w in 0..waves {
+        let mut wave = Box::new(Wave::new(vgprs as usize, agprs as usize));
+        wave.pc = entry;
+        wave.mode = kd.rsrc1.initial_mode();
+        init_wave(&mut wave, kernel, dispatch, wg, size, w, waves, slot_base)?;
+        ws.push(wave);
+    }
+    let mut state: Vec<Option<WaveStop>> = vec![None; ws.len()];
+    loop {
+        let mut progressed = false;
+        for (i, w) in ws.iter_mut().enumerate() {
+            if state[i].is_none() {
+                state[i] = Some(w.run(&mut group, limits)?);
+                progressed = true;
+            }
+        }
+        let live = state.iter().filter(|s| **s != Some(WaveStop::Ended)).count();
+        if live == 0 {
+            return Ok(());
+        }
+        // Every live wave is at the barrier: open it.
+        if state.iter().all(|s| matches!(s, Some(WaveStop::Ended | WaveStop::Barrier))) {
+            for s in state.iter_mut() {
+                if *s == Some(WaveStop::Barrier) {
+                    *s = None;
+                }
+            }
+        } else if !progressed {
+            return Err(ExecError::bare(ExecErrorKind::Barrier));
+        }
+    }
+}
+
+/// The wave's initial SGPRs, VGPR v0 and EXEC (docs/code-objects.md §5).
+#[allow(clippy::too_many_arguments)]
+fn init_wave(
+    w: &mut Wave,
+    kernel: &Kernel,
+    d: &Dispatch,
+    wg: [u32; 3],
+    size: [u32; 3],
+    index: u32,
+    waves: u32,
+    slot_base: u32,
+) -> Result<(), ExecError> {
+    let kd = &kernel.descriptor;
+    let mut err = None;
+    // The wave's scratch slot. A kernel that needs private memory (a fixed segment or a dynamic
+    // stack) cannot start without one; one that only enables the offset SGPR gets 0.
+    let slot = slot_base.saturating_add(index);
+    let has_slot = slot < d.scratch.waves();
+    if !has_slot && (kd.private_segment_fixed_size > 0 || kd.uses_dynamic_stack()) {
+        err = Some(ExecError::bare(ExecErrorKind::Setup));
+    }
+    let wave_offset = if has_slot { u64::from(slot) * d.scratch.wave_bytes() } else { 0 };
+    let lo = |v: u64| v as u32;
+    let hi = |v: u64| (v >> 32) as u32;
+    kd.initial_sgprs(|at, what| {
+        let vals: &[u32] = match what {
+            SgprInit::PrivateSegmentBuffer => &d.scratch.resource,
+            SgprInit::DispatchPtr => &[lo(d.packet_address), hi(d.packet_address)],
+            SgprInit::QueuePtr => &[lo(d.queue_address), hi(d.queue_address)],
+            SgprInit::KernargSegmentPtr => &[lo(d.kernarg_address), hi(d.kernarg_address)],
+            SgprInit::DispatchId => &[lo(d.dispatch_id), hi(d.dispatch_id)],
+            SgprInit::FlatScratchInit => &[lo(d.scratch.base), hi(d.scratch.base)],
+            SgprInit::PrivateSegmentSize => &[d.private_segment_size.next_multiple_of(4)],
+            SgprInit::WorkgroupId(i) => &[wg[usize::from(i).min(2)]],
+            SgprInit::WorkgroupInfo => &[(u32::from(index == 0) << 31) | (waves & 0x3F)],
+            SgprInit::PrivateSegmentWaveOffset => &[wave_offset as u32],
+        };
+        for (k, &v) in vals.iter().enumerate() {
+            match w.sgpr.get_mut(at as usize + k) {
+                Some(s) => *s = v,
+                None => err = Some(ExecError::bare(ExecErrorKind::RegisterOutOfRange)),
+            }
+        }
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    // Work-item ids, x fastest, packed in v0 (the dimensions the descriptor enables).
+    let dims = kd.rsrc2.workitem_id_vgprs();
+    let (sx, sy) = (size[0].max(1), size[1].max(1));
+    let mut exec = 0u64;
+    let v0 = w.vgpr.get_mut(0).ok_or(ExecError::bare(ExecErrorKind::RegisterOutOfRange))?;
+    let items = size.iter().map(|&s| u64::from(s)).product::<u64>();
+    for lane in 0..LANES {
+        let flat = u64::from(index) * LANES as u64 + lane as u64;
+        if flat >= items {
+            continue;
+        }
+        exec |= 1 << lane;
+        let flat = flat as u32;
+        let x = flat % sx;
+        let y = (flat / sx) % sy;
+        let z = flat / (sx * sy);
+        let mut v = x;
+        if dims >= 1 {
+            v |= y << 10;
+        }
+        if dims >= 2 {
+            v |= z << 20;
+        }
+        v0[lane] = v;
+    }
+    w.exec = exec;
+    Ok(())
+}
+
+/// Runs one wave from its PC (an instruction index into `code`; see [`Code::index_at`]) until
+/// `s_endpgm`, with `lds` as its work-group's LDS (`s_barrier` does not wait: the wave is
+/// alone). For tests and tools; dispatches use [`run_work_group`].
+pub fn run_wave(
+    code: &Code,
+    wave: &mut Wave,
+    mem: &dyn Memory,
+    lds: &mut Vec<u8>,
+    limits: &Limits,
+) -> Result<(), ExecError> {
+    let mut group = Group { mem, lds: core::mem::take(lds), code };
+    let r = loop {
+        match wave.run(&mut group, limits) {
+            Ok(WaveStop::Ended) => break Ok(()),
+            Ok(WaveStop::Barrier) => continue,
+            Err(e) => break Err(e),
+        }
+    };
+    *lds = group.lds;
+    r
+}
+
+/// Names of the opcodes the executor implements, for documentation and reports.
+pub fn implemented() -> impl Iterator<Item = crate::Op> {
+    crate::Op::all().filter(|op| ops::handler_for_name(op.name()).is_some())
+}
+
+/// A short text listing a code's unimplemented opcodes (for error reports).
+pub fn unimplemented_list(code: &Code) -> String {
+    let mut s = String::new();
+    for (i, op) in code.unimplemented().iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(op.name());
+    }
+    s
+}

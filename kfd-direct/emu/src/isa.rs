@@ -1,0 +1,197 @@
+//! Kernels run as their own gfx90a machine code (docs/architecture.md rule 6; docs/executor.md).
+//!
+//! A code-object kernel the registry cannot bind to a host twin — or every code-object kernel
+//! under `AQUEDUCT_EMU_KERNELS=isa` — becomes an [`isa_twin`]: its code is read from device
+//! memory and decoded once, when the kernel object is first resolved (the registry then caches
+//! the binding per kernel object beside the twins), and each work-group runs on
+//! `aqueduct_isa::exec` with the initial state the descriptor, the dispatch packet and the
+//! queue's `amd_queue_t` define. Memory goes through the work-group's [`MemView`], so an access
+//! outside a mapping is the memory fault the queue reports for twins; any other executor error
+//! (an unimplemented instruction, a trap, the watchdog) is printed with the kernel's name, PC
+//! and instruction, and fails the dispatch as a twin's trap does.
+
+use std::sync::Arc;
+
+use aqueduct_isa::exec::{self, AtomicOp, MemFault, Memory};
+
+use crate::memory::{KernelError, MemView};
+use crate::twin::{KernelCtx, Twin};
+
+/// Which implementation runs a code-object kernel (`AQUEDUCT_EMU_KERNELS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KernelMode {
+    /// The host twin if one is bound, else the machine code (the default).
+    #[default]
+    Auto,
+    /// Always the machine code (host kernels and the built-in blits stay twins).
+    Isa,
+    /// Host twins only: a kernel without one fails its dispatch (the behaviour before the
+    /// executor).
+    Twin,
+}
+
+impl KernelMode {
+    /// `AQUEDUCT_EMU_KERNELS` (`isa`, `twin`, `auto`); `check` is not implemented yet and runs
+    /// as `auto` with a warning.
+    pub fn from_env() -> KernelMode {
+        match std::env::var("AQUEDUCT_EMU_KERNELS").as_deref().map(str::trim) {
+            Ok("isa") => KernelMode::Isa,
+            Ok("twin") => KernelMode::Twin,
+            Ok("check") => {
+                eprintln!("aqueduct-kfd-emu: AQUEDUCT_EMU_KERNELS=check is not implemented yet; running as auto");
+                KernelMode::Auto
+            }
+            _ => KernelMode::Auto,
+        }
+    }
+}
+
+/// The watchdog: instructions one wave may run (`AQUEDUCT_EMU_WATCHDOG`, default 2^32).
+pub fn watchdog_from_env() -> u64 {
+    std::env::var("AQUEDUCT_EMU_WATCHDOG")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(exec::DEFAULT_WATCHDOG)
+}
+
+/// Device memory for the executor: the work-group's view of the GPU's translation.
+struct Device<'a>(&'a MemView<'a>);
+
+fn fault(e: KernelError, at: u64) -> MemFault {
+    match e {
+        KernelError::MemoryFault(va) => MemFault(va),
+        _ => MemFault(at),
+    }
+}
+
+impl Memory for Device<'_> {
+    fn load(&self, addr: u64, out: &mut [u8]) -> Result<(), MemFault> {
+        match out.len() {
+            4 if addr % 4 == 0 => {
+                out.copy_from_slice(&self.0.read_u32(addr).map_err(|e| fault(e, addr))?.to_le_bytes());
+                Ok(())
+            }
+            8 if addr % 8 == 0 => {
+                out.copy_from_slice(&self.0.read_u64(addr).map_err(|e| fault(e, addr))?.to_le_bytes());
+                Ok(())
+            }
+            _ => self.0.read(addr, out).map_err(|e| fault(e, addr)),
+        }
+    }
+    fn store(&self, addr: u64, data: &[u8]) -> Result<(), MemFault> {
+        match data.len() {
+            4 if addr % 4 == 0 => {
+                let v = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
+                self.0.write_u32(addr, v).map_err(|e| fault(e, addr))
+            }
+            _ => self.0.write(addr, data).map_err(|e| fault(e, addr)),
+        }
+    }
+    fn atomic(&self, addr: u64, size: u8, op: AtomicOp, value: u64, compare: u64) -> Result<u64, MemFault> {
+        self.0.fetch_update(addr, size, |old| op.apply(old, value, compare, size)).map_err(|e| fault(e, addr))
+    }
+}
+
+/// Most code bytes read from the entry point when the image names no function there (the
+/// decoder stops earlier at the first word that is not an instruction).
+const MAX_CODE: u64 = 1 << 20;
+
+/// The machine code from `entry` on: the function's bytes when the loaded image has its
+/// symbol, else whole pages while they are mapped, up to [`MAX_CODE`].
+fn read_code(mem: &MemView<'_>, entry: u64) -> Vec<u32> {
+    if let Some(size) = crate::naming::elf_code_size(mem, entry).filter(|&s| s <= 64 * MAX_CODE) {
+        let mut bytes = vec![0u8; size.next_multiple_of(4) as usize];
+        if mem.read(entry, &mut bytes).is_ok() {
+            return bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        }
+    }
+    let mut bytes = Vec::new();
+    let mut at = entry;
+    while (bytes.len() as u64) < MAX_CODE {
+        // To the end of this page, then page by page.
+        let n = (4096 - (at % 4096)) as usize;
+        let mut page = vec![0u8; n];
+        if mem.read(at, &mut page).is_err() {
+            break;
+        }
+        bytes.extend_from_slice(&page);
+        at += n as u64;
+    }
+    bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// Offsets in `amd_queue_t` (docs/kfd-aql.md §4.3) of the scratch fields.
+const TMPRING: usize = std::mem::offset_of!(crate::abi::AmdQueue, compute_tmpring_size);
+const SCRATCH_SRD: usize = std::mem::offset_of!(crate::abi::AmdQueue, scratch_resource_descriptor);
+const SCRATCH_BASE: usize = std::mem::offset_of!(crate::abi::AmdQueue, scratch_backing_memory_location);
+const SCRATCH_SIZE: usize = std::mem::offset_of!(crate::abi::AmdQueue, scratch_backing_memory_byte_size);
+
+/// The queue's scratch as its `amd_queue_t` describes it (none if it cannot be read).
+fn scratch(mem: &MemView<'_>, queue: u64) -> exec::Scratch {
+    let mut b = [0u8; SCRATCH_SIZE + 8 - TMPRING];
+    if queue == 0 || mem.read(queue + TMPRING as u64, &mut b).is_err() {
+        return exec::Scratch::default();
+    }
+    let u32_at =
+        |o: usize| u32::from_le_bytes([b[o - TMPRING], b[o - TMPRING + 1], b[o - TMPRING + 2], b[o - TMPRING + 3]]);
+    let u64_at = |o: usize| u64::from(u32_at(o)) | u64::from(u32_at(o + 4)) << 32;
+    exec::Scratch {
+        resource: [0, 4, 8, 12].map(|k| u32_at(SCRATCH_SRD + k)),
+        base: u64_at(SCRATCH_BASE),
+        bytes: u64_at(SCRATCH_SIZE),
+        tmpring: u32_at(TMPRING),
+    }
+}
+
+/// A twin that runs the kernel object's machine code, or `None` (reported on stderr) when the
+/// descriptor is not one the executor can run.
+pub(crate) fn isa_twin(name: &str, object: u64, kd: &[u8; 64], mem: &MemView<'_>, watchdog: u64) -> Option<Twin> {
+    let descriptor = match amdhsa::KernelDescriptor::from_bytes(kd) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!(
+                "aqueduct-kfd-emu: kernel `{name}` at {object:#x}: not a kernel descriptor ({e}): dispatch fails"
+            );
+            return None;
+        }
+    };
+    if descriptor.wave32() {
+        eprintln!("aqueduct-kfd-emu: kernel `{name}` at {object:#x} is wave32: the executor runs gfx90a only");
+        return None;
+    }
+    let entry = object.checked_add_signed(descriptor.kernel_code_entry_byte_offset)?;
+    let code = exec::Code::decode(entry, &read_code(mem, entry));
+    let kernel = Arc::new(exec::Kernel { code, descriptor, entry });
+    let limits = exec::Limits { wave_instructions: watchdog };
+    let label: Arc<str> = Arc::from(name);
+    Some(Twin::new(name, 0, move |ctx: &KernelCtx<'_>, wg| run(&kernel, &label, &limits, ctx, wg)))
+}
+
+fn run(
+    kernel: &exec::Kernel,
+    name: &str,
+    limits: &exec::Limits,
+    ctx: &KernelCtx<'_>,
+    wg: [u32; 3],
+) -> Result<(), KernelError> {
+    let d = exec::Dispatch {
+        packet_address: ctx.packet_address,
+        queue_address: ctx.queue_address,
+        kernarg_address: ctx.packet.kernarg_address,
+        dispatch_id: ctx.dispatch_id,
+        grid: ctx.grid,
+        workgroup_size: ctx.workgroup_size,
+        group_segment_size: ctx.packet.group_segment_size,
+        private_segment_size: ctx.packet.private_segment_size,
+        scratch: scratch(ctx.mem, ctx.queue_address),
+    };
+    let slot_base = ctx.worker.saturating_mul(exec::MAX_WAVES);
+    exec::run_work_group(kernel, &d, wg, slot_base, &Device(ctx.mem), limits).map_err(|e| {
+        eprintln!("aqueduct-kfd-emu: kernel `{name}` (machine code), work-group {wg:?}: {e}: dispatch fails");
+        match e.kind {
+            exec::ExecErrorKind::MemoryFault(va) => KernelError::MemoryFault(va),
+            _ => KernelError::Trap,
+        }
+    })
+}
