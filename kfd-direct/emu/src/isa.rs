@@ -1,7 +1,7 @@
 //! Kernels run as their own gfx90a machine code (docs/architecture.md rule 6; docs/executor.md).
 //!
 //! A code-object kernel the registry cannot bind to a host twin — or every code-object kernel
-//! under `AQUEDUCT_EMU_KERNELS=isa` — becomes an [`isa_twin`]: its code is read from device
+//! under `AQUEDUCT_EMU_KERNELS=isa` — becomes an `isa_twin`: its code is read from device
 //! memory and decoded once, when the kernel object is first resolved (the registry then caches
 //! the binding per kernel object beside the twins), and each work-group runs on
 //! `aqueduct_isa::exec` with the initial state the descriptor, the dispatch packet and the
