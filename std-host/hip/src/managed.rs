@@ -4,8 +4,8 @@
 //!
 //! A managed allocation is pinned host memory: the host and every device reach it where it
 //! is, so nothing migrates (pointer attributes say it is managed; the devices report
-//! `hipDeviceAttributeManagedMemory` 0: no page
-//! faults, no migration). Advice and prefetches are validated with HIP's error codes and
+//! `hipDeviceAttributeManagedMemory` 1, as HIP 5.2 does, and
+//! `hipDeviceAttributeConcurrentManagedAccess` 0: no page faults, no migration). Advice and prefetches are validated with HIP's error codes and
 //! recorded per byte range, and `hipMemRangeGetAttribute` answers what was recorded:
 //! read-mostly where every byte of the range was so advised, the preferred and the last
 //! prefetch location where every byte agrees (else `hipInvalidDeviceId`), the devices advised

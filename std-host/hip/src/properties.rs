@@ -278,7 +278,9 @@ pub(crate) fn properties(g: &Global, device: u32) -> HipResult<Arc<DeviceProp>> 
         cooperativeMultiDeviceUnmatchedSharedMem: 0,
         isLargeBar: 0,
         asicRevision: 0,
-        managedMemory: 0,
+        // hipMallocManaged works (memory the host and every device reach in place), as HIP 5.2
+        // reports on this device; nothing migrates, so concurrent managed access stays 0.
+        managedMemory: 1,
         directManagedMemAccessFromHost: 0,
         concurrentManagedAccess: 0,
         pageableMemoryAccess: 0,

@@ -46,7 +46,7 @@ int main(void) {
        none of those features, so it answers NULL and 0. */
     NEWER_HIP(TRUE(p->hdpMemFlushCntl == NULL && p->hdpRegFlushCntl == NULL));
     TRUE(p->textureAlignment == 256 && p->maxTexture1D == (hip52 ? 16384 : 0));
-    TRUE(p->ECCEnabled == 0 && p->cooperativeLaunch == hip52 && p->managedMemory == hip52);
+    TRUE(p->ECCEnabled == 0 && p->cooperativeLaunch == hip52 && p->managedMemory == 1);
     TRUE(p->pageableMemoryAccess == 0 && p->pageableMemoryAccessUsesHostPageTables == 0);
     printf("name: %s\n", p->name);
 
