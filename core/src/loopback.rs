@@ -17,7 +17,7 @@
 
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
-use portable_atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use crate::aql::{
     self, AqlRing, Condition, KernelDispatchPacket, Outcome, PacketExecutor, PacketWords, QueueFault, Step,
@@ -238,6 +238,9 @@ pub struct Loopback<'m, C: Config = DefaultConfig> {
     devices: u32,
     clock: AtomicU64,
     pumping: AtomicBool,
+    /// Passes of the pump that ran a packet (written by the pump holder only): a waiter spinning
+    /// while another thread pumps keeps waiting while this moves.
+    pump_passes: AtomicU32,
     start_index: Option<u64>,
     deferred: AtomicBool,
 }
@@ -342,6 +345,7 @@ impl<'m, C: Config> Loopback<'m, C> {
             devices,
             clock: AtomicU64::new(0),
             pumping: AtomicBool::new(false),
+            pump_passes: AtomicU32::new(0),
             start_index: None,
             deferred: AtomicBool::new(false),
         }
@@ -471,6 +475,8 @@ impl<'m, C: Config> Loopback<'m, C> {
             if !progress {
                 break;
             }
+            // Ordering: Relaxed; the pump holder is the only writer, and waiters only compare.
+            self.pump_passes.store(self.pump_passes.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
         }
         self.pumping.store(false, Ordering::Release);
         true
@@ -737,13 +743,22 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
         let s = self.signal_index(signal).and_then(|i| self.mem.signals.slots().get(i)).ok_or(Error::InvalidHandle)?;
         // Nothing runs between pumps on a thread-free device: after a full pump of our own the
         // answer is final, so every timeout behaves like zero. While another thread pumps, wait
-        // (boundedly: a host function that calls back into the runtime would otherwise wait for
-        // its own caller) and pump again.
+        // and pump again: as long as that pump makes progress (a thread feeding it can keep it
+        // running for long), else boundedly (a host function that calls back into the runtime
+        // would otherwise wait for its own caller, whose pump is stopped inside it).
         let mut ran = self.try_pump();
         let mut spins = 0u32;
+        // Ordering: Relaxed, as in `try_pump`.
+        let mut passes = self.pump_passes.load(Ordering::Relaxed);
         let block = || {
             if ran || spins >= LOOPBACK_WAIT_SPINS {
                 return false;
+            }
+            // Ordering: Relaxed, as above.
+            let now = self.pump_passes.load(Ordering::Relaxed);
+            if now != passes {
+                passes = now;
+                spins = 0;
             }
             spins += 1;
             core::hint::spin_loop();
