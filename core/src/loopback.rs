@@ -570,14 +570,19 @@ impl<C: Config> PacketExecutor for Exec<'_, '_, C> {
             return self.lb.mem.signals.slots().get(i).map(AmdSignal::load);
         }
         // A value anywhere in host memory (stream wait-value): the value sits at handle + 8.
+        // Only the 32-bit half a 32-bit wait's mask covers is read (a 32-bit value 4 past an
+        // 8-byte boundary is waited for in the upper half of the aligned word).
         let addr = (handle as usize).wrapping_add(8);
-        if mask as u64 >> 32 == 0 {
-            if addr % 4 != 0 {
+        let upper_only = mask as u64 & 0xffff_ffff == 0 && mask != 0;
+        if mask as u64 >> 32 == 0 || upper_only {
+            let at = if upper_only { addr.wrapping_add(4) } else { addr };
+            if at % 4 != 0 {
                 return None;
             }
-            let p = core::ptr::with_exposed_provenance::<u32>(addr);
+            let p = core::ptr::with_exposed_provenance::<u32>(at);
             // SAFETY: the enqueuer of the wait-value vouched for a live, aligned u32 there.
-            Some(i64::from(unsafe { core::ptr::read_volatile(p) }))
+            let v = i64::from(unsafe { core::ptr::read_volatile(p) });
+            Some(if upper_only { v << 32 } else { v })
         } else {
             if addr % 8 != 0 {
                 return None;
