@@ -260,8 +260,9 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 Spec::Dispatch(mut d, args) => {
                     let desc = &hw.desc;
                     let off = (index & (ring.size() - 1)) * u64::from(desc.kernarg_slot_bytes);
-                    let slots = args.len().div_ceil(slot_bytes.max(1)).max(1);
-                    let len = args.len().min(slots * slot_bytes);
+                    // No division on the common path: arguments within one slot take one.
+                    let slots = if args.len() <= slot_bytes { 1 } else { args.len().div_ceil(slot_bytes.max(1)) };
+                    let len = args.len();
                     // SAFETY: the kernarg slots of reserved ring slots belong to this producer
                     // until their packets retire (QueueDesc contract); the dispatch's arguments
                     // span its slot and those of the `slots - 1` no-op barriers reserved after it
