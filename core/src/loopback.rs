@@ -651,21 +651,11 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
         if device >= self.device_count() {
             return Err(Error::InvalidDevice);
         }
-        let q = {
-            let mut st = self.state.lock();
-            let q = st.queue_used.slots().iter().position(|u| !u.0).ok_or(Error::OutOfMemory)?;
-            if let Some(u) = st.queue_used.slots_mut().get_mut(q) {
-                *u = Used(true);
-            }
-            self.set_fault(q, None);
-            if let Some(p) = st.queue_priority.slots_mut().get_mut(q) {
-                *p = QueuePriority(priority);
-            }
-            if let Some(m) = st.queue_cu_mask.slots_mut().get_mut(q) {
-                *m = QueueCuMask(cu_mask.copied());
-            }
-            q
-        };
+        // The slot is claimed and its ring made fresh under the state lock: the pump reads a
+        // queue only after seeing it in use under that lock, so it never sees the previous
+        // user's packets (a faulted queue leaves its packet VALID) beside the new user's writes.
+        let mut st = self.state.lock();
+        let q = st.queue_used.slots().iter().position(|u| !u.0).ok_or(Error::OutOfMemory)?;
         let (ring, qm) = self.ring_of(q).ok_or(Error::OutOfMemory)?;
         // A fresh queue starts with every slot INVALID and, as HSA allows, its indices where the
         // previous user left them (they only ever grow).
@@ -680,6 +670,16 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
         // Ordering: Release; nobody consumes this queue before it is handed out.
         qm.read_index.store(w, Ordering::Release);
         qm.doorbell.store(w, Ordering::Release);
+        self.set_fault(q, None);
+        if let Some(p) = st.queue_priority.slots_mut().get_mut(q) {
+            *p = QueuePriority(priority);
+        }
+        if let Some(m) = st.queue_cu_mask.slots_mut().get_mut(q) {
+            *m = QueueCuMask(cu_mask.copied());
+        }
+        if let Some(u) = st.queue_used.slots_mut().get_mut(q) {
+            *u = Used(true);
+        }
         Ok(LoopbackQueue(q as u32))
     }
 
