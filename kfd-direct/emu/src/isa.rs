@@ -28,19 +28,19 @@ pub enum KernelMode {
     /// Host twins only: a kernel without one fails its dispatch (the behaviour before the
     /// executor).
     Twin,
+    /// Both, where a kernel has a twin: each work-group runs as the twin and as machine code
+    /// from the same memory, and any difference fails the dispatch (`crate::check`). Kernels
+    /// without a twin run as machine code.
+    Check,
 }
 
 impl KernelMode {
-    /// `AQUEDUCT_EMU_KERNELS` (`isa`, `twin`, `auto`); `check` is not implemented yet and runs
-    /// as `auto` with a warning.
+    /// `AQUEDUCT_EMU_KERNELS` (`isa`, `twin`, `check`, `auto`).
     pub fn from_env() -> KernelMode {
         match std::env::var("AQUEDUCT_EMU_KERNELS").as_deref().map(str::trim) {
             Ok("isa") => KernelMode::Isa,
             Ok("twin") => KernelMode::Twin,
-            Ok("check") => {
-                eprintln!("aqueduct-kfd-emu: AQUEDUCT_EMU_KERNELS=check is not implemented yet; running as auto");
-                KernelMode::Auto
-            }
+            Ok("check") => KernelMode::Check,
             _ => KernelMode::Auto,
         }
     }
@@ -144,9 +144,19 @@ fn scratch(mem: &MemView<'_>, queue: u64) -> exec::Scratch {
     }
 }
 
-/// A twin that runs the kernel object's machine code, or `None` (reported on stderr) when the
-/// descriptor is not one the executor can run.
-pub(crate) fn isa_twin(name: &str, object: u64, kd: &[u8; 64], mem: &MemView<'_>, watchdog: u64) -> Option<Twin> {
+/// A kernel's machine code, decoded: runs one work-group against the memory it is given.
+pub(crate) type MachineCode =
+    Arc<dyn Fn(&KernelCtx<'_>, [u32; 3], &dyn Memory) -> Result<(), KernelError> + Send + Sync>;
+
+/// The kernel object's machine code, or `None` (reported on stderr) when the descriptor is not
+/// one the executor can run.
+pub(crate) fn machine_code(
+    name: &str,
+    object: u64,
+    kd: &[u8; 64],
+    mem: &MemView<'_>,
+    watchdog: u64,
+) -> Option<MachineCode> {
     let descriptor = match amdhsa::KernelDescriptor::from_bytes(kd) {
         Ok(d) => d,
         Err(e) => {
@@ -162,10 +172,18 @@ pub(crate) fn isa_twin(name: &str, object: u64, kd: &[u8; 64], mem: &MemView<'_>
     }
     let entry = object.checked_add_signed(descriptor.kernel_code_entry_byte_offset)?;
     let code = exec::Code::decode(entry, &read_code(mem, entry));
-    let kernel = Arc::new(exec::Kernel { code, descriptor, entry });
+    let kernel = exec::Kernel { code, descriptor, entry };
     let limits = exec::Limits { wave_instructions: watchdog };
     let label: Arc<str> = Arc::from(name);
-    Some(Twin::new(name, 0, move |ctx: &KernelCtx<'_>, wg| run(&kernel, &label, &limits, ctx, wg)))
+    Some(Arc::new(move |ctx: &KernelCtx<'_>, wg, m: &dyn Memory| run(&kernel, &label, &limits, ctx, wg, m)))
+}
+
+/// A twin that runs the kernel object's machine code on device memory (see [`machine_code`]).
+pub(crate) fn isa_twin(name: &str, object: u64, kd: &[u8; 64], mem: &MemView<'_>, watchdog: u64) -> Option<Twin> {
+    let code = machine_code(name, object, kd, mem, watchdog)?;
+    let mut twin = Twin::new(name, 0, move |ctx: &KernelCtx<'_>, wg| code(ctx, wg, &Device(ctx.mem)));
+    twin.machine_code = true;
+    Some(twin)
 }
 
 fn run(
@@ -174,6 +192,7 @@ fn run(
     limits: &exec::Limits,
     ctx: &KernelCtx<'_>,
     wg: [u32; 3],
+    mem: &dyn Memory,
 ) -> Result<(), KernelError> {
     let d = exec::Dispatch {
         packet_address: ctx.packet_address,
@@ -187,7 +206,7 @@ fn run(
         scratch: scratch(ctx.mem, ctx.queue_address),
     };
     let slot_base = ctx.worker.saturating_mul(exec::MAX_WAVES);
-    exec::run_work_group(kernel, &d, wg, slot_base, &Device(ctx.mem), limits).map_err(|e| {
+    exec::run_work_group(kernel, &d, wg, slot_base, mem, limits).map_err(|e| {
         eprintln!("aqueduct-kfd-emu: kernel `{name}` (machine code), work-group {wg:?}: {e}: dispatch fails");
         match e.kind {
             exec::ExecErrorKind::MemoryFault(va) => KernelError::MemoryFault(va),

@@ -54,6 +54,7 @@ pub mod abi;
 mod aql_queue;
 pub mod builtin;
 pub mod c_abi;
+mod check;
 mod device;
 mod driver;
 pub mod drm;

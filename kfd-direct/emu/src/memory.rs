@@ -429,6 +429,11 @@ impl Translation {
         self.gpu_id
     }
 
+    /// Every mapped range as (VA, bytes), in address order.
+    pub(crate) fn mapped_ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.ranges.iter().map(|r| (r.va, r.end - r.va))
+    }
+
     /// The start of the mapped buffer containing `va`.
     pub(crate) fn range_start(&self, va: u64) -> Option<u64> {
         self.find(va).map(|r| r.va)

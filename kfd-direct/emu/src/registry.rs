@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use crate::builtin::{builtin_object, builtin_twins, rocclr_twins, rocr_blit_twin, DIRECT_KERNEL_OBJECT_BASE};
 use crate::isa::KernelMode;
@@ -49,6 +49,8 @@ pub(crate) struct Registry {
     mode: KernelMode,
     /// The executor's per-wave instruction bound.
     watchdog: u64,
+    /// The dispatches being checked (`KernelMode::Check`, `crate::check`).
+    checker: Arc<crate::check::Checker>,
     /// Bumped whenever an object's binding may change (engine-side caches flush on a change).
     pub(crate) generation: AtomicU64,
 }
@@ -152,6 +154,15 @@ impl Registry {
                     Err(_) => return None,
                 }
             }
+        };
+        // Check mode: a kernel that has a twin runs both ways (a machine-code twin is its own).
+        let twin = if self.mode == KernelMode::Check && gfx90a && !twin.machine_code {
+            match crate::isa::machine_code(&twin.name, object, &kd, mem, self.watchdog) {
+                Some(code) => crate::check::checked(twin, code, self.checker.clone()),
+                None => twin,
+            }
+        } else {
+            twin
         };
         self.register_at(object, twin.clone());
         Some(twin)

@@ -151,11 +151,18 @@ pub struct Twin {
     /// Argument layout from the code object's metadata (set when the emulator binds the twin
     /// to a kernel it named in a code object; empty otherwise).
     pub args: Arc<[KernelArg]>,
+    /// Whether the function runs the kernel's own machine code (docs/executor.md) rather than
+    /// a host implementation of it.
+    pub machine_code: bool,
 }
 
 impl std::fmt::Debug for Twin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Twin").field("name", &self.name).field("kernarg_size", &self.kernarg_size).finish()
+        f.debug_struct("Twin")
+            .field("name", &self.name)
+            .field("kernarg_size", &self.kernarg_size)
+            .field("machine_code", &self.machine_code)
+            .finish()
     }
 }
 
@@ -166,6 +173,6 @@ impl Twin {
         kernarg_size: u32,
         f: impl Fn(&KernelCtx<'_>, [u32; 3]) -> Result<(), KernelError> + Send + Sync + 'static,
     ) -> Twin {
-        Twin { name: Arc::from(name), kernarg_size, f: Arc::new(f), args: Arc::from([]) }
+        Twin { name: Arc::from(name), kernarg_size, f: Arc::new(f), args: Arc::from([]), machine_code: false }
     }
 }

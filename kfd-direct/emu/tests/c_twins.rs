@@ -94,6 +94,22 @@ fn twins_from_a_shared_library_run_a_code_objects_kernels() {
 }
 
 #[test]
+fn in_check_mode_the_c_twins_and_the_machine_code_agree() {
+    // Each work-group runs as the C twin and as the kernel's own gfx90a code from the same
+    // memory; a difference would fail the dispatch (docs/executor.md §4).
+    let config = EmuConfig {
+        twin_libraries: vec![twin_library()],
+        kernels: aqueduct_kfd_emu::KernelMode::Check,
+        ..EmuConfig::default()
+    };
+    let h = Harness::with(config);
+    let (fill, add) = load_fixture(&h);
+    let (c, _q) = run_fixture(&h, fill, add, 1000, None);
+    assert_eq!((c[7], c[999]), (7007, 999_999));
+    assert_eq!(c[1000], 0x5a5a_5a5a, "the fill covered the tail");
+}
+
+#[test]
 fn a_c_twin_that_cannot_map_its_buffer_is_a_gpu_memory_fault() {
     let config = EmuConfig { twin_libraries: vec![twin_library()], ..EmuConfig::default() };
     let h = Harness::with(config);
