@@ -39,7 +39,7 @@ fn demo_runs_and_checks_everything_on_the_emulator() {
     for want in [
         "backend `emu`",
         "kernel iota_u32 (host twin)",
-        "kernel axpy_u32 (code object)",
+        "kernel axpy_u32 (code object, machine code)",
         "host function",
         "graph launch x100",
         "queue ",
