@@ -1,19 +1,20 @@
 //! `AQUEDUCT_EMU_KERNELS=check`: a kernel with a host twin runs both ways, the twin as the
 //! machine code's oracle (docs/executor.md §4).
 //!
-//! The twin runs on device memory as it always does. The machine code runs on a copy: when a
-//! dispatch's first work-group starts, every byte the device maps is copied (the dispatch's
-//! *before* image), and the machine code reads that copy and writes into pages of its own (the
-//! *overlay*), work-group after work-group. When the last work-group has run, device memory —
-//! what the twin made of it — must equal the before image with the overlay applied, and each
+//! Both run on copies of device memory, so neither sees the other's stores and nothing else
+//! that writes device memory meanwhile (the host queueing its next packets and kernel
+//! arguments, signals, copy engines) is mistaken for a kernel's store. When a dispatch's first
+//! work-group starts, every byte the device maps is copied twice: the *before* image, which
+//! the machine code reads under an *overlay* of the pages it writes, and the twin's copy,
+//! which the twin reads and writes through a translation of its own. When the last work-group
+//! has run, every page either side wrote must hold the same bytes on both sides, and each
 //! work-group must have ended the same way both times (done, or the same fault). A difference
-//! is printed with the kernel and the first differing address, and fails the dispatch as a trap
-//! does; an agreeing dispatch leaves the twin's results, which equal the machine code's.
+//! is printed with the kernel and the first differing address and fails the dispatch as a trap
+//! does; otherwise the machine code's stores (the bytes of the overlay that differ from the
+//! before image) are written to device memory, and the dispatch completes.
 //!
-//! Checked work-groups run one at a time (the checker's lock), so the two sides never see each
-//! other's stores in between. Engines that are not checked (copies, host kernels, the host)
-//! still write device memory meanwhile: check a program with one command in flight at a time,
-//! or a concurrent write shows as a difference.
+//! Checked work-groups run one at a time (the checker's lock). Costs per dispatch: two copies
+//! of mapped memory (the buffers reused from one dispatch to the next) and one comparison.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -22,88 +23,121 @@ use std::sync::{Arc, Mutex};
 use aqueduct_isa::exec::{AtomicOp, MemFault, Memory};
 
 use crate::isa::MachineCode;
-use crate::memory::{KernelError, MemView};
+use crate::memory::{KernelError, MemView, Translation};
 use crate::twin::{KernelCtx, Twin};
 
 /// Bytes of one overlay page.
-const PAGE: u64 = 4096;
+const PAGE: usize = 4096;
 
-/// Every GPU-mapped range of the device, in address order, with its bytes.
+/// Every GPU-mapped range of the device that kernels own (not the queues' buffers, doorbells
+/// or MMIO), in address order, with its bytes.
+#[derive(Default)]
 struct Image(Vec<(u64, Vec<u8>)>);
 
 impl Image {
-    fn take(mem: &MemView<'_>) -> Image {
+    /// Device memory now, into the buffers of `spare` where their sizes fit (an image is tens
+    /// of MiB: reusing one spares the allocation and its page faults).
+    fn take(mem: &MemView<'_>, spare: Image) -> Image {
+        let mut old = spare.0.into_iter();
         Image(
             mem.tr
-                .mapped_ranges()
+                .kernel_ranges()
                 .map(|(va, len)| {
-                    let mut bytes = vec![0u8; len as usize];
-                    // A mapped range is readable; one that is not leaves zeros on both sides.
-                    let _ = mem.read(va, &mut bytes);
+                    let mut bytes = match old.next() {
+                        Some((_, b)) if b.len() as u64 == len => b,
+                        _ => vec![0u8; len as usize],
+                    };
+                    // A mapped range is readable; one that is not reads as zeros.
+                    if mem.read(va, &mut bytes).is_err() {
+                        bytes.fill(0);
+                    }
                     (va, bytes)
                 })
                 .collect(),
         )
     }
 
-    /// The range holding `[addr, addr + len)`: its index and the offset of `addr` in it.
-    fn find(&self, addr: u64, len: usize) -> Result<(usize, usize), MemFault> {
-        let i = self.0.partition_point(|(va, _)| *va <= addr).checked_sub(1).ok_or(MemFault(addr))?;
+    /// A copy of this image, into the buffers of `spare` where their sizes fit.
+    fn copy_into(&self, spare: Image) -> Image {
+        let mut old = spare.0.into_iter();
+        Image(
+            self.0
+                .iter()
+                .map(|(va, bytes)| match old.next() {
+                    Some((_, mut b)) if b.len() == bytes.len() => {
+                        b.copy_from_slice(bytes);
+                        (*va, b)
+                    }
+                    _ => (*va, bytes.clone()),
+                })
+                .collect(),
+        )
+    }
+
+    /// The range holding `[addr, addr + len)`: its index and the offset of `addr` in it;
+    /// `None` when no range of the image holds it.
+    fn find(&self, addr: u64, len: usize) -> Option<(usize, usize)> {
+        let i = self.0.partition_point(|(va, _)| *va <= addr).checked_sub(1)?;
         let (va, bytes) = &self.0[i];
         let off = (addr - va) as usize;
-        if off.checked_add(len).is_some_and(|end| end <= bytes.len()) {
-            Ok((i, off))
-        } else {
-            Err(MemFault(addr))
-        }
+        off.checked_add(len).is_some_and(|end| end <= bytes.len()).then_some((i, off))
     }
 }
 
+/// The machine code's stores: (range index, page index in the range) → the page's bytes.
+type Overlay = HashMap<(usize, usize), Vec<u8>>;
+
 /// One dispatch being checked.
 struct Run {
-    /// Device memory when the dispatch's first work-group started (`None` once it failed).
-    before: Option<Image>,
-    /// The machine code's stores: (range index, page index in the range) → the page's bytes.
-    overlay: HashMap<(usize, usize), Vec<u8>>,
+    /// Device memory when the dispatch's first work-group started.
+    before: Image,
+    /// The twin's copy of it, and the translation that points the twin there.
+    twin: Image,
+    twin_view: Translation,
+    overlay: Overlay,
     /// Work-groups run, and in all.
     done: u64,
     total: u64,
+    /// An earlier work-group differed: the dispatch has failed.
+    failed: bool,
 }
 
-/// The machine code's view of memory: the before image under its overlay.
+/// The machine code's view of memory: the before image under its overlay, and device memory
+/// itself for the engines' ranges (a kernel reads its queue's `amd_queue_t`).
 struct Shadow<'a> {
     before: &'a Image,
-    overlay: RefCell<HashMap<(usize, usize), Vec<u8>>>,
+    overlay: RefCell<Overlay>,
+    device: crate::isa::Device<'a>,
 }
 
 impl Shadow<'_> {
-    /// Runs `f` on each piece of `[addr, addr + len)` within one page: (page, offset in page,
-    /// offset in the access, bytes), the page copied into the overlay first when `write`.
+    /// Runs `f` on each piece of `[addr, addr + len)` within one page, with the piece's offset
+    /// in the access; a page is copied into the overlay first when `write`.
     fn pieces(&self, addr: u64, len: usize, write: bool, mut f: impl FnMut(&mut [u8], usize)) -> Result<(), MemFault> {
-        let (r, off) = self.before.find(addr, len)?;
+        let Some((r, off)) = self.before.find(addr, len) else {
+            // The engines' memory, or no mapping (then the device view reports the fault).
+            let mut bytes = vec![0u8; len];
+            if !write {
+                self.device.load(addr, &mut bytes)?;
+            }
+            f(&mut bytes, 0);
+            return if write { self.device.store(addr, &bytes) } else { Ok(()) };
+        };
         let range = &self.before.0[r].1;
         let mut done = 0;
         while done < len {
             let at = off + done;
-            let page = at / PAGE as usize;
-            let start = page * PAGE as usize;
-            let n = (start + PAGE as usize - at).min(len - done);
+            let (page, start) = (at / PAGE, at / PAGE * PAGE);
+            let n = (start + PAGE - at).min(len - done);
             let mut overlay = self.overlay.borrow_mut();
-            let bytes = match overlay.get_mut(&(r, page)) {
-                Some(p) => p,
-                None if write => {
-                    let end = (start + PAGE as usize).min(range.len());
-                    overlay.entry((r, page)).or_insert_with(|| range[start..end].to_vec())
-                }
-                None => {
-                    let mut copy = range[at..at + n].to_vec();
-                    drop(overlay);
-                    f(&mut copy, done);
-                    done += n;
-                    continue;
-                }
-            };
-            f(&mut bytes[at - start..at - start + n], done);
+            if write && !overlay.contains_key(&(r, page)) {
+                let end = (start + PAGE).min(range.len());
+                overlay.insert((r, page), range[start..end].to_vec());
+            }
+            match overlay.get_mut(&(r, page)) {
+                Some(p) => f(&mut p[at - start..at - start + n], done),
+                None => f(&mut range[at..at + n].to_vec(), done),
+            }
             done += n;
         }
         Ok(())
@@ -137,41 +171,54 @@ impl Memory for Shadow<'_> {
 #[derive(Default)]
 pub(crate) struct Checker {
     runs: Mutex<HashMap<(u64, u64), Run>>,
+    /// The last finished dispatch's images, reused by the next.
+    spare: Mutex<(Image, Image)>,
 }
 
-/// The first address where device memory differs from `before` under `overlay`, with the u32
-/// the twin and the machine code left there.
-fn first_difference(
-    mem: &MemView<'_>,
-    before: &Image,
-    overlay: &HashMap<(usize, usize), Vec<u8>>,
-) -> Option<(u64, u32, u32)> {
-    let now = Image::take(mem);
-    for (r, (va, was)) in before.0.iter().enumerate() {
-        let Some((_, is)) = now.0.iter().find(|(v, b)| v == va && b.len() == was.len()) else { continue };
-        for (page, twin) in is.chunks(PAGE as usize).enumerate() {
-            let start = page * PAGE as usize;
-            let code = overlay.get(&(r, page)).map_or(&was[start..start + twin.len()], Vec::as_slice);
+/// The first address where the twin's copy and the machine code's view differ, on any page
+/// either side wrote, with the u32 each holds there.
+fn first_difference(run: &Run) -> Option<(u64, u32, u32)> {
+    for (r, ((va, was), (_, twin))) in run.before.0.iter().zip(&run.twin.0).enumerate() {
+        for (page, (old, twin)) in was.chunks(PAGE).zip(twin.chunks(PAGE)).enumerate() {
+            let code = run.overlay.get(&(r, page)).map_or(old, Vec::as_slice);
             if twin == code {
                 continue;
             }
-            if let Some(i) = twin.iter().zip(code).position(|(a, b)| a != b) {
-                let word = |v: &[u8]| {
-                    let at = i & !3;
-                    let mut w = [0u8; 4];
-                    for (k, b) in w.iter_mut().enumerate() {
-                        *b = v.get(at + k).copied().unwrap_or(0);
-                    }
-                    u32::from_le_bytes(w)
-                };
-                return Some((va + (start + (i & !3)) as u64, word(twin), word(code)));
-            }
+            let i = twin.iter().zip(code).position(|(a, b)| a != b).unwrap_or(0) & !3;
+            let word = |v: &[u8]| {
+                let mut w = [0u8; 4];
+                for (k, b) in w.iter_mut().enumerate() {
+                    *b = v.get(i + k).copied().unwrap_or(0);
+                }
+                u32::from_le_bytes(w)
+            };
+            return Some((va + (page * PAGE + i) as u64, word(twin), word(code)));
         }
     }
     None
 }
 
-/// A twin that runs `twin` on device memory and `code` on the dispatch's copy, and fails the
+/// Writes the machine code's stores to device memory: the overlay's bytes that differ from
+/// the before image, in runs.
+fn commit(run: &Run, mem: &MemView<'_>) {
+    for (&(r, page), bytes) in &run.overlay {
+        let (va, was) = &run.before.0[r];
+        let start = page * PAGE;
+        let old = &was[start..start + bytes.len()];
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == old[i] {
+                i += 1;
+                continue;
+            }
+            let end = (i..bytes.len()).find(|&j| bytes[j] == old[j]).unwrap_or(bytes.len());
+            let _ = mem.write(va + (start + i) as u64, &bytes[i..end]);
+            i = end;
+        }
+    }
+}
+
+/// A twin that runs `twin` and `code` each on its own copy of device memory, and fails the
 /// dispatch where they differ.
 pub(crate) fn checked(twin: Twin, code: MachineCode, checker: Arc<Checker>) -> Twin {
     let name = twin.name.clone();
@@ -179,50 +226,68 @@ pub(crate) fn checked(twin: Twin, code: MachineCode, checker: Arc<Checker>) -> T
     let mut checked = Twin::new(&label, kernarg_size, move |ctx: &KernelCtx<'_>, wg| {
         let mut runs = checker.runs.lock().unwrap_or_else(|e| e.into_inner());
         let key = (ctx.packet_address, ctx.dispatch_id);
-        let total = ctx.workgroup_count.iter().map(|&n| u64::from(n)).product();
-        let run = runs.entry(key).or_insert_with(|| Run {
-            before: Some(Image::take(ctx.mem)),
-            overlay: HashMap::new(),
-            done: 0,
-            total,
-        });
+        if !runs.contains_key(&key) {
+            let (b, t) = std::mem::take(&mut *checker.spare.lock().unwrap_or_else(|e| e.into_inner()));
+            let before = Image::take(ctx.mem, b);
+            // A copy of the image, not a second read: the host may write between two reads.
+            let mut twin_copy = before.copy_into(t);
+            let bases: HashMap<u64, *mut u8> = twin_copy.0.iter_mut().map(|(va, b)| (*va, b.as_mut_ptr())).collect();
+            let twin_view = ctx.mem.tr.relocated(|va| bases.get(&va).copied());
+            let total = ctx.workgroup_count.iter().map(|&n| u64::from(n)).product();
+            let run =
+                Run { before, twin: twin_copy, twin_view, overlay: HashMap::new(), done: 0, total, failed: false };
+            runs.insert(key, run);
+        }
+        let Some(run) = runs.get_mut(&key) else { return Err(KernelError::Trap) };
         run.done += 1;
         let finished = run.done >= run.total;
-        let Some(before) = run.before.as_ref() else {
-            // An earlier work-group of this dispatch differed: it has failed already.
-            if finished {
-                runs.remove(&key);
-            }
-            return Err(KernelError::Trap);
-        };
-        let by_twin = (twin.f)(ctx, wg);
-        let shadow = Shadow { before, overlay: RefCell::new(std::mem::take(&mut run.overlay)) };
-        let by_code = code(ctx, wg, &shadow);
-        run.overlay = shadow.overlay.into_inner();
-        let verdict = if by_twin != by_code {
-            eprintln!(
-                "aqueduct-kfd-emu: check: kernel `{name}`, work-group {wg:?}: the twin ended {by_twin:?}, \
-                 the machine code {by_code:?}: dispatch fails"
-            );
+        let verdict = if run.failed {
             Err(KernelError::Trap)
-        } else if finished {
-            match first_difference(ctx.mem, before, &run.overlay) {
-                Some((va, t, c)) => {
-                    eprintln!(
-                        "aqueduct-kfd-emu: check: kernel `{name}`: memory differs at {va:#x} \
-                         (twin {t:#010x}, machine code {c:#010x}): dispatch fails"
-                    );
-                    Err(KernelError::Trap)
-                }
-                None => by_twin,
-            }
         } else {
-            by_twin
+            let view = MemView::new(&run.twin_view);
+            let twin_ctx = KernelCtx { mem: &view, ..*ctx };
+            let by_twin = (twin.f)(&twin_ctx, wg);
+            let shadow = Shadow {
+                before: &run.before,
+                overlay: RefCell::new(std::mem::take(&mut run.overlay)),
+                device: crate::isa::Device(ctx.mem),
+            };
+            let by_code = code(ctx, wg, &shadow);
+            run.overlay = shadow.overlay.into_inner();
+            if by_twin != by_code {
+                eprintln!(
+                    "aqueduct-kfd-emu: check: kernel `{name}`, work-group {wg:?}: the twin ended {by_twin:?}, \
+                     the machine code {by_code:?}: dispatch fails"
+                );
+                Err(KernelError::Trap)
+            } else if finished {
+                match first_difference(run) {
+                    Some((va, t, c)) => {
+                        eprintln!(
+                            "aqueduct-kfd-emu: check: kernel `{name}`: memory differs at {va:#x} \
+                             (twin {t:#010x}, machine code {c:#010x}): dispatch fails"
+                        );
+                        Err(KernelError::Trap)
+                    }
+                    None => {
+                        commit(run, ctx.mem);
+                        by_code
+                    }
+                }
+            } else {
+                by_code
+            }
         };
+        run.failed |= verdict.is_err();
         if finished {
-            runs.remove(&key);
+            if let Some(run) = runs.remove(&key) {
+                *checker.spare.lock().unwrap_or_else(|e| e.into_inner()) = (run.before, run.twin);
+            }
         } else if verdict.is_err() {
-            run.before = None;
+            // The dispatch has failed: keep only the count of its work-groups (`twin_view` is
+            // never used again once `failed` is set).
+            run.before = Image::default();
+            run.twin = Image::default();
             run.overlay.clear();
         }
         verdict

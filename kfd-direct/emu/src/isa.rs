@@ -56,7 +56,7 @@ pub fn watchdog_from_env() -> u64 {
 }
 
 /// Device memory for the executor: the work-group's view of the GPU's translation.
-struct Device<'a>(&'a MemView<'a>);
+pub(crate) struct Device<'a>(pub(crate) &'a MemView<'a>);
 
 fn fault(e: KernelError, at: u64) -> MemFault {
     match e {

@@ -359,6 +359,9 @@ struct Range {
     end: u64,
     /// Device-view address of `va`.
     base: *mut u8,
+    /// Memory the engines own rather than kernels: a queue's buffers (ring, pointers, EOP,
+    /// context save area) or a doorbell/MMIO page.
+    engine: bool,
 }
 
 /// Slots of a snapshot's page cache (see [`Translation::find`]).
@@ -397,6 +400,7 @@ impl Translation {
                     Backing::Pool(p) => pool.ptr(p),
                     Backing::User(addr) => std::ptr::with_exposed_provenance_mut(addr as usize),
                 },
+                engine: bo.queue_refs > 0 || bo.flags & (mem_flags::DOORBELL | mem_flags::MMIO_REMAP) != 0,
             })
             .collect();
         Translation { gpu_id, ranges, pages: (0..PAGE_SLOTS).map(|_| AtomicU64::new(0)).collect() }
@@ -429,9 +433,18 @@ impl Translation {
         self.gpu_id
     }
 
-    /// Every mapped range as (VA, bytes), in address order.
-    pub(crate) fn mapped_ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.ranges.iter().map(|r| (r.va, r.end - r.va))
+    /// Every mapped range kernels own as (VA, bytes), in address order: all but the engines'
+    /// (queue buffers, doorbell and MMIO pages).
+    pub(crate) fn kernel_ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.ranges.iter().filter(|r| !r.engine).map(|r| (r.va, r.end - r.va))
+    }
+
+    /// The same ranges with some of their bytes elsewhere: the range at VA `va` at `base(va)`
+    /// where that is `Some` (which must hold the range's bytes for as long as the result is
+    /// used: check mode's copies of device memory), in place otherwise.
+    pub(crate) fn relocated(&self, base: impl Fn(u64) -> Option<*mut u8>) -> Translation {
+        let ranges = self.ranges.iter().map(|r| Range { base: base(r.va).unwrap_or(r.base), ..*r }).collect();
+        Translation { gpu_id: self.gpu_id, ranges, pages: (0..PAGE_SLOTS).map(|_| AtomicU64::new(0)).collect() }
     }
 
     /// The start of the mapped buffer containing `va`.

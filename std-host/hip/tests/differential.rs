@@ -10,8 +10,9 @@
 //! "Where aqueduct's answer differs from HIP 5.2's"). Aqueduct's run never sets it.
 //!
 //! Standard-only and run here: `capture_graph`, `device_ctx`, `device_memory`, `device_properties`,
-//! `module_metadata`, `scale`, `streams`, `threads`, and the legacy hipcc build of
-//! `per_thread.hip`. Not here:
+//! `module_metadata`, `rect_copies` (also with the blit kernels as machine code and in check
+//! mode), `scale`, `streams`, `threads`, and the legacy hipcc build of `per_thread.hip`. Not
+//! here:
 //! - `captures`, `conditional`, `detach`, `graph_nodes`, `kernels`, `memory_api`, `mempool`,
 //!   `multigpu`, `pageable`, `readme_example`, `readme_while` and `stress` call aqueduct's
 //!   extensions (host kernels through `aqdRegisterHostKernel`, execution contexts, conditional
@@ -210,6 +211,18 @@ fn per_thread_program_legacy_build_on_both_runtimes() {
         assert!(out.status.success(), "hipcc failed:\n{}", String::from_utf8_lossy(&out.stderr));
     }
     run_both("per_thread", &exe, &[], &[("AQUEDUCT_TWINS", fixture_twins())]);
+}
+
+/// Pitched 2-D and 3-D copies and fills. Debian's HIP runs them as its own blit kernels
+/// (`__amd_rocclr_copyBufferRect…`, `…fillBuffer…`): by default as the emulator's twins of
+/// them, under `AQUEDUCT_EMU_KERNELS=isa` as their gfx90a machine code, under `check` both
+/// ways with the twins as the oracle (docs/executor.md §4).
+#[test]
+fn rect_copies_on_both_runtimes_as_twins_machine_code_and_checked() {
+    let exe = build("rect_copies");
+    for mode in ["auto", "isa", "check"] {
+        run_both("rect_copies", &exe, &[], &[("AQUEDUCT_EMU_KERNELS", Path::new(mode))]);
+    }
 }
 
 #[test]
