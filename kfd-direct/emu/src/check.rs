@@ -226,7 +226,7 @@ pub(crate) fn checked(twin: Twin, code: MachineCode, checker: Arc<Checker>) -> T
     let mut checked = Twin::new(&label, kernarg_size, move |ctx: &KernelCtx<'_>, wg| {
         let mut runs = checker.runs.lock().unwrap_or_else(|e| e.into_inner());
         let key = (ctx.packet_address, ctx.dispatch_id);
-        if !runs.contains_key(&key) {
+        let run = runs.entry(key).or_insert_with(|| {
             let (b, t) = std::mem::take(&mut *checker.spare.lock().unwrap_or_else(|e| e.into_inner()));
             let before = Image::take(ctx.mem, b);
             // A copy of the image, not a second read: the host may write between two reads.
@@ -234,11 +234,8 @@ pub(crate) fn checked(twin: Twin, code: MachineCode, checker: Arc<Checker>) -> T
             let bases: HashMap<u64, *mut u8> = twin_copy.0.iter_mut().map(|(va, b)| (*va, b.as_mut_ptr())).collect();
             let twin_view = ctx.mem.tr.relocated(|va| bases.get(&va).copied());
             let total = ctx.workgroup_count.iter().map(|&n| u64::from(n)).product();
-            let run =
-                Run { before, twin: twin_copy, twin_view, overlay: HashMap::new(), done: 0, total, failed: false };
-            runs.insert(key, run);
-        }
-        let Some(run) = runs.get_mut(&key) else { return Err(KernelError::Trap) };
+            Run { before, twin: twin_copy, twin_view, overlay: HashMap::new(), done: 0, total, failed: false }
+        });
         run.done += 1;
         let finished = run.done >= run.total;
         let verdict = if run.failed {
