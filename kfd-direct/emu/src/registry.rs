@@ -51,6 +51,8 @@ pub(crate) struct Registry {
     watchdog: u64,
     /// Bumped whenever an object's binding may change (engine-side caches flush on a change).
     pub(crate) generation: AtomicU64,
+    /// Decoded code-object texts of machine-code kernels that call device functions.
+    texts: crate::isa::TextCache,
 }
 
 impl Twin {
@@ -148,7 +150,7 @@ impl Registry {
                 };
                 match named {
                     Ok(t) => t,
-                    Err(name) if isa => crate::isa::isa_twin(&name, object, &kd, mem, self.watchdog)?,
+                    Err(name) if isa => crate::isa::isa_twin(&name, object, &kd, mem, self.watchdog, &self.texts)?,
                     Err(_) => return None,
                 }
             }
