@@ -1,8 +1,8 @@
-//! Scratch, buffers and the system instructions (docs/executor.md §5 "Scratch and buffers",
-//! "System instructions"): the private segment as the queue's swizzled scratch V# lays it out,
-//! MUBUF/MTBUF through a buffer resource (V#) with its bounds check, `scratch_*` and FLAT
-//! accesses to the private aperture relative to FLAT_SCRATCH, the 16-bit (`d16`) loads and
-//! stores, SMEM buffer loads and stores, the clocks, messages, halts and the DS lane shuffles.
+//! Scratch, buffers and the system instructions (docs/executor.md §5): the private segment as
+//! the queue's swizzled scratch V# lays it out, MUBUF/MTBUF through a buffer resource (V#) with
+//! its bounds check, `scratch_*` and FLAT accesses to the private aperture relative to
+//! FLAT_SCRATCH, the 16-bit (`d16`) loads and stores, SMEM buffer loads and stores, the clocks,
+//! messages, halts and the DS lane shuffles.
 //!
 //! [`handler_for_name`] is the fallback of `ops::handler_for_name`: a mnemonic the ALU and
 //! global-memory table does not know is looked up here.
