@@ -57,7 +57,10 @@ pub(crate) fn buffer() -> u64 {
 
 fn create() -> Option<u64> {
     let g = crate::global::global().ok()?;
-    let base = g.rt.host_malloc(BUFFER_BYTES as usize).ok()?;
+    let base = g.rt.runtime_host_malloc(BUFFER_BYTES as usize).ok()?;
+    if base % 64 != 0 {
+        return None;
+    }
     // SAFETY: a fresh pinned host allocation of BUFFER_BYTES bytes, CPU-accessible at its
     // address, that nothing else uses yet.
     unsafe { init(base) };
