@@ -50,7 +50,7 @@ pub(crate) const NEXT: R = Ok(Flow::Next);
 // ---------------------------------------------------------------------------------------------
 // operand positions
 
-pub(crate) fn op(e: &Exe, k: usize) -> Result<Operand, ExecErrorKind> {
+fn op(e: &Exe, k: usize) -> Result<Operand, ExecErrorKind> {
     e.inst.operands().get(k).copied().ok_or(ExecErrorKind::Unimplemented)
 }
 
