@@ -115,11 +115,15 @@ fn scratch_stores_and_loads_use_the_swizzled_private_layout() {
         assert_eq!(w.vgpr[8][l], 0x0000_BEEF | (l as u32) << 16, "lane {l}");
         assert_eq!(w.vgpr[9][l], 0xCAFE_0000 | 0x1234, "lane {l}");
     }
-    // A short at private byte 3 would straddle two interleaved dwords: reported, not guessed.
-    w.sgpr[4] = 3;
-    let mut lds = Vec::new();
-    let e = run_on("scratch_load_ushort v1, off, s4", &mut w, &mem, &mut lds).unwrap_err();
-    assert_eq!(e.kind, ExecErrorKind::Unimplemented);
+    // A short at private byte 3 straddles two interleaved dwords: its bytes are 252 bytes apart.
+    w.sgpr[4] = 0x203;
+    w.vgpr[10] = lanes(|l| 0xA5B6_0000 | (0x100 + l as u32));
+    run("scratch_store_short off, v10, s4\nscratch_load_ushort v11, off, s4", &mut w, &mem);
+    for l in 0..LANES {
+        let (lo, hi) = (rd32(&mem, private(l, 0x200)) >> 24, rd32(&mem, private(l, 0x204)) & 0xFF);
+        assert_eq!((lo, hi), (l as u32 & 0xFF, 1), "lane {l}: byte 0x203 and byte 0x204");
+        assert_eq!(w.vgpr[11][l], 0x100 + l as u32);
+    }
 }
 
 #[test]

@@ -95,6 +95,8 @@ enum Loc {
     Mem(u64),
     /// An LDS byte offset (FLAT through the shared aperture).
     Lds(u32),
+    /// Private address `p` of `lane` in the scratch at `base` (each dword of a piece apart).
+    Private { base: u64, lane: usize, p: u32 },
     /// Outside the buffer's range: a load reads 0, a store is dropped.
     Out,
 }
@@ -103,6 +105,7 @@ fn piece_load(g: &Group<'_>, loc: Loc, out: &mut [u8]) -> Result<(), ExecErrorKi
     match loc {
         Loc::Mem(a) => g.mem.load(a, out).map_err(fault),
         Loc::Lds(a) => lds_read(g, a, out),
+        Loc::Private { base, lane, p } => private_load(g, base, lane, p, out),
         Loc::Out => {
             out.fill(0);
             Ok(())
@@ -114,6 +117,7 @@ fn piece_store(g: &mut Group<'_>, loc: Loc, data: &[u8]) -> Result<(), ExecError
     match loc {
         Loc::Mem(a) => g.mem.store(a, data).map_err(fault),
         Loc::Lds(a) => lds_write(g, a, data),
+        Loc::Private { base, lane, p } => private_store(g, base, lane, p, data),
         Loc::Out => Ok(()),
     }
 }
@@ -215,19 +219,10 @@ fn flat_loc(w: &Wave, e: &Exe, lane: usize, a: u64) -> Result<Loc, ExecErrorKind
         }
         if (PRIVATE_APERTURE..PRIVATE_APERTURE + (1 << 32)).contains(&a) {
             let p = (a - PRIVATE_APERTURE) as u32;
-            return private_piece(w, lane, p, e.aux & 0xFF);
+            return Ok(Loc::Private { base: w.flat_scratch, lane, p });
         }
     }
     Ok(Loc::Mem(a))
-}
-
-/// Private address `p` of `lane` for a piece of `n` bytes: one that fits a dword (a piece
-/// crossing two interleaved dwords is not implemented).
-fn private_piece(w: &Wave, lane: usize, p: u32, n: u32) -> Result<Loc, ExecErrorKind> {
-    if p % 4 + n.min(4) > 4 {
-        return Err(ExecErrorKind::Unimplemented);
-    }
-    Ok(Loc::Mem(private_addr(w.flat_scratch, lane, p)))
 }
 
 fn flat_d16_load(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
@@ -274,16 +269,14 @@ fn scratch_load(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
         return Err(ExecErrorKind::Unimplemented);
     }
     let p = scratch_offsets(w, e, &addr, saddr)?;
-    let n = e.aux & 0xFF;
-    load_lanes(w, e, g, &vdst, &|w, l, k| private_piece(w, l, p[l].wrapping_add(k), n))
+    load_lanes(w, e, g, &vdst, &|w, l, k| Ok(Loc::Private { base: w.flat_scratch, lane: l, p: p[l].wrapping_add(k) }))
 }
 
 fn scratch_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let (_, addr, data, saddr) = flat_parts(e, false);
     let data = data.ok_or(ExecErrorKind::Unimplemented)?;
     let p = scratch_offsets(w, e, &addr, saddr)?;
-    let n = e.aux & 0xFF;
-    store_lanes(w, e, g, &data, &|w, l, k| private_piece(w, l, p[l].wrapping_add(k), n))
+    store_lanes(w, e, g, &data, &|w, l, k| Ok(Loc::Private { base: w.flat_scratch, lane: l, p: p[l].wrapping_add(k) }))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -512,6 +505,7 @@ fn buffer_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
         old[l] = match r.locate(so, offset[l], index[l], u32::from(size)) {
             Loc::Mem(a) => g.mem.atomic(a, size, op, val[l], cmp[l]).map_err(fault)?,
             Loc::Lds(a) => lds_atomic(g, a, size, op, val[l], cmp[l])?,
+            Loc::Private { base, lane, p } => private_atomic(g, base, lane, p, size, op, val[l], cmp[l])?,
             Loc::Out => 0,
         };
     }
