@@ -20,8 +20,7 @@
 //! answer 0.
 
 use std::collections::HashMap;
-use std::ffi::{c_char, c_int, CString};
-use std::io::Write;
+use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -114,15 +113,22 @@ fn listen(base: u64) {
     }
 }
 
+extern "C" {
+    static stdout: *mut c_void;
+    static stderr: *mut c_void;
+    fn fwrite(data: *const c_void, size: usize, n: usize, stream: *mut c_void) -> usize;
+}
+
+/// Writes a message to the C library's `stdout` (stream 0) or `stderr` (1), as clr's listener
+/// does, so it keeps its place among the program's own stdio output.
 fn emit(stream: u64, bytes: &[u8]) {
-    if stream == 1 {
-        let mut e = std::io::stderr().lock();
-        let _ = e.write_all(bytes);
-        let _ = e.flush();
-    } else {
-        let mut o = std::io::stdout().lock();
-        let _ = o.write_all(bytes);
-        let _ = o.flush();
+    // SAFETY: `stdout`/`stderr` are the C library's initialised `FILE *` streams (read by
+    // value); `fwrite` reads `bytes.len()` bytes from `bytes` and locks the stream itself.
+    unsafe {
+        let f = if stream == 1 { stderr } else { stdout };
+        if !f.is_null() {
+            fwrite(bytes.as_ptr().cast(), 1, bytes.len(), f);
+        }
     }
 }
 

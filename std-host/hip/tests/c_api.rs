@@ -277,7 +277,8 @@ fn device_printf_messages_reach_stdout_through_hostcall() {
         &[format!("-L{}", lib.display()), "-laqueduct_hip".into(), format!("-Wl,-rpath,{}", lib.display())],
     );
     let out = check("hostcall_printf", &run(&exe, &[]));
-    let want: String = (0..4).map(|l| format!("v={} {:x}\n", 10 + l, 0xbeef_0000u32 + l)).collect();
+    let lines: String = (0..4).map(|l| format!("v={} {:x}\n", 10 + l, 0xbeef_0000u32 + l)).collect();
+    let want = format!("hostcall_printf: before\n{lines}hostcall_printf: ok\n");
     assert!(out.starts_with(&want), "{out:?}, want it to start with {want:?}");
 }
 

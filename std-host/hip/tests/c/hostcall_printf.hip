@@ -18,6 +18,8 @@ __global__ void hello(int base) {
 }
 
 int main(void) {
+    // Buffered (stdout is a pipe): the device's lines must come after it, in the same stream.
+    printf("hostcall_printf: before\n");
     hipLaunchKernelGGL(hello, dim3(1), dim3(4), 0, 0, 10);
     hipError_t e = hipDeviceSynchronize();
     if (e != hipSuccess) {
