@@ -103,6 +103,13 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         self.backend.memory_alloc(device, bytes, MemoryKind::Host)
     }
 
+    /// Pinned host memory the runtime keeps for itself (the HIP layer's hostcall buffer): no
+    /// user allocation, so a stream capture in progress is not affected.
+    pub fn runtime_host_malloc(&self, bytes: usize) -> Result<u64> {
+        let device = self.device()?;
+        self.backend.memory_alloc(device, bytes, MemoryKind::Host)
+    }
+
     /// `hipFree`: freeing 0 is a no-op.
     pub fn free(&self, address: u64) -> Result<()> {
         self.check_alloc_call()?;

@@ -164,6 +164,14 @@ impl Memory for Shadow<'_> {
         self.store(addr, &new[..n])?;
         Ok(old)
     }
+
+    fn realtime(&self) -> u64 {
+        self.device.realtime()
+    }
+
+    fn interrupt(&self, context: u32) {
+        self.device.interrupt(context);
+    }
 }
 
 /// The dispatches being checked on one machine, behind the lock that runs checked
@@ -247,7 +255,7 @@ pub(crate) fn checked(twin: Twin, code: MachineCode, checker: Arc<Checker>) -> T
             let shadow = Shadow {
                 before: &run.before,
                 overlay: RefCell::new(std::mem::take(&mut run.overlay)),
-                device: crate::isa::Device(ctx.mem),
+                device: crate::isa::Device(ctx.mem, ctx),
             };
             let by_code = code(ctx, wg, &shadow);
             run.overlay = shadow.overlay.into_inner();

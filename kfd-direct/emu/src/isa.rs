@@ -55,8 +55,9 @@ pub fn watchdog_from_env() -> u64 {
         .unwrap_or(exec::DEFAULT_WATCHDOG)
 }
 
-/// Device memory for the executor: the work-group's view of the GPU's translation.
-pub(crate) struct Device<'a>(pub(crate) &'a MemView<'a>);
+/// Device memory for the executor: the work-group's view of the GPU's translation, with the
+/// device's clock and the queue's events.
+pub(crate) struct Device<'a>(pub(crate) &'a MemView<'a>, pub(crate) &'a KernelCtx<'a>);
 
 fn fault(e: KernelError, at: u64) -> MemFault {
     match e {
@@ -91,6 +92,14 @@ impl Memory for Device<'_> {
     fn atomic(&self, addr: u64, size: u8, op: AtomicOp, value: u64, compare: u64) -> Result<u64, MemFault> {
         self.0.fetch_update(addr, size, |old| op.apply(old, value, compare, size)).map_err(|e| fault(e, addr))
     }
+    fn realtime(&self) -> u64 {
+        self.1.clock.gpu_ticks()
+    }
+    fn interrupt(&self, context: u32) {
+        // The context carries 8 bits of the event id (docs/executor.md §5): the event is set
+        // when that id's mailbox slot was posted, as KFD's interrupt handler does.
+        self.1.events.interrupt_posted(context);
+    }
 }
 
 /// Most code bytes read from the entry point when the image names no function there (the
@@ -119,6 +128,59 @@ fn read_code(mem: &MemView<'_>, entry: u64) -> Vec<u32> {
         at += n as u64;
     }
     bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// Most bytes of a code object's text decoded for kernels that call device functions.
+const MAX_TEXT: u64 = 64 << 20;
+
+/// The decoded texts of code objects whose kernels call device functions (docs/executor.md
+/// §4): one decode per loaded text, shared by its kernels, keyed by address, size and a hash
+/// of the bytes (an image loaded later at the same address decodes anew). The few most
+/// recent are kept.
+#[derive(Default)]
+pub(crate) struct TextCache(std::sync::Mutex<Vec<(u64, u64, u64, exec::Code)>>);
+
+impl std::fmt::Debug for TextCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TextCache")
+    }
+}
+
+/// Texts a [`TextCache`] keeps.
+const TEXTS_KEPT: usize = 8;
+
+fn fnv1a(words: &[u32]) -> u64 {
+    words.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &w| (h ^ u64::from(w)).wrapping_mul(0x100_0000_01b3))
+}
+
+impl TextCache {
+    /// The whole text containing `entry`, decoded from its start and from `entry`; `None`
+    /// when the image or its text cannot be read.
+    fn text(&self, mem: &MemView<'_>, entry: u64) -> Option<exec::Code> {
+        let (start, len) = crate::naming::elf_text_segment(mem, entry).filter(|&(_, l)| l <= MAX_TEXT)?;
+        let mut bytes = vec![0u8; (len as usize).next_multiple_of(4)];
+        mem.read(start, &mut bytes).ok()?;
+        let words: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let hash = fnv1a(&words);
+        let mut texts = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = texts.iter().position(|t| t.0 == start && t.1 == len && t.2 == hash) {
+            let t = texts.remove(i);
+            if t.3.index_at(entry).is_some() {
+                let code = t.3.clone();
+                texts.push(t);
+                return Some(code);
+            }
+        }
+        // Decoded from the text's start (a code object's text is all instructions and s_nop
+        // padding) and from this entry, should decoding stop before it.
+        let code = exec::Code::decode_at(start, &words, &[entry]);
+        code.index_at(entry)?;
+        if texts.len() >= TEXTS_KEPT {
+            texts.remove(0);
+        }
+        texts.push((start, len, hash, code.clone()));
+        Some(code)
+    }
 }
 
 /// Offsets in `amd_queue_t` (docs/kfd-aql.md §4.3) of the scratch fields.
@@ -156,6 +218,7 @@ pub(crate) fn machine_code(
     kd: &[u8; 64],
     mem: &MemView<'_>,
     watchdog: u64,
+    texts: &TextCache,
 ) -> Option<MachineCode> {
     let descriptor = match amdhsa::KernelDescriptor::from_bytes(kd) {
         Ok(d) => d,
@@ -171,7 +234,14 @@ pub(crate) fn machine_code(
         return None;
     }
     let entry = object.checked_add_signed(descriptor.kernel_code_entry_byte_offset)?;
-    let code = exec::Code::decode(entry, &read_code(mem, entry));
+    let mut code = exec::Code::decode(entry, &read_code(mem, entry));
+    // A kernel that calls device functions (or jumps through a register) runs on its code
+    // object's whole text, so the callees are decoded too.
+    if code.has_calls() {
+        if let Some(text) = texts.text(mem, entry) {
+            code = text;
+        }
+    }
     let kernel = exec::Kernel { code, descriptor, entry };
     let limits = exec::Limits { wave_instructions: watchdog };
     let label: Arc<str> = Arc::from(name);
@@ -179,9 +249,16 @@ pub(crate) fn machine_code(
 }
 
 /// A twin that runs the kernel object's machine code on device memory (see [`machine_code`]).
-pub(crate) fn isa_twin(name: &str, object: u64, kd: &[u8; 64], mem: &MemView<'_>, watchdog: u64) -> Option<Twin> {
-    let code = machine_code(name, object, kd, mem, watchdog)?;
-    let mut twin = Twin::new(name, 0, move |ctx: &KernelCtx<'_>, wg| code(ctx, wg, &Device(ctx.mem)));
+pub(crate) fn isa_twin(
+    name: &str,
+    object: u64,
+    kd: &[u8; 64],
+    mem: &MemView<'_>,
+    watchdog: u64,
+    texts: &TextCache,
+) -> Option<Twin> {
+    let code = machine_code(name, object, kd, mem, watchdog, texts)?;
+    let mut twin = Twin::new(name, 0, move |ctx: &KernelCtx<'_>, wg| code(ctx, wg, &Device(ctx.mem, ctx)));
     twin.machine_code = true;
     Some(twin)
 }

@@ -114,6 +114,26 @@ pub(crate) fn elf_code_size(mem: &MemView<'_>, entry: u64) -> Option<u64> {
     (f.size > 0).then_some(f.size)
 }
 
+/// The executable `PT_LOAD` segment (the code object's text) containing `entry` in the loaded
+/// image around it: its GPU VA and size in bytes.
+pub(crate) fn elf_text_segment(mem: &MemView<'_>, entry: u64) -> Option<(u64, u64)> {
+    let base = image_base(mem, entry)?;
+    let eh = rd(mem, base, 64)?;
+    let (phoff, phnum) = (u64le(&eh, 32), usize::from(u16le(&eh, 56)));
+    let ph = rd(mem, base.checked_add(phoff)?, phnum.checked_mul(56)?)?;
+    ph.chunks_exact(56).find_map(|h| {
+        let (ty, flags) = (u32le(h, 0), u32le(h, 4));
+        let (vaddr, memsz) = (u64le(h, 16), u64le(h, 40));
+        let start = base.checked_add(vaddr)?;
+        // PT_LOAD with PF_X.
+        (ty == 1 && flags & 1 != 0 && (start..start.checked_add(memsz)?).contains(&entry)).then_some((start, memsz))
+    })
+}
+
+fn u32le(b: &[u8], o: usize) -> u32 {
+    b.get(o..o + 4).map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+}
+
 /// The symbol name (`foo.kd`) of the kernel descriptor at `object` in a loaded AMDGPU image.
 pub fn elf_kernel_name(mem: &MemView<'_>, object: u64) -> Option<String> {
     elf_kernel(mem, object).map(|(name, _)| name)

@@ -53,6 +53,8 @@ pub(crate) struct Registry {
     checker: Arc<crate::check::Checker>,
     /// Bumped whenever an object's binding may change (engine-side caches flush on a change).
     pub(crate) generation: AtomicU64,
+    /// Decoded code-object texts of machine-code kernels that call device functions.
+    texts: crate::isa::TextCache,
 }
 
 impl Twin {
@@ -150,14 +152,14 @@ impl Registry {
                 };
                 match named {
                     Ok(t) => t,
-                    Err(name) if isa => crate::isa::isa_twin(&name, object, &kd, mem, self.watchdog)?,
+                    Err(name) if isa => crate::isa::isa_twin(&name, object, &kd, mem, self.watchdog, &self.texts)?,
                     Err(_) => return None,
                 }
             }
         };
         // Check mode: a kernel that has a twin runs both ways (a machine-code twin is its own).
         let twin = if self.mode == KernelMode::Check && gfx90a && !twin.machine_code {
-            match crate::isa::machine_code(&twin.name, object, &kd, mem, self.watchdog) {
+            match crate::isa::machine_code(&twin.name, object, &kd, mem, self.watchdog, &self.texts) {
                 Some(code) => crate::check::checked(twin, code, self.checker.clone()),
                 None => twin,
             }

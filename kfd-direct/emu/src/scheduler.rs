@@ -418,7 +418,7 @@ impl LaunchSink for RoundSink<'_> {
             self.sh.announce_vacancy();
             self.vacant = true;
         }
-        let outcome = run_work_group(d, 0, worker);
+        let outcome = run_work_group(&self.sh.dev, d, 0, worker);
         self.kept = Some(worker);
         self.sh.complete(d, Some(outcome));
         // Ordering: Relaxed; a standby took the role meanwhile (see `run_cp`).
@@ -634,10 +634,10 @@ impl Shared {
     /// Runs a job, frees its worker, completes its dispatch if this was the last work-group.
     fn execute(&self, job: Job) {
         let (worker, outcome) = match &job {
-            Job::Single { d, worker } => (*worker, Some(run_work_group(d, 0, *worker))),
+            Job::Single { d, worker } => (*worker, Some(run_work_group(&self.dev, d, 0, *worker))),
             // Ordering: Relaxed; a failed dispatch's remaining work-groups are skipped.
             Job::Group { r, .. } if r.failed.load(Ordering::Relaxed) => (job_worker(&job), None),
-            Job::Group { r, n, worker } => match run_work_group(&r.d, *n, *worker) {
+            Job::Group { r, n, worker } => match run_work_group(&self.dev, &r.d, *n, *worker) {
                 // Ordering: AcqRel: every work-group's writes happen-before the completion the
                 // last one performs.
                 Ok(()) => (*worker, (r.remaining.fetch_sub(1, Ordering::AcqRel) == 1).then_some(Ok(()))),
@@ -761,8 +761,8 @@ fn job_worker(job: &Job) -> u32 {
     }
 }
 
-/// Runs work-group `n` of `d` on `worker`.
-fn run_work_group(d: &Dispatch<'_>, n: u64, worker: u32) -> Result<(), crate::KernelError> {
+/// Runs work-group `n` of `d` on `worker` of `dev`.
+fn run_work_group(dev: &Device, d: &Dispatch<'_>, n: u64, worker: u32) -> Result<(), crate::KernelError> {
     let mem = MemView::new(&d.tr);
     let ctx = KernelCtx {
         packet: d.packet,
@@ -776,6 +776,8 @@ fn run_work_group(d: &Dispatch<'_>, n: u64, worker: u32) -> Result<(), crate::Ke
         queue_address: d.queue.queue_va,
         dispatch_id: d.index,
         worker,
+        clock: &dev.clock,
+        events: &d.queue.events,
     };
     (d.twin.f)(&ctx, d.work_group(n))
 }

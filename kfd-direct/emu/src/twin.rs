@@ -88,6 +88,10 @@ pub struct KernelCtx<'a> {
     /// The compute-unit worker running this work-group (`0..` the device's worker count; see
     /// [`crate::EmuConfig::cus`] for how a queue's CU mask maps onto workers).
     pub worker: u32,
+    /// The device's clocks (`s_memtime`, `s_memrealtime` of machine-code kernels).
+    pub(crate) clock: &'a crate::hw::Clock,
+    /// The queue's process events (`s_sendmsg(MSG_INTERRUPT)` of machine-code kernels).
+    pub(crate) events: &'a crate::events::Events,
 }
 
 impl KernelCtx<'_> {

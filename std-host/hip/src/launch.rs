@@ -135,13 +135,17 @@ fn kernel_metadata(elf: &[u8]) -> Option<HashMap<String, KernelMeta>> {
 }
 
 /// Fills the hidden arguments of a launch of `hidden` into its segment (docs/code-objects.md
-/// §7): geometry from the launch, 0 for what the runtime does not provide (global offsets,
-/// OpenCL's device enqueue; the hostcall buffer and the heap until a kernel needs them).
+/// §7): geometry from the launch, the hostcall buffer (`crate::hostcall`) for a kernel that
+/// has the argument, 0 for what the runtime does not provide (global offsets, OpenCL's device
+/// enqueue; the heap until a kernel needs it).
 pub(crate) fn fill_hidden(seg: &mut [u8], hidden: &[HiddenArg], grid: [u32; 3], block: [u16; 3], dynamic_lds: u32) {
     if hidden.is_empty() {
         return;
     }
-    let values = LaunchValues { grid, workgroup: block, dims: 3, dynamic_lds, ..LaunchValues::default() };
+    let hostcall = hidden.iter().any(|h| h.kind == amdhsa::metadata::ValueKind::HiddenHostcallBuffer);
+    let hostcall_buffer = if hostcall { crate::hostcall::buffer() } else { 0 };
+    let values =
+        LaunchValues { grid, workgroup: block, dims: 3, dynamic_lds, hostcall_buffer, ..LaunchValues::default() };
     // The segment spans every argument the metadata lists (`module_kernarg`).
     let _ = amdhsa::hidden::fill(seg, hidden.iter().copied(), &values);
 }

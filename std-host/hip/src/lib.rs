@@ -70,6 +70,7 @@ mod global;
 mod graph;
 mod half;
 mod host_memory;
+mod hostcall;
 mod interop;
 mod ipc;
 mod launch;

@@ -209,6 +209,15 @@ fn hipcc_program_object() -> PathBuf {
 /// `tests/c/<name>.hip` compiled as [`hipcc_program_object`] compiles `hipcc_program.hip`;
 /// returns the host object (`<name>-gfx90a.co` beside it is the device code object).
 fn compile_hip_program(name: &str) -> PathBuf {
+    compile_hip(name, false)
+}
+
+/// Debian's device libraries (ockl: hostcall, printf).
+const DEVICE_LIBS: &str = "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode";
+
+/// As [`compile_hip_program`]; `device_libs` links the device code with the ROCm device
+/// libraries instead of `-nogpulib`.
+fn compile_hip(name: &str, device_libs: bool) -> PathBuf {
     require("clang-15", "/usr/bin/clang-15");
     require("lld-15", "/usr/bin/ld.lld-15");
     require("libamdhip64-dev", "/usr/include/hip/hip_runtime_api.h");
@@ -225,6 +234,12 @@ fn compile_hip_program(name: &str) -> PathBuf {
     let common = ["-x", "hip", "-nogpulib", "-nogpuinc", "-O2", "-D__HIP_PLATFORM_AMD__", "-I/usr/include"];
     let os = |s: &'static str| std::ffi::OsStr::new(s);
     let mut args: Vec<&std::ffi::OsStr> = common.iter().map(|a| os(a)).collect();
+    let lib_path = format!("--rocm-device-lib-path={DEVICE_LIBS}");
+    if device_libs {
+        require("rocm-device-libs", &format!("{DEVICE_LIBS}/ockl.bc"));
+        args.retain(|a| a.to_str() != Some("-nogpulib"));
+        args.push(std::ffi::OsStr::new(&lib_path));
+    }
     args.extend(["--cuda-device-only", "--offload-arch=gfx90a", "--no-gpu-bundle-output", "-c"].map(os));
     args.extend([src.as_os_str(), os("-o"), device.as_os_str()]);
     clang(&args);
@@ -247,6 +262,24 @@ fn compile_hip_program(name: &str) -> PathBuf {
         assert!(undefined.contains(f), "clang's host object does not call {f}:\n{undefined}");
     }
     host
+}
+
+/// A kernel's printf messages (ockl's hostcall protocol, run as the kernel's machine code on
+/// the emulated gfx90a) reach stdout through the runtime's hostcall buffer and listener.
+#[test]
+fn device_printf_messages_reach_stdout_through_hostcall() {
+    let host = compile_hip("hostcall_printf", true);
+    let lib = lib_dir();
+    let exe = host.with_file_name("hostcall_printf");
+    link(
+        &exe,
+        &[&host],
+        &[format!("-L{}", lib.display()), "-laqueduct_hip".into(), format!("-Wl,-rpath,{}", lib.display())],
+    );
+    let out = check("hostcall_printf", &run(&exe, &[]));
+    let lines: String = (0..4).map(|l| format!("v={} {:x}\n", 10 + l, 0xbeef_0000u32 + l)).collect();
+    let want = format!("hostcall_printf: before\n{lines}hostcall_printf: ok\n");
+    assert!(out.starts_with(&want), "{out:?}, want it to start with {want:?}");
 }
 
 /// Links `objects` into `exe` with gcc and `libs`.

@@ -21,11 +21,13 @@
 // Lane loops index several per-lane arrays at once.
 #![allow(clippy::needless_range_loop)]
 
+mod memory;
 mod ops;
 mod wave;
 
 use alloc::boxed::Box;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
@@ -35,6 +37,7 @@ use amdhsa::KernelDescriptor;
 
 use crate::{decode, DecodeError, Inst};
 
+pub use memory::{swizzle_source, SHADER_CLOCKS_PER_TICK};
 pub use wave::{Wave, LANES};
 
 /// A memory access outside the GPU's mappings, at this address.
@@ -74,6 +77,12 @@ pub enum AtomicOp {
     AddF32,
     /// f64 add (64-bit accesses only).
     AddF64,
+    /// Two f16 adds, one per half (32-bit accesses only), each rounded to nearest even.
+    PkAddF16,
+    /// f64 minimum (IEEE minNum: a NaN operand yields the other; −0 < +0).
+    MinF64,
+    /// f64 maximum (IEEE maxNum).
+    MaxF64,
 }
 
 impl AtomicOp {
@@ -128,9 +137,90 @@ impl AtomicOp {
             }
             AtomicOp::AddF32 => u64::from((f32::from_bits(o as u32) + f32::from_bits(v as u32)).to_bits()),
             AtomicOp::AddF64 => (f64::from_bits(o) + f64::from_bits(v)).to_bits(),
+            AtomicOp::PkAddF16 => {
+                let half = |x: u64, s: u32| ((x >> s) & 0xFFFF) as u16;
+                let sum = |s: u32| u64::from(f16_add(half(o, s), half(v, s)));
+                sum(0) | sum(16) << 16
+            }
+            AtomicOp::MinF64 | AtomicOp::MaxF64 => {
+                let (a, b) = (f64::from_bits(o), f64::from_bits(v));
+                let min = self == AtomicOp::MinF64;
+                if a.is_nan() {
+                    v
+                } else if b.is_nan() {
+                    o
+                } else if a == b {
+                    // −0 against +0: the sign decides.
+                    if (min && (o >> 63) != 0) || (!min && (o >> 63) == 0) {
+                        o
+                    } else {
+                        v
+                    }
+                } else if (a < b) == min {
+                    o
+                } else {
+                    v
+                }
+            }
         };
         r & mask
     }
+}
+
+/// f16 addition, rounded to nearest even: the f32 sum of two f16 values rounds to f16 as the
+/// exact sum would (f32 holds more than twice f16's precision plus two bits).
+pub fn f16_add(a: u16, b: u16) -> u16 {
+    f32_to_f16(f16_to_f32(a) + f16_to_f32(b))
+}
+
+/// An f16 bit pattern as f32 (exact).
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h >> 15) << 31;
+    let exp = u32::from(h >> 10) & 0x1F;
+    let man = u32::from(h) & 0x3FF;
+    let bits = match (exp, man) {
+        (0, 0) => sign,
+        // Subnormal: man × 2^-24, exact in f32.
+        (0, m) => {
+            let mag = m as f32 * (1.0 / 16_777_216.0);
+            return if sign != 0 { -mag } else { mag };
+        }
+        (0x1F, 0) => sign | 0x7F80_0000,
+        (0x1F, m) => sign | 0x7FC0_0000 | m << 13,
+        (e, m) => sign | (e + 112) << 23 | m << 13,
+    };
+    f32::from_bits(bits)
+}
+
+/// An f32 rounded to the nearest f16 (ties to even; overflow to infinity, NaN stays NaN).
+pub fn f32_to_f16(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    if x.is_nan() {
+        return sign | 0x7E00 | ((b >> 13) & 0x1FF) as u16;
+    }
+    let a = x.abs();
+    if a >= 65520.0 {
+        return sign | 0x7C00;
+    }
+    // Scale so the f16 unit in the last place is 1, round to an integer (ties to even), then
+    // the integer is the f16 magnitude's significand at that exponent.
+    let e = ((a.to_bits() >> 23) as i32 - 127).max(-14);
+    let ulp = e - 10;
+    let scaled = a * f32::from_bits(((127 - ulp) as u32) << 23);
+    let r = round_ties_even(scaled) as u32;
+    // r is in [0, 2^11]; 2^11 carries into the next exponent.
+    let (e, r) = if r >= 1 << 11 { (e + 1, r >> 1) } else { (e, r) };
+    if r < 1 << 10 {
+        // Subnormal (or zero): exponent field 0.
+        return sign | r as u16;
+    }
+    sign | (((e + 15) as u16) << 10) | (r as u16 & 0x3FF)
+}
+
+fn round_ties_even(x: f32) -> f32 {
+    // x is non-negative and below 2^12: the f32 trick of adding and subtracting 2^23.
+    (x + 8_388_608.0) - 8_388_608.0
 }
 
 /// Device memory as the executor sees it: GPU virtual addresses, little-endian bytes.
@@ -146,6 +236,11 @@ pub trait Memory {
     /// Atomically replaces the `size`-byte (4 or 8) value at `addr` with
     /// `op.apply(old, value, compare, size)` and returns `old`.
     fn atomic(&self, addr: u64, size: u8, op: AtomicOp, value: u64, compare: u64) -> Result<u64, MemFault>;
+    /// The device's constant clock (`s_memrealtime`): ticks at 100 MHz, never decreasing.
+    fn realtime(&self) -> u64;
+    /// `s_sendmsg(MSG_INTERRUPT)`: the interrupt with `context` (M0[7:0], the event id the
+    /// wave posted to its signal's mailbox).
+    fn interrupt(&self, context: u32);
 }
 
 /// Memory in a `Vec`, at a base address: the software backend tests and doc examples use.
@@ -155,12 +250,21 @@ pub struct VecMemory {
     pub base: u64,
     /// The contents (interior mutability: the executor takes `&self`).
     pub bytes: core::cell::RefCell<Vec<u8>>,
+    /// The clock: each read advances it by one tick.
+    pub clock: core::cell::Cell<u64>,
+    /// The contexts of the interrupts raised, in order.
+    pub interrupts: core::cell::RefCell<Vec<u32>>,
 }
 
 impl VecMemory {
     /// `len` zero bytes at `base`.
     pub fn new(base: u64, len: usize) -> VecMemory {
-        VecMemory { base, bytes: core::cell::RefCell::new(vec![0; len]) }
+        VecMemory {
+            base,
+            bytes: core::cell::RefCell::new(vec![0; len]),
+            clock: core::cell::Cell::new(0),
+            interrupts: core::cell::RefCell::new(Vec::new()),
+        }
     }
     fn range(&self, addr: u64, len: usize) -> Result<core::ops::Range<usize>, MemFault> {
         let off = addr.checked_sub(self.base).ok_or(MemFault(addr))?;
@@ -196,6 +300,14 @@ impl Memory for VecMemory {
         self.store(addr, &new.to_le_bytes()[..n])?;
         Ok(old)
     }
+    fn realtime(&self) -> u64 {
+        let t = self.clock.get().wrapping_add(1);
+        self.clock.set(t);
+        t
+    }
+    fn interrupt(&self, context: u32) {
+        self.interrupts.borrow_mut().push(context);
+    }
 }
 
 /// Why a wave stopped the dispatch.
@@ -216,6 +328,8 @@ pub enum ExecErrorKind {
     RegisterOutOfRange,
     /// `s_trap` with this trap id.
     Trap(u16),
+    /// The wave halted (`s_sethalt 1`, `s_sendmsghalt`): nothing resumes it.
+    Halted,
     /// The wave ran more instructions than the watchdog allows.
     Watchdog(u64),
     /// Every live wave of the work-group waits at a barrier that can never open, or the
@@ -258,6 +372,7 @@ impl fmt::Display for ExecError {
             ExecErrorKind::LdsOutOfRange(a) => write!(f, "LDS access at {a:#x} outside the work-group's allocation"),
             ExecErrorKind::RegisterOutOfRange => f.write_str("register outside the descriptor's allocation"),
             ExecErrorKind::Trap(t) => write!(f, "s_trap {t}"),
+            ExecErrorKind::Halted => f.write_str("the wave halted and nothing resumes it"),
             ExecErrorKind::Watchdog(n) => write!(f, "watchdog: the wave ran {n} instructions without ending"),
             ExecErrorKind::Barrier => f.write_str("s_barrier can never be satisfied"),
             ExecErrorKind::Setup => f.write_str("the dispatch's initial state cannot be built"),
@@ -274,15 +389,18 @@ pub(crate) struct Slot {
     pub(crate) handler: Option<ops::Handler>,
 }
 
-/// A kernel's machine code, decoded once (the pre-decoded array the interpreter runs).
+/// A kernel's machine code, decoded once (the pre-decoded array the interpreter runs). Cloning
+/// shares the decoded instructions (kernels of one code object calling its device functions
+/// share the decoded text, docs/executor.md §4).
+#[derive(Clone)]
 pub struct Code {
     /// GPU byte address of the first instruction.
     base: u64,
-    slots: Vec<Slot>,
+    slots: Arc<[Slot]>,
     /// Byte offset of each instruction from `base`.
-    starts: Vec<u32>,
-    /// Where decoding stopped, if not at the end of the bytes.
-    stop: Option<DecodeError>,
+    starts: Arc<[u32]>,
+    /// Where each run of decoding stopped before the end of the bytes.
+    stops: Vec<DecodeError>,
     /// Instructions without a handler (by table index, deduplicated), for reports.
     missing: Vec<crate::Op>,
 }
@@ -297,30 +415,52 @@ impl Code {
     /// Decodes `words` placed at GPU address `base` up to the first word that does not decode
     /// (code objects put data after `.text`; a jump there is reported when executed).
     pub fn decode(base: u64, words: &[u32]) -> Code {
-        let mut c = Code { base, slots: Vec::new(), starts: Vec::new(), stop: None, missing: Vec::new() };
+        Code::decode_at(base, words, &[])
+    }
+
+    /// Decodes `words` placed at `base` from the start and from each address of `entries`
+    /// (kernel entry points inside a code object's text): each run goes on until a word that
+    /// does not decode, and an entry already reached by an earlier run starts nothing.
+    pub fn decode_at(base: u64, words: &[u32], entries: &[u64]) -> Code {
+        let mut runs: Vec<usize> = entries
+            .iter()
+            .filter_map(|&a| usize::try_from(a.checked_sub(base)? / 4).ok().filter(|&w| w < words.len()))
+            .collect();
+        runs.push(0);
+        runs.sort_unstable();
+        runs.dedup();
+        let (mut slots, mut starts) = (Vec::new(), Vec::new());
+        let (mut stops, mut missing) = (Vec::new(), Vec::new());
         let mut at = 0;
-        while at < words.len() {
-            match decode(words, at) {
-                Ok(inst) => {
-                    let h = ops::handler(&inst);
-                    if h.is_none() && !c.missing.contains(&inst.op) {
-                        c.missing.push(inst.op);
+        for &run in &runs {
+            if run < at || u32::try_from(run * 4).is_err() {
+                continue;
+            }
+            at = run;
+            while at < words.len() && u32::try_from(at * 4).is_ok() {
+                match decode(words, at) {
+                    Ok(inst) => {
+                        let h = ops::handler(&inst);
+                        if h.is_none() && !missing.contains(&inst.op) {
+                            missing.push(inst.op);
+                        }
+                        starts.push((at * 4) as u32);
+                        at += usize::from(inst.len);
+                        let next = base.wrapping_add(4 * at as u64);
+                        let exe = ops::Exe { inst, aux: h.map_or(0, |h| h.1), target: u32::MAX, next, to: 0 };
+                        slots.push(Slot { exe, handler: h.map(|h| h.0) });
                     }
-                    c.starts.push((at * 4) as u32);
-                    at += usize::from(inst.len);
-                    let next = base.wrapping_add(4 * at as u64);
-                    let exe = ops::Exe { inst, aux: h.map_or(0, |h| h.1), target: u32::MAX, next, to: 0 };
-                    c.slots.push(Slot { exe, handler: h.map(|h| h.0) });
-                }
-                Err(e) => {
-                    c.stop = Some(e);
-                    break;
+                    Err(e) => {
+                        stops.push(e);
+                        break;
+                    }
                 }
             }
         }
+        let mut c = Code { base, slots: Arc::from([]), starts: Arc::from(starts), stops, missing };
         // Branch targets: PC + 4 + 4 × simm16, resolved to indices once.
-        for i in 0..c.slots.len() {
-            let e = c.slots[i].exe;
+        for i in 0..slots.len() {
+            let e = slots[i].exe;
             let name = e.inst.op.name();
             if e.inst.encoding() != crate::Encoding::Sopp
                 || !(name.starts_with("s_branch") || name.starts_with("s_cbranch"))
@@ -330,12 +470,19 @@ impl Code {
             let Some(crate::Operand::Imm(imm)) = e.inst.operands().first().copied() else { continue };
             let to = e.next.wrapping_add_signed(4 * i64::from(imm as u16 as i16));
             let t = c.index_of(to);
-            if let Some(s) = c.slots.get_mut(i) {
+            if let Some(s) = slots.get_mut(i) {
                 s.exe.to = to;
                 s.exe.target = t.map_or(u32::MAX, |t| t as u32);
             }
         }
+        c.slots = Arc::from(slots);
         c
+    }
+
+    /// Whether the code holds a call or an indirect jump (`s_swappc_b64`, `s_setpc_b64`), whose
+    /// target may lie outside it.
+    pub fn has_calls(&self) -> bool {
+        self.insts().any(|i| matches!(i.op.name(), "s_swappc_b64" | "s_setpc_b64"))
     }
 
     /// GPU address of the first instruction.
@@ -372,10 +519,10 @@ impl Code {
     /// The error for a PC that names no instruction: the decode error if it is where decoding
     /// stopped, else "left the code".
     pub(crate) fn bad_pc(&self, addr: u64) -> ExecError {
-        let stop_addr = self.stop.map(|e| self.base.wrapping_add(4 * e.word as u64));
-        let kind = match self.stop {
-            Some(e) if stop_addr == Some(addr) => ExecErrorKind::Illegal(e),
-            _ => ExecErrorKind::PcOutOfCode,
+        let stop = self.stops.iter().find(|e| self.base.wrapping_add(4 * e.word as u64) == addr);
+        let kind = match stop {
+            Some(e) => ExecErrorKind::Illegal(*e),
+            None => ExecErrorKind::PcOutOfCode,
         };
         ExecError { kind, pc: addr, inst: None }
     }

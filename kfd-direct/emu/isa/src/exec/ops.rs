@@ -10,7 +10,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::wave::{Lanes, Lanes64, Ty, Wave, LANES};
-use super::{AtomicOp, ExecErrorKind, Group, MemFault, PRIVATE_APERTURE, SHARED_APERTURE};
+use super::{memory, AtomicOp, ExecErrorKind, Group, MemFault, PRIVATE_APERTURE, SHARED_APERTURE};
 use crate::spec::Field;
 use crate::{Encoding, Ext, Inst, Operand};
 
@@ -40,12 +40,12 @@ pub(crate) struct Exe {
     pub(crate) to: u64,
 }
 
-type R = Result<Flow, ExecErrorKind>;
+pub(crate) type R = Result<Flow, ExecErrorKind>;
 
 /// Runs one instruction.
 pub(crate) type Handler = fn(&mut Wave, &Exe, &mut Group<'_>) -> R;
 
-const NEXT: R = Ok(Flow::Next);
+pub(crate) const NEXT: R = Ok(Flow::Next);
 
 // ---------------------------------------------------------------------------------------------
 // operand positions
@@ -55,7 +55,7 @@ fn op(e: &Exe, k: usize) -> Result<Operand, ExecErrorKind> {
 }
 
 /// The operand of the `n`-th slot with `field`.
-fn field(e: &Exe, f: Field, n: usize) -> Result<Operand, ExecErrorKind> {
+pub(crate) fn field(e: &Exe, f: Field, n: usize) -> Result<Operand, ExecErrorKind> {
     let slots = e.inst.op.spec().slots;
     let k = slots.iter().enumerate().filter(|(_, s)| s.field == f).nth(n).map(|(k, _)| k);
     k.map_or(Err(ExecErrorKind::Unimplemented), |k| op(e, k))
@@ -65,7 +65,7 @@ fn has_field(e: &Exe, f: Field) -> bool {
     e.inst.op.spec().slots.iter().any(|s| s.field == f)
 }
 
-fn dst(e: &Exe) -> Result<Operand, ExecErrorKind> {
+pub(crate) fn dst(e: &Exe) -> Result<Operand, ExecErrorKind> {
     field(e, Field::Dst, 0)
 }
 
@@ -95,7 +95,7 @@ fn int_mods(e: &Exe) -> Result<(), ExecErrorKind> {
     Ok(())
 }
 
-fn simm16(e: &Exe) -> u32 {
+pub(crate) fn simm16(e: &Exe) -> u32 {
     match e.inst.operands().iter().find(|o| matches!(o, Operand::Imm(_))) {
         Some(Operand::Imm(i)) => *i & 0xFFFF,
         _ => 0,
@@ -250,7 +250,7 @@ fn smem_load(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     NEXT
 }
 
-fn fault(f: MemFault) -> ExecErrorKind {
+pub(crate) fn fault(f: MemFault) -> ExecErrorKind {
     ExecErrorKind::MemoryFault(f.0)
 }
 
@@ -786,16 +786,18 @@ fn vcmp(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
 // vector memory
 
 /// aux for loads and stores: bytes (bits 7:0), sign-extend (bit 8).
-const SIGNED: u32 = 1 << 8;
+pub(crate) const SIGNED: u32 = 1 << 8;
 
 /// Where a FLAT/GLOBAL lane's address points.
 enum Target {
     Global(u64),
     Lds(u32),
+    /// A private address of the lane's scratch (docs/executor.md §5, `memory.rs`).
+    Private(u32),
 }
 
 /// The operands of a FLAT/GLOBAL instruction: (vdst, addr, data, saddr).
-fn flat_parts(e: &Exe, returns: bool) -> (Option<Operand>, Operand, Option<Operand>, Option<Operand>) {
+pub(crate) fn flat_parts(e: &Exe, returns: bool) -> (Option<Operand>, Operand, Option<Operand>, Option<Operand>) {
     let o = e.inst.operands();
     let mut i = 0;
     let mut next = || {
@@ -811,7 +813,7 @@ fn flat_parts(e: &Exe, returns: bool) -> (Option<Operand>, Operand, Option<Opera
 }
 
 /// Per-lane addresses of a FLAT/GLOBAL access.
-fn flat_addrs(w: &Wave, e: &Exe, addr: &Operand, saddr: Option<Operand>) -> Result<Lanes64, ExecErrorKind> {
+pub(crate) fn flat_addrs(w: &Wave, e: &Exe, addr: &Operand, saddr: Option<Operand>) -> Result<Lanes64, ExecErrorKind> {
     let off = e.inst.mods.offset as i64 as u64;
     match saddr {
         Some(s @ (Operand::Sgpr { .. } | Operand::Ttmp { .. } | Operand::Special { .. })) => {
@@ -832,8 +834,7 @@ fn target(e: &Exe, a: u64) -> Result<Target, ExecErrorKind> {
             return Ok(Target::Lds((a - SHARED_APERTURE) as u32));
         }
         if (PRIVATE_APERTURE..PRIVATE_APERTURE + (1 << 32)).contains(&a) {
-            // Scratch through flat addresses: not yet.
-            return Err(ExecErrorKind::Unimplemented);
+            return Ok(Target::Private((a - PRIVATE_APERTURE) as u32));
         }
     }
     Ok(Target::Global(a))
@@ -848,13 +849,13 @@ fn lds_range(g: &Group<'_>, at: u32, n: usize) -> Result<core::ops::Range<usize>
     Ok(s..end)
 }
 
-fn lds_read(g: &Group<'_>, at: u32, out: &mut [u8]) -> Result<(), ExecErrorKind> {
+pub(crate) fn lds_read(g: &Group<'_>, at: u32, out: &mut [u8]) -> Result<(), ExecErrorKind> {
     let r = lds_range(g, at, out.len())?;
     out.copy_from_slice(g.lds.get(r).ok_or(ExecErrorKind::LdsOutOfRange(at))?);
     Ok(())
 }
 
-fn lds_write(g: &mut Group<'_>, at: u32, data: &[u8]) -> Result<(), ExecErrorKind> {
+pub(crate) fn lds_write(g: &mut Group<'_>, at: u32, data: &[u8]) -> Result<(), ExecErrorKind> {
     let r = lds_range(g, at, data.len())?;
     g.lds.get_mut(r).ok_or(ExecErrorKind::LdsOutOfRange(at))?.copy_from_slice(data);
     Ok(())
@@ -896,6 +897,7 @@ fn flat_load(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
         match target(e, addrs[l])? {
             Target::Global(a) => g.mem.load(a, b).map_err(fault)?,
             Target::Lds(a) => lds_read(g, a, b)?,
+            Target::Private(p) => memory::private_load(g, w.flat_scratch, l, p, b)?,
         }
         if n < 4 {
             out[0][l] = widen(&buf, n, signed);
@@ -934,13 +936,14 @@ fn flat_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
         match target(e, addrs[l])? {
             Target::Global(a) => g.mem.store(a, b).map_err(fault)?,
             Target::Lds(a) => lds_write(g, a, b)?,
+            Target::Private(p) => memory::private_store(g, w.flat_scratch, l, p, b)?,
         }
     }
     NEXT
 }
 
 /// aux for atomics: the operation's index in [`ATOMIC_OPS`] (bits 7:0), bytes (bits 15:8).
-const ATOMIC_OPS: [AtomicOp; 15] = [
+const ATOMIC_OPS: [AtomicOp; 18] = [
     AtomicOp::Swap,
     AtomicOp::CmpSwap,
     AtomicOp::Add,
@@ -956,9 +959,12 @@ const ATOMIC_OPS: [AtomicOp; 15] = [
     AtomicOp::Dec,
     AtomicOp::AddF32,
     AtomicOp::AddF64,
+    AtomicOp::PkAddF16,
+    AtomicOp::MinF64,
+    AtomicOp::MaxF64,
 ];
 
-fn atomic_aux(a: u32) -> Result<(AtomicOp, u8), ExecErrorKind> {
+pub(crate) fn atomic_aux(a: u32) -> Result<(AtomicOp, u8), ExecErrorKind> {
     let op = *ATOMIC_OPS.get((a & 0xFF) as usize).ok_or(ExecErrorKind::Unimplemented)?;
     Ok((op, ((a >> 8) & 0xFF) as u8))
 }
@@ -993,6 +999,7 @@ fn flat_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
         old[l] = match target(e, addrs[l])? {
             Target::Global(a) => g.mem.atomic(a, size, op, val[l], cmp[l]).map_err(fault)?,
             Target::Lds(a) => lds_atomic(g, a, size, op, val[l], cmp[l])?,
+            Target::Private(p) => memory::private_atomic(g, w.flat_scratch, l, p, size, op, val[l], cmp[l])?,
         };
     }
     if let Some(d) = vdst {
@@ -1006,7 +1013,14 @@ fn flat_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     NEXT
 }
 
-fn lds_atomic(g: &mut Group<'_>, at: u32, size: u8, op: AtomicOp, v: u64, cmp: u64) -> Result<u64, ExecErrorKind> {
+pub(crate) fn lds_atomic(
+    g: &mut Group<'_>,
+    at: u32,
+    size: u8,
+    op: AtomicOp,
+    v: u64,
+    cmp: u64,
+) -> Result<u64, ExecErrorKind> {
     if at % u32::from(size) != 0 {
         return Err(ExecErrorKind::LdsOutOfRange(at));
     }
@@ -1200,7 +1214,7 @@ fn cmp_aux(name: &str) -> Option<u32> {
     Some(c | ty << 4 | x)
 }
 
-fn atomic_op_aux(name: &str) -> Option<u32> {
+pub(crate) fn atomic_op_aux(name: &str) -> Option<u32> {
     let (base, size) = match name.strip_suffix("_x2") {
         Some(b) => (b, 8),
         None => (name, 4),
@@ -1221,6 +1235,9 @@ fn atomic_op_aux(name: &str) -> Option<u32> {
         "dec" => 12,
         "add_f32" => 13,
         "add_f64" => return Some(14 | 8 << 8),
+        "pk_add_f16" => 15,
+        "min_f64" => return Some(16 | 8 << 8),
+        "max_f64" => return Some(17 | 8 << 8),
         _ => return None,
     };
     Some(i | size << 8)
@@ -1282,7 +1299,7 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
                 "store_dwordx2" => (flat_store, 8),
                 "store_dwordx3" => (flat_store, 12),
                 "store_dwordx4" => (flat_store, 16),
-                _ => return None,
+                _ => return memory::handler_for_name(base),
             };
             return Some((h, aux));
         }
@@ -1312,7 +1329,11 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
             "ds_write2st64_b32" => (ds_write, 4 | DS_TWO | DS_ST64),
             "ds_write2st64_b64" => (ds_write, 8 | DS_TWO | DS_ST64),
             "ds_bpermute_b32" => (ds_bpermute, 0),
-            _ => return ds_atomic_aux(base).map(|a| (ds_atomic as Handler, a)),
+            _ => {
+                return ds_atomic_aux(base)
+                    .map(|a| (ds_atomic as Handler, a))
+                    .or_else(|| memory::handler_for_name(base))
+            }
         };
         return Some((h, aux));
     }
@@ -1721,7 +1742,7 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
         // ---- f64 ----
         "v_add_f64" => |w, e, _| vop2_f64(w, e, |a, b| a + b),
         "v_mul_f64" => |w, e, _| vop2_f64(w, e, |a, b| a * b),
-        _ => return None,
+        _ => return memory::handler_for_name(base),
     };
     Some((h, 0))
 }
