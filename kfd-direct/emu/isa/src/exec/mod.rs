@@ -21,6 +21,7 @@
 // Lane loops index several per-lane arrays at once.
 #![allow(clippy::needless_range_loop)]
 
+mod lanes;
 mod ops;
 mod wave;
 
@@ -309,7 +310,8 @@ impl Code {
                     c.starts.push((at * 4) as u32);
                     at += usize::from(inst.len);
                     let next = base.wrapping_add(4 * at as u64);
-                    let exe = ops::Exe { inst, aux: h.map_or(0, |h| h.1), target: u32::MAX, next, to: 0 };
+                    let inner = ops::inner_handler(&inst);
+                    let exe = ops::Exe { inst, aux: h.map_or(0, |h| h.1), target: u32::MAX, next, to: 0, inner };
                     c.slots.push(Slot { exe, handler: h.map(|h| h.0) });
                 }
                 Err(e) => {

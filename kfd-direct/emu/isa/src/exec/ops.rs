@@ -38,24 +38,27 @@ pub(crate) struct Exe {
     pub(crate) next: u64,
     /// Branch target address (reported when it names no instruction).
     pub(crate) to: u64,
+    /// DPP and SDWA forms: the base operation's handler, which `exec/lanes.rs` runs on the
+    /// permuted or selected sources (docs/executor.md §5 "Lanes").
+    pub(crate) inner: Option<Handler>,
 }
 
-type R = Result<Flow, ExecErrorKind>;
+pub(crate) type R = Result<Flow, ExecErrorKind>;
 
 /// Runs one instruction.
 pub(crate) type Handler = fn(&mut Wave, &Exe, &mut Group<'_>) -> R;
 
-const NEXT: R = Ok(Flow::Next);
+pub(crate) const NEXT: R = Ok(Flow::Next);
 
 // ---------------------------------------------------------------------------------------------
 // operand positions
 
-fn op(e: &Exe, k: usize) -> Result<Operand, ExecErrorKind> {
+pub(crate) fn op(e: &Exe, k: usize) -> Result<Operand, ExecErrorKind> {
     e.inst.operands().get(k).copied().ok_or(ExecErrorKind::Unimplemented)
 }
 
 /// The operand of the `n`-th slot with `field`.
-fn field(e: &Exe, f: Field, n: usize) -> Result<Operand, ExecErrorKind> {
+pub(crate) fn field(e: &Exe, f: Field, n: usize) -> Result<Operand, ExecErrorKind> {
     let slots = e.inst.op.spec().slots;
     let k = slots.iter().enumerate().filter(|(_, s)| s.field == f).nth(n).map(|(k, _)| k);
     k.map_or(Err(ExecErrorKind::Unimplemented), |k| op(e, k))
@@ -65,11 +68,11 @@ fn has_field(e: &Exe, f: Field) -> bool {
     e.inst.op.spec().slots.iter().any(|s| s.field == f)
 }
 
-fn dst(e: &Exe) -> Result<Operand, ExecErrorKind> {
+pub(crate) fn dst(e: &Exe) -> Result<Operand, ExecErrorKind> {
     field(e, Field::Dst, 0)
 }
 
-fn src(e: &Exe, n: usize) -> Result<Operand, ExecErrorKind> {
+pub(crate) fn src(e: &Exe, n: usize) -> Result<Operand, ExecErrorKind> {
     field(e, [Field::Src0, Field::Src1, Field::Src2][n.min(2)], 0)
 }
 
@@ -1172,10 +1175,19 @@ fn ds_bpermute(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
 /// The handler and parameter for an instruction, or `None` when the executor does not run it.
 pub(crate) fn handler(inst: &Inst) -> Option<(Handler, u32)> {
     if inst.mods.ext != Ext::None {
-        // DPP and SDWA forms: not yet.
-        return None;
+        // DPP and SDWA forms wrap the base operation (exec/lanes.rs).
+        let (_, aux) = handler_for_name(inst.op.name())?;
+        return super::lanes::ext_handler(inst).map(|h| (h, aux));
     }
     handler_for_name(inst.op.name())
+}
+
+/// The base operation a DPP or SDWA form wraps (`Exe::inner`).
+pub(crate) fn inner_handler(inst: &Inst) -> Option<Handler> {
+    if inst.mods.ext == Ext::None {
+        return None;
+    }
+    handler_for_name(inst.op.name()).map(|h| h.0)
 }
 
 fn cmp_aux(name: &str) -> Option<u32> {
@@ -1261,6 +1273,9 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
     let base = name.strip_suffix("_e32").or_else(|| name.strip_suffix("_e64")).unwrap_or(name);
     if base.starts_with("v_cmp") {
         return cmp_aux(base).map(|a| (vcmp as Handler, a));
+    }
+    if base.starts_with("v_mfma") {
+        return super::lanes::mfma_handler(base);
     }
     for seg in ["flat_", "global_"] {
         if let Some(rest) = base.strip_prefix(seg) {

@@ -325,3 +325,29 @@ fn temp_dir() -> PathBuf {
 pub fn remove_temp_dir() {
     let _ = std::fs::remove_dir(temp_dir());
 }
+
+/// Assembles gfx90a `asm` (one instruction per line) with `llvm-mc-15 -show-encoding` into
+/// words; panics with llvm-mc's diagnostics when it rejects a line.
+pub fn assemble_gfx90a(asm: &str) -> Vec<u32> {
+    use std::io::Write;
+    let mc = tool("llvm-mc-15", "llvm-15");
+    let mut child = Command::new(mc)
+        .args(["-arch=amdgcn", "-mcpu=gfx90a", "-show-encoding"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run llvm-mc-15");
+    child.stdin.take().unwrap().write_all(asm.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.is_empty(), "llvm-mc-15 rejected:\n{asm}\n{stderr}");
+    let mut bytes = Vec::new();
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some((_, enc)) = l.split_once("; encoding: [") else { continue };
+        for b in enc.trim_end_matches(']').split(',') {
+            bytes.push(u8::from_str_radix(b.trim().trim_start_matches("0x"), 16).unwrap());
+        }
+    }
+    bytes.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
+}
