@@ -732,3 +732,110 @@ fn mfma_with_partial_exec_is_an_error() {
     assert!(matches!(e.kind, ExecErrorKind::Unimplemented), "{e}");
     assert!(e.to_string().contains("v_mfma_f32_4x4x1f32"), "{e}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// fast paths of the hot loop (docs/executor.md §6 "speed")
+
+/// `v_fma_f32` takes the f64 sum directly unless it lands on an f32 midpoint: sums a tiny
+/// addend pushes just off a midpoint (where f64 rounding lands on it), in the subnormal range,
+/// and random ones, against Rust's correctly rounded `f32::mul_add`.
+#[test]
+fn fma_fast_path_keeps_single_rounding_at_midpoints() {
+    let one = 1.0 + 2f32.powi(-12); // squared: 1 + 2^-11 + 2^-24, an f32 midpoint
+    let mut cases = vec![
+        (one, one, 2f32.powi(-60)),
+        (one, one, -(2f32.powi(-60))),
+        (-one, one, 2f32.powi(-70)),
+        (one * 2f32.powi(-70), one * 2f32.powi(-60), 2f32.powi(-149)),
+        (f32::from_bits(0x0080_0001), 0.75, -(2f32.powi(-149))),
+        (3.0, f32::from_bits(0x0055_5555), 0.0),
+    ];
+    let mut r = rnd(0xFA);
+    while cases.len() < 64 {
+        let x = f32::from_bits(r() & 0xBFFF_FFFF);
+        let y = f32::from_bits(r() % 0x3F80_0000);
+        let z = f32::from_bits(r() & 0x8FFF_FFFF);
+        cases.push((x, y, z));
+    }
+    let mut w = wave();
+    for (l, (a, b, c)) in cases.iter().enumerate() {
+        w.vgpr[1][l] = a.to_bits();
+        w.vgpr[2][l] = b.to_bits();
+        w.vgpr[3][l] = c.to_bits();
+    }
+    run("v_fma_f32 v4, v1, v2, v3", &mut w);
+    for (l, (a, b, c)) in cases.iter().enumerate() {
+        let want = a.mul_add(*b, *c);
+        assert!(
+            w.vgpr[4][l] == want.to_bits() || (want.is_nan() && f32::from_bits(w.vgpr[4][l]).is_nan()),
+            "fma({a:e}, {b:e}, {c:e}) lane {l}: {:e} want {want:e}",
+            f32::from_bits(w.vgpr[4][l])
+        );
+    }
+}
+
+/// GLOBAL dword loads and stores go through `Memory::gather`/`scatter` in one call: masked
+/// lanes, x2/x4 widths and a fault in a middle lane (the lanes before it stored, the address
+/// reported) behave as the lane-by-lane path.
+#[test]
+fn global_gather_and_scatter_follow_exec_and_fault_in_lane_order() {
+    let mem = VecMemory::new(BASE, 0x10000);
+    {
+        let mut m = mem.bytes.borrow_mut();
+        for (i, b) in m.iter_mut().enumerate() {
+            *b = (i * 7 + 3) as u8;
+        }
+    }
+    let mut r = rnd(0x6A);
+    let mut w = wave();
+    let exec = u64::from(r()) | u64::from(r()) << 32;
+    w.exec = exec;
+    let offs: [u32; 64] = core::array::from_fn(|_| (r() % 0x3F00) & !3);
+    w.vgpr[1] = offs;
+    w.sgpr[2] = BASE as u32;
+    w.sgpr[3] = (BASE >> 32) as u32;
+    w.vgpr[4] = [0xEEEE_EEEE; 64];
+    w.vgpr[5] = [0xEEEE_EEEE; 64];
+    w.vgpr[6] = [0xEEEE_EEEE; 64];
+    w.vgpr[7] = [0xEEEE_EEEE; 64];
+    let words = common::assemble_gfx90a("global_load_dwordx4 v[4:7], v1, s[2:3]");
+    let code = Code::decode(BASE, &[words, common::assemble_gfx90a("s_endpgm")].concat());
+    w.pc = 0;
+    run_wave(&code, &mut w, &mem, &mut vec![0; 64], &Limits { wave_instructions: 100 }).unwrap();
+    let byte = |a: usize| (a * 7 + 3) as u8;
+    for l in 0..64 {
+        for k in 0..4 {
+            let a = offs[l] as usize + 4 * k;
+            let want = if exec >> l & 1 == 1 {
+                u32::from_le_bytes([byte(a), byte(a + 1), byte(a + 2), byte(a + 3)])
+            } else {
+                0xEEEE_EEEE
+            };
+            assert_eq!(w.vgpr[4 + k][l], want, "lane {l} dword {k}");
+        }
+    }
+    // A store whose lane 40 points outside the memory: lanes below it store, then the fault.
+    w.exec = u64::MAX;
+    w.vgpr[1] = core::array::from_fn(|l| if l == 40 { 0xFFFF_0000 } else { 0x8000 + 8 * l as u32 });
+    w.vgpr[8] = core::array::from_fn(|l| 0x1000_0000 + l as u32);
+    w.vgpr[9] = core::array::from_fn(|l| 0x2000_0000 + l as u32);
+    let words = common::assemble_gfx90a("global_store_dwordx2 v1, v[8:9], s[2:3]");
+    let code = Code::decode(BASE, &[words, common::assemble_gfx90a("s_endpgm")].concat());
+    w.pc = 0;
+    let e = run_wave(&code, &mut w, &mem, &mut vec![0; 64], &Limits { wave_instructions: 100 }).unwrap_err();
+    assert!(matches!(e.kind, ExecErrorKind::MemoryFault(a) if a == BASE + 0xFFFF_0000), "{e}");
+    let m = mem.bytes.borrow();
+    for l in 0..64usize {
+        if l == 40 {
+            continue;
+        }
+        let o = 0x8000 + 8 * l;
+        let got = u32::from_le_bytes([m[o], m[o + 1], m[o + 2], m[o + 3]]);
+        let want = if l < 40 {
+            0x1000_0000 + l as u32
+        } else {
+            u32::from_le_bytes([byte(o), byte(o + 1), byte(o + 2), byte(o + 3)])
+        };
+        assert_eq!(got, want, "lane {l}");
+    }
+}

@@ -567,7 +567,10 @@ pub(crate) fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     let s = p + c;
     // The f64 sum rounds to the same f32 as the exact value unless it lies exactly halfway
     // between two f32s (bits 28:0 = 1 << 28) or in f32's subnormal range (fewer bits kept).
-    if !s.is_finite() || p == 0.0 || c == 0.0 || (s.to_bits() & 0x1FFF_FFFF != 0x1000_0000 && s.abs() >= 1.2e-38) {
+    // Integer tests only, so the lane loop stays branch-light; |s| >= 2^-126 (f64 bits
+    // 0x3810…) also admits infinities and NaNs, which convert as they are.
+    let bits = s.to_bits();
+    if bits & 0x1FFF_FFFF != 0x1000_0000 && bits & !(1 << 63) >= 0x3810_0000_0000_0000 {
         return s as f32;
     }
     fma_f32_exact(p, c, s)
@@ -576,6 +579,9 @@ pub(crate) fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
 /// The rare cases of [`fma_f32`]: the sum's error recovered and the sum rounded to odd.
 #[inline(never)]
 fn fma_f32_exact(p: f64, c: f64, s: f64) -> f32 {
+    if !s.is_finite() || p == 0.0 || c == 0.0 {
+        return s as f32;
+    }
     // TwoSum: s + err == p + c exactly.
     let bp = s - c;
     let bc = s - bp;
