@@ -839,3 +839,45 @@ fn global_gather_and_scatter_follow_exec_and_fault_in_lane_order() {
         assert_eq!(got, want, "lane {l}");
     }
 }
+
+/// Random DPP and SDWA dwords on VOP1/VOP2/VOPC bases and random MFMA modifier bits, on random
+/// registers and EXEC: every run ends in a value (done or an error), never a panic.
+#[test]
+fn random_lane_forms_end_in_values() {
+    let bases = common::assemble_gfx90a(
+        "v_add_u32_e32 v1, v2, v3
+v_mov_b32_e32 v1, v2
+v_add_f32_e32 v1, v2, v3
+v_cvt_f32_f64_e32 v1, v[2:3]
+v_fmac_f32_e32 v1, v2, v3
+v_add_co_u32_e32 v1, vcc, v2, v3
+v_cmp_lt_f32_e32 vcc, v2, v3
+v_cmpx_eq_u32_e32 vcc, v2, v3
+v_cndmask_b32_e32 v1, v2, v3, vcc",
+    );
+    let mfma = common::assemble_gfx90a(
+        "v_mfma_f32_32x32x1f32 a[0:31], v1, v2, a[0:31]
+v_mfma_f32_4x4x4f16 v[4:7], v[0:1], v[2:3], v[4:7]
+v_mfma_i32_16x16x16i8 a[0:3], v0, v1, 0
+v_mfma_f64_4x4x4f64 v[0:1], v[2:3], v[4:5], v[0:1]",
+    );
+    let mut r = rnd(0xF0F0);
+    for round in 0..400 {
+        let mut w = wave();
+        for v in w.vgpr.iter_mut().chain(w.agpr.iter_mut()) {
+            *v = core::array::from_fn(|_| r());
+        }
+        w.exec = if round % 3 == 0 { u64::MAX } else { u64::from(r()) | u64::from(r()) << 32 };
+        let words: Vec<u32> = if round % 8 == 7 {
+            let k = (r() % 4) as usize * 2;
+            // cbsz (bits 10:8), abid (14:11) of the first word, blgp (31:29) of the second.
+            vec![mfma[k] ^ (r() & 0x7F00), mfma[k + 1] ^ (r() & 0xE000_0000)]
+        } else {
+            let base = bases[(r() % 9) as usize];
+            let ext = r();
+            let marker = if r() % 2 == 0 { 0xFA } else { 0xF9 };
+            vec![(base & !0x1FF) | marker, ext]
+        };
+        let _ = run_words(&words, &mut w);
+    }
+}
