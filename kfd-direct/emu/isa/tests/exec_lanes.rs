@@ -225,7 +225,9 @@ fn dpp_on_a_compare_is_not_a_gfx90a_form() {
     let words = [(e32[0] & !0x1FF) | 0xFA, dpp_dword];
     let mut w = wave();
     w.vcc = 0x1234;
-    assert!(run_words(&words, &mut w).is_err());
+    let e = run_words(&words, &mut w).unwrap_err();
+    assert!(matches!(e.kind, ExecErrorKind::Illegal(_)), "{e}");
+    assert_eq!(e.pc, BASE, "{e}");
     assert_eq!(w.vcc, 0x1234, "nothing written");
 }
 

@@ -476,9 +476,14 @@ impl Code {
         self.starts.binary_search(&off).ok()
     }
 
-    /// Byte address of instruction `index`.
+    /// Byte address of instruction `index`; one past the last instruction, where decoding
+    /// stopped (so running off the end reports the word there, docs/executor.md §2).
     pub(crate) fn addr_of(&self, index: usize) -> u64 {
-        self.base.wrapping_add(u64::from(self.starts.get(index).copied().unwrap_or(u32::MAX)))
+        match self.starts.get(index) {
+            Some(&o) => self.base.wrapping_add(u64::from(o)),
+            None if index == self.starts.len() => self.slots.last().map_or(self.base, |s| s.exe.next),
+            None => self.base.wrapping_add(u64::from(u32::MAX)),
+        }
     }
 
     /// The error for a PC that names no instruction: the decode error if it is where decoding
