@@ -18,7 +18,8 @@
 //! the same launch in the same library; `graph_exec_update_one_of_10000` beside
 //! `hipGraphInstantiate` of the same graph) come from [`super::bench_hip`];
 //! `while_loop_iteration` (a WHILE loop the device drives, beside the same loop driven by the
-//! host) from `bench_cond`.
+//! host) from `bench_cond`; the executor figures (`isa_saxpy_16m`, `isa_sgemm_256` beside the
+//! same loops on the host, `isa_wave_instruction`) from `bench_isa`.
 //!
 //! Every timed operation's result is checked: a failure ends the run with an error naming the
 //! operation, so a failing operation can never pass as a fast one. The report names the backend
@@ -446,6 +447,10 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Re
     figures.extend(cond.map(|(f, _)| f));
     // The queue pool and the lock-free submit path, on core's loopback.
     figures.extend(super::bench_pool::figures(samples, bench.short, packet)?);
+    // The gfx90a executor's speed against the same loops on the host, one thread each.
+    let (isa_figures, isa_floors) = super::bench_isa::figures(samples, bench.short)?;
+    figures.extend(isa_figures);
+    floors.extend(isa_floors);
     // The HIP library's launch cost against core's, in that library's own runtime.
     if let Some((hip_figures, hip_floors)) = super::bench_hip::figures(samples, bench.short)? {
         figures.extend(hip_figures);

@@ -3,6 +3,7 @@
 pub mod bench;
 mod bench_cond;
 pub mod bench_hip;
+mod bench_isa;
 mod bench_pool;
 pub mod demo;
 pub mod info;

@@ -21,6 +21,7 @@
 // Lane loops index several per-lane arrays at once.
 #![allow(clippy::needless_range_loop)]
 
+mod lanes;
 mod memory;
 mod ops;
 mod wave;
@@ -241,6 +242,50 @@ pub trait Memory {
     /// `s_sendmsg(MSG_INTERRUPT)`: the interrupt with `context` (M0[7:0], the event id the
     /// wave posted to its signal's mailbox).
     fn interrupt(&self, context: u32);
+    /// Reads `dwords` (1–4) dwords at `addrs[l]` for each lane `l` set in `mask`, lanes in
+    /// order (the first fault ends it), dword `k` into `out[k][l]`: one call per instruction
+    /// instead of one per lane. The default reads lane by lane with [`Memory::load`].
+    fn gather(
+        &self,
+        addrs: &[u64; LANES],
+        mask: u64,
+        dwords: usize,
+        out: &mut [[u32; LANES]; 4],
+    ) -> Result<(), MemFault> {
+        let n = dwords.min(4);
+        for l in 0..LANES {
+            if mask >> l & 1 == 0 {
+                continue;
+            }
+            let mut b = [0u8; 16];
+            self.load(addrs[l], &mut b[..4 * n])?;
+            for (k, o) in out.iter_mut().enumerate().take(n) {
+                o[l] = u32::from_le_bytes([b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]]);
+            }
+        }
+        Ok(())
+    }
+    /// Writes `dwords` (1–4) dwords of `data` per lane of `mask`, as [`Memory::gather`] reads.
+    fn scatter(
+        &self,
+        addrs: &[u64; LANES],
+        mask: u64,
+        dwords: usize,
+        data: &[[u32; LANES]; 4],
+    ) -> Result<(), MemFault> {
+        let n = dwords.min(4);
+        for l in 0..LANES {
+            if mask >> l & 1 == 0 {
+                continue;
+            }
+            let mut b = [0u8; 16];
+            for (k, d) in data.iter().enumerate().take(n) {
+                b[4 * k..4 * k + 4].copy_from_slice(&d[l].to_le_bytes());
+            }
+            self.store(addrs[l], &b[..4 * n])?;
+        }
+        Ok(())
+    }
 }
 
 /// Memory in a `Vec`, at a base address: the software backend tests and doc examples use.
@@ -280,12 +325,78 @@ impl VecMemory {
 impl Memory for VecMemory {
     fn load(&self, addr: u64, out: &mut [u8]) -> Result<(), MemFault> {
         let r = self.range(addr, out.len())?;
-        out.copy_from_slice(self.bytes.borrow().get(r).ok_or(MemFault(addr))?);
+        let m = self.bytes.borrow();
+        let src = m.get(r).ok_or(MemFault(addr))?;
+        // Dwords (the common access) without a variable-length copy.
+        match (<&mut [u8; 4]>::try_from(&mut *out), <&[u8; 4]>::try_from(src)) {
+            (Ok(d), Ok(s)) => *d = *s,
+            _ => out.copy_from_slice(src),
+        }
         Ok(())
     }
     fn store(&self, addr: u64, data: &[u8]) -> Result<(), MemFault> {
         let r = self.range(addr, data.len())?;
-        self.bytes.borrow_mut().get_mut(r).ok_or(MemFault(addr))?.copy_from_slice(data);
+        let mut m = self.bytes.borrow_mut();
+        let dst = m.get_mut(r).ok_or(MemFault(addr))?;
+        match (<&mut [u8; 4]>::try_from(&mut *dst), <&[u8; 4]>::try_from(data)) {
+            (Ok(d), Ok(s)) => *d = *s,
+            _ => dst.copy_from_slice(data),
+        }
+        Ok(())
+    }
+    fn gather(
+        &self,
+        addrs: &[u64; LANES],
+        mask: u64,
+        dwords: usize,
+        out: &mut [[u32; LANES]; 4],
+    ) -> Result<(), MemFault> {
+        let m = self.bytes.borrow();
+        let n = dwords.min(4);
+        for l in 0..LANES {
+            if mask >> l & 1 == 0 {
+                continue;
+            }
+            let a = addrs[l];
+            let src = a
+                .checked_sub(self.base)
+                .and_then(|o| usize::try_from(o).ok())
+                .and_then(|o| m.get(o..o.checked_add(4 * n)?))
+                .ok_or(MemFault(a))?;
+            for (k, c) in src.chunks_exact(4).enumerate() {
+                if let Some(o) = out.get_mut(k) {
+                    o[l] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                }
+            }
+        }
+        Ok(())
+    }
+    fn scatter(
+        &self,
+        addrs: &[u64; LANES],
+        mask: u64,
+        dwords: usize,
+        data: &[[u32; LANES]; 4],
+    ) -> Result<(), MemFault> {
+        let mut m = self.bytes.borrow_mut();
+        let n = dwords.min(4);
+        for l in 0..LANES {
+            if mask >> l & 1 == 0 {
+                continue;
+            }
+            let a = addrs[l];
+            let base = self.base;
+            let dst = a
+                .checked_sub(base)
+                .and_then(|o| usize::try_from(o).ok())
+                .and_then(|o| m.get_mut(o..o.checked_add(4 * n)?))
+                .ok_or(MemFault(a))?;
+            for (k, c) in dst.chunks_exact_mut(4).enumerate() {
+                if let Some(d) = data.get(k) {
+                    c.copy_from_slice(&d[l].to_le_bytes());
+                }
+            }
+        }
         Ok(())
     }
     fn atomic(&self, addr: u64, size: u8, op: AtomicOp, value: u64, compare: u64) -> Result<u64, MemFault> {
@@ -447,7 +558,8 @@ impl Code {
                         starts.push((at * 4) as u32);
                         at += usize::from(inst.len);
                         let next = base.wrapping_add(4 * at as u64);
-                        let exe = ops::Exe { inst, aux: h.map_or(0, |h| h.1), target: u32::MAX, next, to: 0 };
+                        let inner = ops::inner_handler(&inst);
+                        let exe = ops::Exe { inst, aux: h.map_or(0, |h| h.1), target: u32::MAX, next, to: 0, inner };
                         slots.push(Slot { exe, handler: h.map(|h| h.0) });
                     }
                     Err(e) => {
@@ -511,9 +623,14 @@ impl Code {
         self.starts.binary_search(&off).ok()
     }
 
-    /// Byte address of instruction `index`.
+    /// Byte address of instruction `index`; one past the last instruction, where decoding
+    /// stopped (so running off the end reports the word there, docs/executor.md §2).
     pub(crate) fn addr_of(&self, index: usize) -> u64 {
-        self.base.wrapping_add(u64::from(self.starts.get(index).copied().unwrap_or(u32::MAX)))
+        match self.starts.get(index) {
+            Some(&o) => self.base.wrapping_add(u64::from(o)),
+            None if index == self.starts.len() => self.slots.last().map_or(self.base, |s| s.exe.next),
+            None => self.base.wrapping_add(u64::from(u32::MAX)),
+        }
     }
 
     /// The error for a PC that names no instruction: the decode error if it is where decoding
@@ -641,6 +758,19 @@ pub fn run_work_group(
     mem: &dyn Memory,
     limits: &Limits,
 ) -> Result<(), ExecError> {
+    run_work_group_counted(kernel, dispatch, wg, slot_base, mem, limits).map(|_| ())
+}
+
+/// [`run_work_group`], returning the wave instructions the work-group's waves ran (for speed
+/// figures).
+pub fn run_work_group_counted(
+    kernel: &Kernel,
+    dispatch: &Dispatch,
+    wg: [u32; 3],
+    slot_base: u32,
+    mem: &dyn Memory,
+    limits: &Limits,
+) -> Result<u64, ExecError> {
     let kd = &kernel.descriptor;
     let entry = kernel.code.index_of(kernel.entry).ok_or_else(|| kernel.code.bad_pc(kernel.entry))?;
     // Work-items of this (possibly partial) work-group per dimension.
@@ -681,7 +811,7 @@ pub fn run_work_group(
         }
         let live = state.iter().filter(|s| **s != Some(WaveStop::Ended)).count();
         if live == 0 {
-            return Ok(());
+            return Ok(ws.iter().map(|w| w.executed).sum());
         }
         // Every live wave is at the barrier: open it.
         if state.iter().all(|s| matches!(s, Some(WaveStop::Ended | WaveStop::Barrier))) {

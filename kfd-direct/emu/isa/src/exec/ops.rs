@@ -38,6 +38,9 @@ pub(crate) struct Exe {
     pub(crate) next: u64,
     /// Branch target address (reported when it names no instruction).
     pub(crate) to: u64,
+    /// DPP and SDWA forms: the base operation's handler, which `exec/lanes.rs` runs on the
+    /// permuted or selected sources (docs/executor.md §5 "Lanes").
+    pub(crate) inner: Option<Handler>,
 }
 
 pub(crate) type R = Result<Flow, ExecErrorKind>;
@@ -50,7 +53,7 @@ pub(crate) const NEXT: R = Ok(Flow::Next);
 // ---------------------------------------------------------------------------------------------
 // operand positions
 
-fn op(e: &Exe, k: usize) -> Result<Operand, ExecErrorKind> {
+pub(crate) fn op(e: &Exe, k: usize) -> Result<Operand, ExecErrorKind> {
     e.inst.operands().get(k).copied().ok_or(ExecErrorKind::Unimplemented)
 }
 
@@ -69,7 +72,7 @@ pub(crate) fn dst(e: &Exe) -> Result<Operand, ExecErrorKind> {
     field(e, Field::Dst, 0)
 }
 
-fn src(e: &Exe, n: usize) -> Result<Operand, ExecErrorKind> {
+pub(crate) fn src(e: &Exe, n: usize) -> Result<Operand, ExecErrorKind> {
     field(e, [Field::Src0, Field::Src1, Field::Src2][n.min(2)], 0)
 }
 
@@ -257,8 +260,19 @@ pub(crate) fn fault(f: MemFault) -> ExecErrorKind {
 // ---------------------------------------------------------------------------------------------
 // vector ALU: integer
 
+/// One value per lane from `f(lane)`: a plain loop the compiler inlines and unrolls (the hot
+/// path of every VALU operation; docs/executor.md §6 "speed").
+#[inline(always)]
+fn per_lane<T: Copy + Default>(mut f: impl FnMut(usize) -> T) -> [T; LANES] {
+    let mut r = [T::default(); LANES];
+    for (l, x) in r.iter_mut().enumerate() {
+        *x = f(l);
+    }
+    r
+}
+
 fn lanes_map2(a: &Lanes, b: &Lanes, f: impl Fn(u32, u32) -> u32) -> Lanes {
-    core::array::from_fn(|l| f(a[l], b[l]))
+    per_lane(|l| f(a[l], b[l]))
 }
 
 /// `D = f(S0, S1)` per lane.
@@ -273,7 +287,7 @@ fn vop2_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32) -> u32) -> R {
 fn vop1_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32) -> u32) -> R {
     int_mods(e)?;
     let a = w.v32(&src(e, 0)?)?;
-    let r: Lanes = core::array::from_fn(|l| f(a[l]));
+    let r: Lanes = per_lane(|l| f(a[l]));
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -281,7 +295,7 @@ fn vop1_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32) -> u32) -> R {
 fn vop3_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32, u32) -> u32) -> R {
     int_mods(e)?;
     let (a, b, c) = (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?, w.v32(&src(e, 2)?)?);
-    let r: Lanes = core::array::from_fn(|l| f(a[l], b[l], c[l]));
+    let r: Lanes = per_lane(|l| f(a[l], b[l], c[l]));
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -291,7 +305,7 @@ fn vshift64(w: &mut Wave, e: &Exe, f: impl Fn(u64, u32) -> u64) -> R {
     int_mods(e)?;
     let s = w.v32(&src(e, 0)?)?;
     let v = w.v64(&src(e, 1)?, Ty::B64)?;
-    let r: Lanes64 = core::array::from_fn(|l| f(v[l], s[l] & 63));
+    let r: Lanes64 = per_lane(|l| f(v[l], s[l] & 63));
     w.set_v64(&dst(e)?, &r)?;
     NEXT
 }
@@ -334,7 +348,7 @@ fn vcndmask(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
         }
     }
     let mask = w.s64(&mask_in(e)?, Ty::B64)?;
-    let r: Lanes = core::array::from_fn(|l| if mask >> l & 1 != 0 { b[l] } else { a[l] });
+    let r: Lanes = per_lane(|l| if mask >> l & 1 != 0 { b[l] } else { a[l] });
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -415,7 +429,7 @@ fn writelane(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
 fn mbcnt(w: &mut Wave, e: &Exe, hi: bool) -> R {
     int_mods(e)?;
     let (a, b) = (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?);
-    let r: Lanes = core::array::from_fn(|l| {
+    let r: Lanes = per_lane(|l| {
         let below = if hi {
             let n = l.saturating_sub(32);
             if l < 32 {
@@ -465,7 +479,7 @@ fn fsrc(w: &Wave, e: &Exe, n: usize, m: F32Mode) -> Result<[f32; LANES], ExecErr
     let v = w.v32(&src(e, n)?)?;
     let mods = e.inst.mods;
     let (abs, neg) = (mods.abs >> n & 1 != 0, mods.neg >> n & 1 != 0);
-    Ok(core::array::from_fn(|l| {
+    Ok(per_lane(|l| {
         let mut b = v[l];
         if abs {
             b &= 0x7FFF_FFFF;
@@ -504,7 +518,7 @@ fn fout(e: &Exe, m: F32Mode, x: f32) -> u32 {
 fn vop2_f32(w: &mut Wave, e: &Exe, f: impl Fn(f32, f32) -> f32) -> R {
     let m = f32_mode(w)?;
     let (a, b) = (fsrc(w, e, 0, m)?, fsrc(w, e, 1, m)?);
-    let r: Lanes = core::array::from_fn(|l| fout(e, m, f(a[l], b[l])));
+    let r: Lanes = per_lane(|l| fout(e, m, f(a[l], b[l])));
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -512,7 +526,7 @@ fn vop2_f32(w: &mut Wave, e: &Exe, f: impl Fn(f32, f32) -> f32) -> R {
 fn vop3_f32(w: &mut Wave, e: &Exe, f: impl Fn(f32, f32, f32) -> f32) -> R {
     let m = f32_mode(w)?;
     let (a, b, c) = (fsrc(w, e, 0, m)?, fsrc(w, e, 1, m)?, fsrc(w, e, 2, m)?);
-    let r: Lanes = core::array::from_fn(|l| fout(e, m, f(a[l], b[l], c[l])));
+    let r: Lanes = per_lane(|l| fout(e, m, f(a[l], b[l], c[l])));
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -522,7 +536,7 @@ fn vmac_f32(w: &mut Wave, e: &Exe, f: impl Fn(f32, f32, f32) -> f32) -> R {
     let m = f32_mode(w)?;
     let (a, b) = (fsrc(w, e, 0, m)?, fsrc(w, e, 1, m)?);
     let d = w.v32(&dst(e)?)?;
-    let r: Lanes = core::array::from_fn(|l| {
+    let r: Lanes = per_lane(|l| {
         let c = f32::from_bits(d[l]);
         fout(e, m, f(a[l], b[l], if m.flush_in { flush(c) } else { c }))
     });
@@ -539,17 +553,32 @@ fn vmadk(w: &mut Wave, e: &Exe, addend: bool) -> R {
         Operand::Literal(k) => f32::from_bits(k),
         _ => return Err(ExecErrorKind::Unimplemented),
     };
-    let r: Lanes = core::array::from_fn(|l| fout(e, m, if addend { mad(a[l], b[l], k) } else { mad(a[l], k, b[l]) }));
+    let r: Lanes = per_lane(|l| fout(e, m, if addend { mad(a[l], b[l], k) } else { mad(a[l], k, b[l]) }));
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
 
 /// Fused multiply-add of f32, rounded once (the exact product in f64, the sum rounded to odd
 /// in f64, then to f32: correct rounding without a hardware FMA).
+#[inline(always)]
 pub(crate) fn fma_f32(a: f32, b: f32, c: f32) -> f32 {
     let p = f64::from(a) * f64::from(b); // exact: 48 significant bits
     let c = f64::from(c);
     let s = p + c;
+    // The f64 sum rounds to the same f32 as the exact value unless it lies exactly halfway
+    // between two f32s (bits 28:0 = 1 << 28) or in f32's subnormal range (fewer bits kept).
+    // Integer tests only, so the lane loop stays branch-light; |s| >= 2^-126 (f64 bits
+    // 0x3810…) also admits infinities and NaNs, which convert as they are.
+    let bits = s.to_bits();
+    if bits & 0x1FFF_FFFF != 0x1000_0000 && bits & !(1 << 63) >= 0x3810_0000_0000_0000 {
+        return s as f32;
+    }
+    fma_f32_exact(p, c, s)
+}
+
+/// The rare cases of [`fma_f32`]: the sum's error recovered and the sum rounded to odd.
+#[inline(never)]
+fn fma_f32_exact(p: f64, c: f64, s: f64) -> f32 {
     if !s.is_finite() || p == 0.0 || c == 0.0 {
         return s as f32;
     }
@@ -618,7 +647,7 @@ fn quiet(x: f32) -> f32 {
 fn vop1_f32(w: &mut Wave, e: &Exe, f: impl Fn(f32) -> f32) -> R {
     let m = f32_mode(w)?;
     let a = fsrc(w, e, 0, m)?;
-    let r: Lanes = core::array::from_fn(|l| fout(e, m, f(a[l])));
+    let r: Lanes = per_lane(|l| fout(e, m, f(a[l])));
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -630,7 +659,7 @@ fn vcvt_from_f32(w: &mut Wave, e: &Exe, f: impl Fn(f32) -> u32) -> R {
         return Err(ExecErrorKind::Unimplemented);
     }
     let a = fsrc(w, e, 0, m)?;
-    let r: Lanes = core::array::from_fn(|l| f(a[l]));
+    let r: Lanes = per_lane(|l| f(a[l]));
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -641,7 +670,7 @@ fn vcvt_to_f32(w: &mut Wave, e: &Exe, f: impl Fn(u32) -> f32) -> R {
         return Err(ExecErrorKind::Unimplemented);
     }
     let a = w.v32(&src(e, 0)?)?;
-    let r: Lanes = core::array::from_fn(|l| fout(e, m, f(a[l])));
+    let r: Lanes = per_lane(|l| fout(e, m, f(a[l])));
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -659,7 +688,7 @@ fn fsrc64(w: &Wave, e: &Exe, n: usize) -> Result<[f64; LANES], ExecErrorKind> {
     let v = w.v64(&src(e, n)?, Ty::F64)?;
     let mods = e.inst.mods;
     let (abs, neg) = (mods.abs >> n & 1 != 0, mods.neg >> n & 1 != 0);
-    Ok(core::array::from_fn(|l| {
+    Ok(per_lane(|l| {
         let mut b = v[l];
         if abs {
             b &= !(1 << 63);
@@ -674,7 +703,7 @@ fn fsrc64(w: &Wave, e: &Exe, n: usize) -> Result<[f64; LANES], ExecErrorKind> {
 fn vop2_f64(w: &mut Wave, e: &Exe, f: impl Fn(f64, f64) -> f64) -> R {
     f64_mode(w, e)?;
     let (a, b) = (fsrc64(w, e, 0)?, fsrc64(w, e, 1)?);
-    let r: Lanes64 = core::array::from_fn(|l| f(a[l], b[l]).to_bits());
+    let r: Lanes64 = per_lane(|l| f(a[l], b[l]).to_bits());
     w.set_v64(&dst(e)?, &r)?;
     NEXT
 }
@@ -819,11 +848,11 @@ pub(crate) fn flat_addrs(w: &Wave, e: &Exe, addr: &Operand, saddr: Option<Operan
         Some(s @ (Operand::Sgpr { .. } | Operand::Ttmp { .. } | Operand::Special { .. })) => {
             let base = w.s64(&s, Ty::B64)?;
             let v = w.v32(addr)?;
-            Ok(core::array::from_fn(|l| base.wrapping_add(u64::from(v[l])).wrapping_add(off)))
+            Ok(per_lane(|l| base.wrapping_add(u64::from(v[l])).wrapping_add(off)))
         }
         _ => {
             let v = w.v64(addr, Ty::B64)?;
-            Ok(core::array::from_fn(|l| v[l].wrapping_add(off)))
+            Ok(per_lane(|l| v[l].wrapping_add(off)))
         }
     }
 }
@@ -888,6 +917,14 @@ fn flat_load(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let dwords = n.div_ceil(4);
     let mut out = [[0u32; LANES]; 4];
     let exec = w.exec;
+    if n % 4 == 0 && e.inst.encoding() != Encoding::Flat {
+        // GLOBAL dwords: one gather (docs/executor.md §6 "speed").
+        g.mem.gather(&addrs, exec, dwords, &mut out).map_err(fault)?;
+        for (k, o) in out.iter().enumerate().take(dwords) {
+            w.set_v32k(&vdst, k, o, exec)?;
+        }
+        return NEXT;
+    }
     for l in 0..LANES {
         if exec >> l & 1 == 0 {
             continue;
@@ -924,6 +961,10 @@ fn flat_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
         *v = w.v32k(&data, k as u8)?;
     }
     let exec = w.exec;
+    if n % 4 == 0 && e.inst.encoding() != Encoding::Flat {
+        g.mem.scatter(&addrs, exec, dwords, &vals).map_err(fault)?;
+        return NEXT;
+    }
     for l in 0..LANES {
         if exec >> l & 1 == 0 {
             continue;
@@ -980,7 +1021,7 @@ fn flat_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
         let v = w.v64(&data, Ty::B64)?;
         let c = if op == AtomicOp::CmpSwap {
             let (lo, hi) = (w.v32k(&data, 2)?, w.v32k(&data, 3)?);
-            core::array::from_fn(|l| u64::from(lo[l]) | u64::from(hi[l]) << 32)
+            per_lane(|l| u64::from(lo[l]) | u64::from(hi[l]) << 32)
         } else {
             [0; LANES]
         };
@@ -988,7 +1029,7 @@ fn flat_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     } else {
         let v = w.v32(&data)?;
         let c = if op == AtomicOp::CmpSwap { w.v32k(&data, 1)? } else { [0; LANES] };
-        (core::array::from_fn(|l| u64::from(v[l])), core::array::from_fn(|l| u64::from(c[l])))
+        (per_lane(|l| u64::from(v[l])), per_lane(|l| u64::from(c[l])))
     };
     let exec = w.exec;
     let mut old = [0u64; LANES];
@@ -1006,7 +1047,7 @@ fn flat_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
         if d64 {
             w.set_v64(&d, &old)?;
         } else {
-            let o: Lanes = core::array::from_fn(|l| old[l] as u32);
+            let o: Lanes = per_lane(|l| old[l] as u32);
             w.set_v32(&d, &o)?;
         }
     }
@@ -1074,8 +1115,19 @@ fn ds_read(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
             continue;
         }
         for (part, off) in offs.iter().enumerate().take(if two { 2 } else { 1 }) {
+            let at = addrs[l].wrapping_add(*off);
+            if n % 4 == 0 {
+                // Whole dwords, read in place.
+                let src = g.lds.get(lds_range(g, at, n)?).ok_or(ExecErrorKind::LdsOutOfRange(at))?;
+                for (k, c) in src.chunks_exact(4).enumerate() {
+                    if let Some(o) = out.get_mut(part * per + k) {
+                        o[l] = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    }
+                }
+                continue;
+            }
             let mut buf = [0u8; 16];
-            lds_read(g, addrs[l].wrapping_add(*off), buf.get_mut(..n).ok_or(ExecErrorKind::Unimplemented)?)?;
+            lds_read(g, at, buf.get_mut(..n).ok_or(ExecErrorKind::Unimplemented)?)?;
             if n < 4 {
                 out[0][l] = widen(&buf, n, signed);
             } else {
@@ -1114,11 +1166,21 @@ fn ds_write(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
             continue;
         }
         for (part, off) in offs.iter().enumerate().take(if two { 2 } else { 1 }) {
+            let at = addrs[l].wrapping_add(*off);
+            if n % 4 == 0 {
+                // Whole dwords, written in place.
+                let r = lds_range(g, at, n)?;
+                let dst = g.lds.get_mut(r).ok_or(ExecErrorKind::LdsOutOfRange(at))?;
+                for (k, c) in dst.chunks_exact_mut(4).enumerate() {
+                    c.copy_from_slice(&datas[part][k.min(3)][l].to_le_bytes());
+                }
+                continue;
+            }
             let mut buf = [0u8; 16];
             for k in 0..per {
                 buf[4 * k..4 * k + 4].copy_from_slice(&datas[part][k][l].to_le_bytes());
             }
-            lds_write(g, addrs[l].wrapping_add(*off), buf.get(..n).ok_or(ExecErrorKind::Unimplemented)?)?;
+            lds_write(g, at, buf.get(..n).ok_or(ExecErrorKind::Unimplemented)?)?;
         }
     }
     NEXT
@@ -1135,7 +1197,7 @@ fn ds_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
             w.v64(&o, Ty::B64)
         } else {
             let v = w.v32(&o)?;
-            Ok(core::array::from_fn(|l| u64::from(v[l])))
+            Ok(per_lane(|l| u64::from(v[l])))
         }
     };
     // ds_cmpst: data0 is the compare value, data1 the new one.
@@ -1156,7 +1218,7 @@ fn ds_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
         if d64 {
             w.set_v64(&d, &old)?;
         } else {
-            let o: Lanes = core::array::from_fn(|l| old[l] as u32);
+            let o: Lanes = per_lane(|l| old[l] as u32);
             w.set_v32(&d, &o)?;
         }
     }
@@ -1168,7 +1230,7 @@ fn ds_bpermute(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     let data = w.v32(&field(e, Field::Data0, 0)?)?;
     let off = e.inst.mods.offset as u32 & 0xFFFF;
     let exec = w.exec;
-    let r: Lanes = core::array::from_fn(|l| {
+    let r: Lanes = per_lane(|l| {
         let from = ((addrs[l].wrapping_add(off) / 4) & 63) as usize;
         if exec >> from & 1 != 0 {
             data[from]
@@ -1186,10 +1248,19 @@ fn ds_bpermute(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
 /// The handler and parameter for an instruction, or `None` when the executor does not run it.
 pub(crate) fn handler(inst: &Inst) -> Option<(Handler, u32)> {
     if inst.mods.ext != Ext::None {
-        // DPP and SDWA forms: not yet.
-        return None;
+        // DPP and SDWA forms wrap the base operation (exec/lanes.rs).
+        let (_, aux) = handler_for_name(inst.op.name())?;
+        return super::lanes::ext_handler(inst).map(|h| (h, aux));
     }
     handler_for_name(inst.op.name())
+}
+
+/// The base operation a DPP or SDWA form wraps (`Exe::inner`).
+pub(crate) fn inner_handler(inst: &Inst) -> Option<Handler> {
+    if inst.mods.ext == Ext::None {
+        return None;
+    }
+    handler_for_name(inst.op.name()).map(|h| h.0)
 }
 
 fn cmp_aux(name: &str) -> Option<u32> {
@@ -1278,6 +1349,9 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
     let base = name.strip_suffix("_e32").or_else(|| name.strip_suffix("_e64")).unwrap_or(name);
     if base.starts_with("v_cmp") {
         return cmp_aux(base).map(|a| (vcmp as Handler, a));
+    }
+    if base.starts_with("v_mfma") {
+        return super::lanes::mfma_handler(base);
     }
     for seg in ["flat_", "global_"] {
         if let Some(rest) = base.strip_prefix(seg) {
@@ -1599,7 +1673,7 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
             f64_mode(w, e)?;
             let m = f32_mode(w)?;
             let a = fsrc64(w, e, 0)?;
-            let r: Lanes = core::array::from_fn(|l| fout(e, m, a[l] as f32));
+            let r: Lanes = per_lane(|l| fout(e, m, a[l] as f32));
             w.set_v32(&dst(e)?, &r)?;
             NEXT
         },
@@ -1607,32 +1681,25 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
             f64_mode(w, e)?;
             let m = f32_mode(w)?;
             let a = fsrc(w, e, 0, m)?;
-            let r: Lanes64 = core::array::from_fn(|l| f64::from(a[l]).to_bits());
+            let r: Lanes64 = per_lane(|l| f64::from(a[l]).to_bits());
             w.set_v64(&dst(e)?, &r)?;
             NEXT
         },
-        "v_cvt_f64_i32" | "v_cvt_f64_u32" => {
-            |w, e, _| {
-                f64_mode(w, e)?;
-                int_mods(e)?;
-                let signed = e.inst.op.name().contains("_i32");
-                let a = w.v32(&src(e, 0)?)?;
-                let r: Lanes64 = core::array::from_fn(|l| {
-                    if signed {
-                        f64::from(a[l] as i32).to_bits()
-                    } else {
-                        f64::from(a[l]).to_bits()
-                    }
-                });
-                w.set_v64(&dst(e)?, &r)?;
-                NEXT
-            }
-        }
+        "v_cvt_f64_i32" | "v_cvt_f64_u32" => |w, e, _| {
+            f64_mode(w, e)?;
+            int_mods(e)?;
+            let signed = e.inst.op.name().contains("_i32");
+            let a = w.v32(&src(e, 0)?)?;
+            let r: Lanes64 =
+                per_lane(|l| if signed { f64::from(a[l] as i32).to_bits() } else { f64::from(a[l]).to_bits() });
+            w.set_v64(&dst(e)?, &r)?;
+            NEXT
+        },
         "v_cvt_i32_f64" | "v_cvt_u32_f64" => |w, e, _| {
             f64_mode(w, e)?;
             let signed = e.inst.op.name().contains("_i32");
             let a = fsrc64(w, e, 0)?;
-            let r: Lanes = core::array::from_fn(|l| if signed { a[l] as i32 as u32 } else { a[l] as u32 });
+            let r: Lanes = per_lane(|l| if signed { a[l] as i32 as u32 } else { a[l] as u32 });
             w.set_v32(&dst(e)?, &r)?;
             NEXT
         },

@@ -56,7 +56,13 @@ pub struct Wave {
     pub pc: usize,
     /// Instructions run so far.
     pub executed: u64,
+    /// Staged source operands of a DPP or SDWA instruction (docs/executor.md §5 "Lanes"):
+    /// the base operation reads `Operand::Vgpr { reg: r, count: 0 }` as `stage[r]`.
+    pub(crate) stage: [Lanes; STAGES],
 }
+
+/// Staging registers: two dwords for source 0, two for source 1.
+pub(crate) const STAGES: usize = 4;
 
 impl Wave {
     /// A wave with `vgprs` VGPRs and `agprs` AGPRs, everything zero.
@@ -75,6 +81,7 @@ impl Wave {
             xnack_mask: 0,
             pc: 0,
             executed: 0,
+            stage: [[0; LANES]; STAGES],
         }
     }
 
@@ -278,6 +285,9 @@ impl Wave {
     /// A vector source of 32 bits per lane (dword `k` of a tuple); scalars are broadcast.
     pub(crate) fn v32k(&self, op: &Operand, k: u8) -> Result<Lanes, ExecErrorKind> {
         match *op {
+            Operand::Vgpr { reg, count: 0 } => {
+                self.stage.get(usize::from(reg) + usize::from(k)).copied().ok_or(ExecErrorKind::RegisterOutOfRange)
+            }
             Operand::Vgpr { reg, .. } => Ok(*self.vreg(usize::from(reg) + usize::from(k), false)?),
             Operand::Agpr { reg, .. } => Ok(*self.vreg(usize::from(reg) + usize::from(k), true)?),
             _ if k == 0 => Ok([self.s32(op)?; LANES]),
