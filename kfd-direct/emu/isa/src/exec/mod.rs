@@ -21,7 +21,9 @@
 // Lane loops index several per-lane arrays at once.
 #![allow(clippy::needless_range_loop)]
 
+mod float;
 mod ops;
+mod softfloat;
 mod wave;
 
 use alloc::boxed::Box;
