@@ -1338,14 +1338,34 @@ s_getreg_b32 s9, hwreg(21)",
     let mut w = wave();
     unimplemented("s_setreg_imm32_b32 hwreg(HW_REG_MODE, 12, 7), 1", &mut w);
     unimplemented("s_setreg_imm32_b32 hwreg(HW_REG_TRAPSTS), 0", &mut w);
-    // In a directed rounding mode, an operation whose rounding is not honoured fails.
-    let mut w = wave();
-    unimplemented("s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 2), 3\nv_cvt_f32_ubyte0_e32 v1, v0", &mut w);
-    // …and those that honour it work: the conversions of integers round in the mode.
+    // In a directed rounding mode the conversions of integers round in the mode, and the exact
+    // operations (compares, min/max, integer roundings, byte conversions) are unchanged.
     let mut w = wave();
     w.vgpr[0] = [0x0100_0001; LANES]; // 2^24 + 1
-    run("s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 2), 1\nv_cvt_f32_u32_e32 v1, v0\nv_cvt_f32_i32_e64 v2, -1", &mut w);
+    w.vgpr[5] = [(-2.5f32).to_bits(); LANES];
+    run(
+        "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 2), 1
+v_cvt_f32_u32_e32 v1, v0
+v_cvt_f32_i32_e32 v2, v0
+v_cvt_f32_ubyte0_e32 v3, v0
+v_rndne_f32_e32 v4, v5
+v_cmp_lt_f32_e64 s[0:1], v5, v3
+v_max_f32_e32 v6, v5, v3
+v_cvt_i32_f32_e32 v7, v5
+s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 2), 3
+v_cvt_f32_u32_e32 v8, v0
+v_cvt_f32_i32_e64 v9, -1",
+        &mut w,
+    );
     assert_eq!(f32_at(&w, 1, 0), 16777218.0, "round up");
+    assert_eq!(f32_at(&w, 2, 0), 16777218.0);
+    assert_eq!(f32_at(&w, 3, 0), 1.0);
+    assert_eq!(f32_at(&w, 4, 0), -2.0);
+    assert_eq!(sgpr64(&w, 0), u64::MAX);
+    assert_eq!(f32_at(&w, 6, 0), 1.0);
+    assert_eq!(w.vgpr[7][0] as i32, -2);
+    assert_eq!(f32_at(&w, 8, 0), 16777216.0, "toward zero");
+    assert_eq!(f32_at(&w, 9, 0), -1.0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -494,14 +494,14 @@ fn vcvt_out(w: &mut Wave, e: &Exe, f: Fmt, op: impl Fn(u64) -> u32) -> R {
     NEXT
 }
 
-/// Integer → float results (`v_cvt_f*_[iu]*`).
+/// Integer → float results (`v_cvt_f*_[iu]*`; a 16-bit source for f16 results).
 fn vcvt_in(w: &mut Wave, e: &Exe, f: Fmt, op: impl Fn(Round, u32) -> u64) -> R {
     no_opsel(e)?;
     if e.inst.mods.neg != 0 || e.inst.mods.abs != 0 {
         return Err(ExecErrorKind::Unimplemented);
     }
     let en = env(w, f);
-    let a = isrc(w, e, 0)?;
+    let a = if f == F16 { word16(w, &src(e, 0)?)? } else { isrc(w, e, 0)? };
     let r: Bits = core::array::from_fn(|l| fpost(e, f, en, op(en.rm, a[l])));
     put(w, e, f, &r)?;
     NEXT
@@ -521,7 +521,7 @@ fn vcvt_ff(w: &mut Wave, e: &Exe, from: Fmt, to: Fmt) -> R {
 // ---------------------------------------------------------------------------------------------
 // transcendentals: f64 host math (libm), rounded once to the destination
 
-/// sin(2πx) (`half` false) or cos(2πx), exact argument reduction: x minus the nearest integer
+/// sin(2πx) (`cos` false) or cos(2πx), exact argument reduction: x minus the nearest integer
 /// (exact), folded into [−¼, ¼] turns.
 fn sin_turns(x: f64, cos: bool) -> f64 {
     if !x.is_finite() {
@@ -530,7 +530,7 @@ fn sin_turns(x: f64, cos: bool) -> f64 {
     if x == 0.0 && !cos {
         return x; // keeps the sign
     }
-    let r = x - libm::rint(x); // [-0.5, 0.5], exact for f32/f16 inputs
+    let r = x - libm::roundeven(x); // [-0.5, 0.5], exact for f32/f16 inputs
     let tau = 2.0 * core::f64::consts::PI;
     if cos {
         // cos(2πr) = sin(2π(¼ − |r|))
@@ -1162,9 +1162,9 @@ fn norm16(f: Fmt, x: u64, signed: bool) -> u16 {
     }
     let v = sf::to_f64(f, x);
     if signed {
-        libm::rint(v.clamp(-1.0, 1.0) * 32767.0) as i16 as u16
+        libm::roundeven(v.clamp(-1.0, 1.0) * 32767.0) as i16 as u16
     } else {
-        libm::rint(v.clamp(0.0, 1.0) * 65535.0) as u16
+        libm::roundeven(v.clamp(0.0, 1.0) * 65535.0) as u16
     }
 }
 
@@ -1369,10 +1369,8 @@ pub(crate) fn handler_for_name(base: &str) -> Option<(Handler, u32)> {
             let en = env(w, F32).flushing();
             vopf::<1>(w, e, F32, en, |_, [a]| rcp(F32, a))
         },
-        "v_sqrt_f32" => |w, e, _| {
-            let en = env(w, F32).flushing();
-            vopf::<1>(w, e, F32, en, |_, [a]| u64::from(libm::sqrtf(f32::from_bits(a as u32)).to_bits()))
-        },
+        // In f64 and rounded once: correctly rounded (53 ≥ 2 × 24 + 2 bits).
+        "v_sqrt_f32" => |w, e, _| vtrans32(w, e, libm::sqrt),
         "v_rsq_f32" => |w, e, _| vtrans32(w, e, rsqrt),
         "v_exp_f32" => |w, e, _| vtrans32(w, e, libm::exp2),
         "v_log_f32" => |w, e, _| vtrans32(w, e, libm::log2),
@@ -1404,7 +1402,7 @@ pub(crate) fn handler_for_name(base: &str) -> Option<(Handler, u32)> {
         "v_ldexp_f64" => |w, e, _| vldexp(w, e, F64),
         "v_rcp_f64" => |w, e, _| vop1f(w, e, F64, |_, a| rcp(F64, a)),
         "v_rsq_f64" => |w, e, _| vtrans(w, e, F64, rsqrt),
-        "v_sqrt_f64" => |w, e, _| vop1f(w, e, F64, |_, a| libm::sqrt(f64::from_bits(a)).to_bits()),
+        "v_sqrt_f64" => |w, e, _| vtrans(w, e, F64, libm::sqrt),
         "v_frexp_mant_f64" => |w, e, _| vop1f(w, e, F64, |_, a| frexp_mant(F64, a)),
         "v_frexp_exp_i32_f64" => |w, e, _| vcvt_out(w, e, F64, |a| frexp_exp(F64, a) as u32),
         "v_fract_f64" => |w, e, _| vop1f(w, e, F64, |en, a| fract(F64, en.rm, a)),

@@ -2,9 +2,10 @@
 //!
 //! [`handler`] picks, once per decoded instruction, the function that runs it and a small
 //! parameter (`aux`: a compare's condition, a memory access's size, an atomic's operation).
-//! Forms the executor does not honour yet — DPP, SDWA, VOP3 modifiers on integer operations, a
-//! non-default rounding mode — have no handler or fail when executed, so they report the
-//! instruction instead of computing something else.
+//! Forms the executor does not honour yet — DPP, SDWA, VOP3 modifiers on integer operations —
+//! have no handler or fail when executed, so they report the instruction instead of computing
+//! something else. The floating-point, 16-bit and packed opcodes are in `float.rs`, which the
+//! table falls back to.
 
 // Lane loops index several per-lane arrays at once.
 #![allow(clippy::needless_range_loop)]
@@ -444,10 +445,9 @@ struct F32Mode {
 }
 
 fn f32_mode(w: &Wave) -> Result<F32Mode, ExecErrorKind> {
-    // Round to nearest even only (MODE[1:0] = 0).
-    if w.mode & 3 != 0 {
-        return Err(ExecErrorKind::Unimplemented);
-    }
+    // The f32 operations left here (min/max, compares, the integer roundings, conversions to
+    // integers and of bytes) are exact, so MODE's rounding field does not change them; the
+    // rounding ones are in `float.rs`.
     let d = (w.mode >> 4) & 3;
     Ok(F32Mode { flush_in: d & 1 == 0, flush_out: d & 2 == 0 })
 }
