@@ -149,10 +149,24 @@ fn f32_inputs(n: usize) -> (Vec<f32>, Vec<f32>) {
 
 #[test]
 fn hipcc_f32_division_sqrt_and_transcendentals_match_the_host() {
+    let (a, b) = f32_inputs(2048);
+    check_f32_math(&a, &b);
+}
+
+/// The same over random bit patterns: every exponent, NaNs and infinities, denormals, the
+/// trigonometric functions' large-argument reduction.
+#[test]
+fn hipcc_f32_math_over_random_bit_patterns_matches_the_host() {
+    let mut r = rnd(0xB175);
+    let a: Vec<f32> = (0..2048).map(|_| f32::from_bits(r())).collect();
+    let b: Vec<f32> = (0..2048).map(|_| f32::from_bits(r())).collect();
+    check_f32_math(&a, &b);
+}
+
+fn check_f32_math(xa: &[f32], xb: &[f32]) {
     let h = harness();
     let objects = place_code_object(&h, &fixture(), &["f32_math"]);
-    let n = 2048usize;
-    let (xa, xb) = f32_inputs(n);
+    let n = xa.len();
     let (a, b, out) = (h.alloc(4 * n as u64, GTT), h.alloc(4 * n as u64, GTT), h.alloc(28 * n as u64, GTT));
     for i in 0..n {
         write(&a, 4 * i, xa[i]);
