@@ -1680,6 +1680,57 @@ v_pk_add_u16 v19, v10, 1",
 }
 
 #[test]
+fn integer_dot_products() {
+    let mut r = rnd(0x1C);
+    let mut w = wave();
+    let a: [u32; LANES] = core::array::from_fn(|_| r());
+    let b: [u32; LANES] = core::array::from_fn(|_| r());
+    let c: [u32; LANES] = core::array::from_fn(|l| if l < 4 { 0x7FFF_FFF0 } else { r() });
+    w.vgpr[0] = a;
+    w.vgpr[1] = b;
+    w.vgpr[2] = c;
+    w.vgpr[9] = c;
+    run(
+        "v_dot2_i32_i16 v3, v0, v1, v2
+v_dot2_u32_u16 v4, v0, v1, v2 op_sel:[1,0] op_sel_hi:[0,1]
+v_dot4_i32_i8 v5, v0, v1, v2 clamp
+v_dot4_u32_u8 v6, v0, v1, v2
+v_dot8_i32_i4 v7, v0, v1, v2
+v_dot8_u32_u4 v8, v0, v1, v2 clamp
+v_dot2c_i32_i16_e32 v9, v0, v1",
+        &mut w,
+    );
+    let parts = |x: u32, bits: u32, signed: bool| -> Vec<i64> {
+        (0..32 / bits)
+            .map(|k| {
+                let v = (x >> (k * bits)) & ((1u32 << bits) - 1);
+                if signed {
+                    i64::from(((v << (32 - bits)) as i32) >> (32 - bits))
+                } else {
+                    i64::from(v)
+                }
+            })
+            .collect()
+    };
+    let dot = |x: u32, y: u32, bits: u32, signed: bool| -> i64 {
+        parts(x, bits, signed).iter().zip(parts(y, bits, signed)).map(|(p, q)| p * q).sum()
+    };
+    for l in 0..LANES {
+        let (x, y) = (a[l], b[l]);
+        let (ci, cu) = (i64::from(c[l] as i32), i64::from(c[l]));
+        assert_eq!(w.vgpr[3][l], (dot(x, y, 16, true) + ci) as u32);
+        // op_sel: the low lane reads hi(S0), op_sel_hi 0: the high lane reads lo(S0).
+        let swapped = x.rotate_left(16);
+        assert_eq!(w.vgpr[4][l], (dot(swapped, y, 16, false) + cu) as u32);
+        assert_eq!(w.vgpr[5][l], (dot(x, y, 8, true) + ci).clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as u32);
+        assert_eq!(w.vgpr[6][l], (dot(x, y, 8, false) + cu) as u32);
+        assert_eq!(w.vgpr[7][l], (dot(x, y, 4, true) + ci) as u32);
+        assert_eq!(w.vgpr[8][l], (dot(x, y, 4, false) + cu).min(i64::from(u32::MAX)) as u32);
+        assert_eq!(w.vgpr[9][l], (dot(x, y, 16, true) + ci) as u32, "v_dot2c accumulates into D");
+    }
+}
+
+#[test]
 fn packed_f32_and_mixed_precision_fma() {
     let mut r = rnd(0x1A);
     let mut w = wave();

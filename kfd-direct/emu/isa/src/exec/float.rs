@@ -1151,6 +1151,46 @@ fn pk_fmac16(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     NEXT
 }
 
+/// The integer dot products: `v_dot2_[iu]32_[iu]16` (16-bit halves, op_sel/op_sel_hi picking
+/// them), `v_dot4_*_8` (bytes), `v_dot8_*_4` (nibbles) of S0 and S1, plus S2 (VOP3P) or D (the
+/// VOP2 `c` forms), exact; `clamp` saturates the 32-bit result.
+fn vdot(w: &mut Wave, e: &Exe, bits: u32, signed: bool, acc: bool) -> R {
+    let m = e.inst.mods;
+    if m.neg != 0 || m.abs != 0 || (bits != 16 && m.op_sel != 0) {
+        return Err(ExecErrorKind::Unimplemented);
+    }
+    // VOP3P: op_sel/op_sel_hi pick the 16-bit halves; the VOP2 forms read them in place.
+    let (a, b): (Lanes, Lanes) = if bits == 16 && !acc {
+        let (x, y) = (pk16(w, e, 0, false)?, pk16(w, e, 1, false)?);
+        let join = |v: [(u16, u16); LANES]| core::array::from_fn(|l| u32::from(v[l].0) | u32::from(v[l].1) << 16);
+        (join(x), join(y))
+    } else {
+        (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?)
+    };
+    let d = dst(e)?;
+    let c = if acc { w.v32(&d)? } else { w.v32(&src(e, 2)?)? };
+    let n = 32 / bits;
+    let mask = (1u32 << bits) - 1;
+    let r: Lanes = core::array::from_fn(|l| {
+        let mut sum = if signed { i64::from(c[l] as i32) } else { i64::from(c[l]) };
+        for k in 0..n {
+            let (x, y) = ((a[l] >> (k * bits)) & mask, (b[l] >> (k * bits)) & mask);
+            let ext =
+                |v: u32| if signed { i64::from(((v << (32 - bits)) as i32) >> (32 - bits)) } else { i64::from(v) };
+            sum += ext(x) * ext(y);
+        }
+        if !m.clamp {
+            sum as u32
+        } else if signed {
+            sum.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32 as u32
+        } else {
+            sum.clamp(0, i64::from(u32::MAX)) as u32
+        }
+    });
+    w.set_v32(&d, &r)?;
+    NEXT
+}
+
 // ---------------------------------------------------------------------------------------------
 // packing conversions
 
@@ -1532,6 +1572,15 @@ pub(crate) fn handler_for_name(base: &str) -> Option<(Handler, u32)> {
         "v_pk_lshrrev_b16" => |w, e, _| vpk16::<2>(w, e, false, |_, [a, b], _| b >> (a & 15)),
         "v_pk_ashrrev_i16" => |w, e, _| vpk16::<2>(w, e, false, |_, [a, b], _| ((b as i16) >> (a & 15)) as u16),
         "v_pk_fmac_f16" => pk_fmac16,
+        "v_dot2_i32_i16" => |w, e, _| vdot(w, e, 16, true, false),
+        "v_dot2_u32_u16" => |w, e, _| vdot(w, e, 16, false, false),
+        "v_dot4_i32_i8" => |w, e, _| vdot(w, e, 8, true, false),
+        "v_dot4_u32_u8" => |w, e, _| vdot(w, e, 8, false, false),
+        "v_dot8_i32_i4" => |w, e, _| vdot(w, e, 4, true, false),
+        "v_dot8_u32_u4" => |w, e, _| vdot(w, e, 4, false, false),
+        "v_dot2c_i32_i16" => |w, e, _| vdot(w, e, 16, true, true),
+        "v_dot4c_i32_i8" => |w, e, _| vdot(w, e, 8, true, true),
+        "v_dot8c_i32_i4" => |w, e, _| vdot(w, e, 4, true, true),
         // ---- VOP3P packed f32 and mixed precision ----
         "v_pk_fma_f32" => |w, e, _| vpk32::<3>(w, e, |rm, [a, b, c]| fma(F32, rm, a, b, c)),
         "v_pk_mul_f32" => |w, e, _| vpk32::<2>(w, e, |rm, [a, b]| mul(F32, rm, a, b)),
