@@ -196,14 +196,14 @@ fn an_unimplemented_instruction_fails_the_dispatch() {
     let co = amdhsa::CodeObject::parse(&elf).unwrap();
     let objects = place_code_object(&h, &elf, &["fill_u32"]);
     // Patch `v_mov_b32_e32 v1, 0` (the first of its kind after the entry) into
-    // `v_sqrt_f32_e32 v1, 0`, which the executor does not implement.
+    // `v_screen_partition_4se_b32_e32 v1, 0`, which the executor does not implement.
     let kernel = co.kernel("fill_u32").unwrap().unwrap();
     let entry = objects[0].wrapping_add_signed(kernel.descriptor.kernel_code_entry_byte_offset);
     let words = entry as *mut u32;
     // SAFETY: the code BO is CPU-mapped; the kernel is shorter than 64 words.
     unsafe {
         let at = (0..64).find(|&i| words.add(i).read() == 0x7E02_0280).expect("v_mov_b32 v1, 0");
-        words.add(at).write(0x7E02_4E80);
+        words.add(at).write(0x7E02_6E80);
     }
     let k = h.alloc(4096, GTT);
     let c = h.alloc(4096, GTT);

@@ -281,11 +281,11 @@ fn errors_name_the_pc_and_the_instruction() {
     let mem = VecMemory::new(BASE, 16);
     // An unimplemented instruction: its PC and text.
     let mut w = wave();
-    let e = run_on("s_nop 0\nv_sqrt_f32_e32 v1, v2", &mut w, &mem).unwrap_err();
+    let e = run_on("s_nop 0\nv_screen_partition_4se_b32_e32 v1, v2", &mut w, &mem).unwrap_err();
     assert_eq!(e.kind, ExecErrorKind::Unimplemented);
     assert_eq!(e.pc, BASE + 4);
     let text = e.to_string();
-    assert!(text.contains("v_sqrt_f32_e32 v1, v2") && text.contains("0x100000004"), "{text}");
+    assert!(text.contains("v_screen_partition_4se_b32_e32 v1, v2") && text.contains("0x100000004"), "{text}");
     // A fault: the address.
     let mut w = wave();
     w.vgpr[0] = lanes(|_| 0x40);

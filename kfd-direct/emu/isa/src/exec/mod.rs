@@ -21,9 +21,11 @@
 // Lane loops index several per-lane arrays at once.
 #![allow(clippy::needless_range_loop)]
 
+mod float;
 mod lanes;
 mod memory;
 mod ops;
+mod softfloat;
 mod wave;
 
 use alloc::boxed::Box;

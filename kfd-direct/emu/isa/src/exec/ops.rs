@@ -2,9 +2,10 @@
 //!
 //! [`handler`] picks, once per decoded instruction, the function that runs it and a small
 //! parameter (`aux`: a compare's condition, a memory access's size, an atomic's operation).
-//! Forms the executor does not honour yet — DPP, SDWA, VOP3 modifiers on integer operations, a
-//! non-default rounding mode — have no handler or fail when executed, so they report the
-//! instruction instead of computing something else.
+//! Forms the executor does not honour yet — DPP, SDWA, VOP3 modifiers on integer operations —
+//! have no handler or fail when executed, so they report the instruction instead of computing
+//! something else. The floating-point, 16-bit and packed opcodes are in `float.rs`, which the
+//! table falls back to.
 
 // Lane loops index several per-lane arrays at once.
 #![allow(clippy::needless_range_loop)]
@@ -77,7 +78,7 @@ pub(crate) fn src(e: &Exe, n: usize) -> Result<Operand, ExecErrorKind> {
 }
 
 /// The carry-out / compare destination of a VOP2/VOP3B instruction (`vcc` or an SGPR pair).
-fn carry_out(e: &Exe) -> Result<Operand, ExecErrorKind> {
+pub(super) fn carry_out(e: &Exe) -> Result<Operand, ExecErrorKind> {
     field(e, Field::Sdst, 0).or_else(|_| field(e, Field::Vcc, 0))
 }
 
@@ -90,7 +91,7 @@ fn mask_in(e: &Exe) -> Result<Operand, ExecErrorKind> {
 }
 
 /// Integer VALU operations take no float modifiers.
-fn int_mods(e: &Exe) -> Result<(), ExecErrorKind> {
+pub(super) fn int_mods(e: &Exe) -> Result<(), ExecErrorKind> {
     let m = &e.inst.mods;
     if m.neg != 0 || m.abs != 0 || m.clamp || m.omod != 0 || m.op_sel != 0 {
         return Err(ExecErrorKind::Unimplemented);
@@ -458,10 +459,9 @@ struct F32Mode {
 }
 
 fn f32_mode(w: &Wave) -> Result<F32Mode, ExecErrorKind> {
-    // Round to nearest even only (MODE[1:0] = 0).
-    if w.mode & 3 != 0 {
-        return Err(ExecErrorKind::Unimplemented);
-    }
+    // The f32 operations left here (min/max, compares, the integer roundings, conversions to
+    // integers and of bytes) are exact, so MODE's rounding field does not change them; the
+    // rounding ones are in `float.rs`.
     let d = (w.mode >> 4) & 3;
     Ok(F32Mode { flush_in: d & 1 == 0, flush_out: d & 2 == 0 })
 }
@@ -531,33 +531,6 @@ fn vop3_f32(w: &mut Wave, e: &Exe, f: impl Fn(f32, f32, f32) -> f32) -> R {
     NEXT
 }
 
-/// `D = f(S0, S1, D)` (v_mac_f32, v_fmac_f32).
-fn vmac_f32(w: &mut Wave, e: &Exe, f: impl Fn(f32, f32, f32) -> f32) -> R {
-    let m = f32_mode(w)?;
-    let (a, b) = (fsrc(w, e, 0, m)?, fsrc(w, e, 1, m)?);
-    let d = w.v32(&dst(e)?)?;
-    let r: Lanes = per_lane(|l| {
-        let c = f32::from_bits(d[l]);
-        fout(e, m, f(a[l], b[l], if m.flush_in { flush(c) } else { c }))
-    });
-    w.set_v32(&dst(e)?, &r)?;
-    NEXT
-}
-
-/// `v_madmk_f32 D, S0, K, S1` / `v_madak_f32 D, S0, S1, K`: the literal is the multiplier (mk)
-/// or the addend (ak).
-fn vmadk(w: &mut Wave, e: &Exe, addend: bool) -> R {
-    let m = f32_mode(w)?;
-    let (a, b) = (fsrc(w, e, 0, m)?, fsrc(w, e, 1, m)?);
-    let k = match field(e, Field::Literal, 0)? {
-        Operand::Literal(k) => f32::from_bits(k),
-        _ => return Err(ExecErrorKind::Unimplemented),
-    };
-    let r: Lanes = per_lane(|l| fout(e, m, if addend { mad(a[l], b[l], k) } else { mad(a[l], k, b[l]) }));
-    w.set_v32(&dst(e)?, &r)?;
-    NEXT
-}
-
 /// Fused multiply-add of f32, rounded once (the exact product in f64, the sum rounded to odd
 /// in f64, then to f32: correct rounding without a hardware FMA).
 #[inline(always)]
@@ -593,11 +566,6 @@ fn fma_f32_exact(p: f64, c: f64, s: f64) -> f32 {
         bits = if towards_zero { bits - 1 } else { bits + 1 };
     }
     f64::from_bits(bits) as f32
-}
-
-/// The unfused multiply-add of `v_mad_f32`/`v_mac_f32` (product rounded, then the sum).
-fn mad(a: f32, b: f32, c: f32) -> f32 {
-    a * b + c
 }
 
 /// IEEE-754 minNum/maxNum as the VALU does them in IEEE mode: a NaN operand yields the other.
@@ -675,15 +643,6 @@ fn vcvt_to_f32(w: &mut Wave, e: &Exe, f: impl Fn(u32) -> f32) -> R {
     NEXT
 }
 
-fn f64_mode(w: &Wave, e: &Exe) -> Result<(), ExecErrorKind> {
-    // f64: round to nearest even, denormals kept (MODE[3:2] = 0, MODE[7:6] = 3), no modifiers.
-    let m = e.inst.mods;
-    if (w.mode >> 2) & 3 != 0 || (w.mode >> 6) & 3 != 3 || m.clamp || m.omod != 0 {
-        return Err(ExecErrorKind::Unimplemented);
-    }
-    Ok(())
-}
-
 fn fsrc64(w: &Wave, e: &Exe, n: usize) -> Result<[f64; LANES], ExecErrorKind> {
     let v = w.v64(&src(e, n)?, Ty::F64)?;
     let mods = e.inst.mods;
@@ -700,19 +659,11 @@ fn fsrc64(w: &Wave, e: &Exe, n: usize) -> Result<[f64; LANES], ExecErrorKind> {
     }))
 }
 
-fn vop2_f64(w: &mut Wave, e: &Exe, f: impl Fn(f64, f64) -> f64) -> R {
-    f64_mode(w, e)?;
-    let (a, b) = (fsrc64(w, e, 0)?, fsrc64(w, e, 1)?);
-    let r: Lanes64 = per_lane(|l| f(a[l], b[l]).to_bits());
-    w.set_v64(&dst(e)?, &r)?;
-    NEXT
-}
-
 // ---------------------------------------------------------------------------------------------
 // vector compares
 
 /// Integer condition codes (aux bits 3:0): f lt eq le gt ne ge t.
-fn int_cond(c: u32, ord: core::cmp::Ordering) -> bool {
+pub(super) fn int_cond(c: u32, ord: core::cmp::Ordering) -> bool {
     use core::cmp::Ordering::*;
     match c {
         0 => false,
@@ -727,7 +678,7 @@ fn int_cond(c: u32, ord: core::cmp::Ordering) -> bool {
 }
 
 /// Float condition codes: f lt eq le gt lg ge o u nge nlg ngt nle neq nlt tru.
-fn float_cond(c: u32, ord: Option<core::cmp::Ordering>) -> bool {
+pub(super) fn float_cond(c: u32, ord: Option<core::cmp::Ordering>) -> bool {
     use core::cmp::Ordering::*;
     match c {
         0 => false,
@@ -757,7 +708,7 @@ const CMP_U64: u32 = 3;
 const CMP_F32: u32 = 4;
 const CMP_F64: u32 = 5;
 /// aux bit 8: `v_cmpx` (also writes EXEC).
-const CMPX: u32 = 1 << 8;
+pub(super) const CMPX: u32 = 1 << 8;
 
 fn vcmp(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     let cond = e.aux & 15;
@@ -1348,7 +1299,7 @@ fn ds_atomic_aux(name: &str) -> Option<u32> {
 pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
     let base = name.strip_suffix("_e32").or_else(|| name.strip_suffix("_e64")).unwrap_or(name);
     if base.starts_with("v_cmp") {
-        return cmp_aux(base).map(|a| (vcmp as Handler, a));
+        return cmp_aux(base).map(|a| (vcmp as Handler, a)).or_else(|| super::float::handler_for_name(base));
     }
     if base.starts_with("v_mfma") {
         return super::lanes::mfma_handler(base);
@@ -1649,8 +1600,6 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
             w.set_v32(&dst(e)?, &a)?;
             NEXT
         },
-        "v_cvt_f32_i32" => |w, e, _| vcvt_to_f32(w, e, |a| a as i32 as f32),
-        "v_cvt_f32_u32" => |w, e, _| vcvt_to_f32(w, e, |a| a as f32),
         "v_cvt_f32_ubyte0" => |w, e, _| vcvt_to_f32(w, e, |a| (a & 0xFF) as f32),
         "v_cvt_f32_ubyte1" => |w, e, _| vcvt_to_f32(w, e, |a| (a >> 8 & 0xFF) as f32),
         "v_cvt_f32_ubyte2" => |w, e, _| vcvt_to_f32(w, e, |a| (a >> 16 & 0xFF) as f32),
@@ -1669,42 +1618,6 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
                 |x| if x.is_finite() { (x - floor_f32(x)).min(f32::from_bits(0x3F7F_FFFF)) } else { f32::NAN },
             )
         },
-        "v_cvt_f32_f64" => |w, e, _| {
-            f64_mode(w, e)?;
-            let m = f32_mode(w)?;
-            let a = fsrc64(w, e, 0)?;
-            let r: Lanes = per_lane(|l| fout(e, m, a[l] as f32));
-            w.set_v32(&dst(e)?, &r)?;
-            NEXT
-        },
-        "v_cvt_f64_f32" => |w, e, _| {
-            f64_mode(w, e)?;
-            let m = f32_mode(w)?;
-            let a = fsrc(w, e, 0, m)?;
-            let r: Lanes64 = per_lane(|l| f64::from(a[l]).to_bits());
-            w.set_v64(&dst(e)?, &r)?;
-            NEXT
-        },
-        "v_cvt_f64_i32" | "v_cvt_f64_u32" => |w, e, _| {
-            f64_mode(w, e)?;
-            int_mods(e)?;
-            let signed = e.inst.op.name().contains("_i32");
-            let a = w.v32(&src(e, 0)?)?;
-            let r: Lanes64 =
-                per_lane(|l| if signed { f64::from(a[l] as i32).to_bits() } else { f64::from(a[l]).to_bits() });
-            w.set_v64(&dst(e)?, &r)?;
-            NEXT
-        },
-        "v_cvt_i32_f64" | "v_cvt_u32_f64" => |w, e, _| {
-            f64_mode(w, e)?;
-            let signed = e.inst.op.name().contains("_i32");
-            let a = fsrc64(w, e, 0)?;
-            let r: Lanes = per_lane(|l| if signed { a[l] as i32 as u32 } else { a[l] as u32 });
-            w.set_v32(&dst(e)?, &r)?;
-            NEXT
-        },
-        // Correctly rounded reciprocal: within the ISA's 1 ULP for v_rcp_f32.
-        "v_rcp_f32" | "v_rcp_iflag_f32" => |w, e, _| vop1_f32(w, e, |a| 1.0 / a),
         // ---- VOP2 / VOP3 integer ----
         "v_add_u32" => |w, e, _| vop2_u32(w, e, u32::wrapping_add),
         "v_sub_u32" => |w, e, _| vop2_u32(w, e, u32::wrapping_sub),
@@ -1791,25 +1704,11 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
         "v_readlane_b32" => readlane,
         "v_writelane_b32" => writelane,
         // ---- VOP2 / VOP3 f32 ----
-        "v_add_f32" => |w, e, _| vop2_f32(w, e, |a, b| a + b),
-        "v_sub_f32" => |w, e, _| vop2_f32(w, e, |a, b| a - b),
-        "v_subrev_f32" => |w, e, _| vop2_f32(w, e, |a, b| b - a),
-        "v_mul_f32" => |w, e, _| vop2_f32(w, e, |a, b| a * b),
-        "v_mul_legacy_f32" => |w, e, _| vop2_f32(w, e, |a, b| if a == 0.0 || b == 0.0 { 0.0 } else { a * b }),
         "v_min_f32" => |w, e, _| vop2_f32(w, e, fmin),
         "v_max_f32" => |w, e, _| vop2_f32(w, e, fmax),
-        "v_fma_f32" => |w, e, _| vop3_f32(w, e, fma_f32),
-        "v_mad_f32" => |w, e, _| vop3_f32(w, e, mad),
         "v_min3_f32" => |w, e, _| vop3_f32(w, e, |a, b, c| fmin(fmin(a, b), c)),
         "v_max3_f32" => |w, e, _| vop3_f32(w, e, |a, b, c| fmax(fmax(a, b), c)),
-        "v_fmac_f32" => |w, e, _| vmac_f32(w, e, fma_f32),
-        "v_mac_f32" => |w, e, _| vmac_f32(w, e, mad),
-        "v_madmk_f32" => |w, e, _| vmadk(w, e, false),
-        "v_madak_f32" => |w, e, _| vmadk(w, e, true),
-        // ---- f64 ----
-        "v_add_f64" => |w, e, _| vop2_f64(w, e, |a, b| a + b),
-        "v_mul_f64" => |w, e, _| vop2_f64(w, e, |a, b| a * b),
-        _ => return memory::handler_for_name(base),
+        _ => return memory::handler_for_name(base).or_else(|| super::float::handler_for_name(base)),
     };
     Some((h, 0))
 }
