@@ -48,6 +48,60 @@ hipError_t hipModuleLaunchCooperativeKernel(hipFunction_t f, unsigned int gridDi
                                             void** kernelParams);
 hipError_t hipModuleLaunchCooperativeKernelMultiDevice(hipFunctionLaunchParams* launchParamsList,
                                                        unsigned int numDevices, unsigned int flags);
+/* Newer HIP's launch and stream attributes (CUDA's cudaLaunchAttribute*; hipStreamAttrID and
+   hipStreamAttrValue are the same types). On a stream: the access policy window and the
+   synchronization policy are kept and answered as set (hints here); the priority is the stream's
+   creation priority (setting another one is hipErrorNotSupported); memory synchronization
+   domains are hipErrorNotSupported; launch-only attributes are hipErrorInvalidValue. */
+typedef enum hipLaunchAttributeID {
+    hipLaunchAttributeAccessPolicyWindow = 1,
+    hipLaunchAttributeCooperative = 2,
+    hipLaunchAttributeSynchronizationPolicy = 3,
+    hipLaunchAttributePriority = 8,
+    hipLaunchAttributeMemSyncDomainMap = 9,
+    hipLaunchAttributeMemSyncDomain = 10,
+    hipLaunchAttributeMax
+} hipLaunchAttributeID;
+typedef enum hipSynchronizationPolicy {
+    hipSyncPolicyAuto = 1,
+    hipSyncPolicySpin = 2,
+    hipSyncPolicyYield = 3,
+    hipSyncPolicyBlockingSync = 4
+} hipSynchronizationPolicy;
+typedef union hipLaunchAttributeValue {
+    char pad[64];
+    hipAccessPolicyWindow accessPolicyWindow;
+    int cooperative;
+    int priority;
+    hipSynchronizationPolicy syncPolicy;
+} hipLaunchAttributeValue;
+typedef hipLaunchAttributeID hipStreamAttrID;
+typedef hipLaunchAttributeValue hipStreamAttrValue;
+typedef struct hipLaunchAttribute_st {
+    hipLaunchAttributeID id;
+    char pad[8 - sizeof(hipLaunchAttributeID)];
+    union {
+        hipLaunchAttributeValue val;
+        hipLaunchAttributeValue value;
+    };
+} hipLaunchAttribute;
+typedef struct hipLaunchConfig_st {
+    dim3 gridDim;
+    dim3 blockDim;
+    size_t dynamicSmemBytes;
+    hipStream_t stream;
+    hipLaunchAttribute* attrs;
+    unsigned int numAttrs;
+} hipLaunchConfig_t;
+hipError_t hipStreamGetAttribute(hipStream_t stream, hipStreamAttrID attr, hipStreamAttrValue* value_out);
+hipError_t hipStreamSetAttribute(hipStream_t stream, hipStreamAttrID attr, const hipStreamAttrValue* value);
+/* CUDA's cudaStreamCopyAttributes: dst gets src's access policy window and synchronization
+   policy (priorities stay each stream's own). */
+hipError_t hipStreamCopyAttributes(hipStream_t dst, hipStream_t src);
+/* A launch of fPtr (a kernel handle, a host kernel or a hipFunction_t) with config's dimensions,
+   LDS bytes and stream, and its attributes (cooperative non-zero: hipLaunchCooperativeKernel's
+   checks; a priority other than the stream's: hipErrorNotSupported). */
+hipError_t hipLaunchKernelExC(const hipLaunchConfig_t* config, const void* fPtr, void** args);
 /* Host kernels: the emulated device runs these in place of GPU code. */
 typedef void (*aqdHostKernel)(void** args, dim3 blockIdx, dim3 gridDim, dim3 blockDim);
 /* Binds body to symbol (any unique address). argCount/argSizes describe the kernel's arguments; at

@@ -95,6 +95,7 @@ pub extern "C" fn hipStreamDestroy(stream: Handle) -> i32 {
     api(|| {
         let g = global()?;
         g.rt.stream_destroy(stream_of(stream))?;
+        crate::stream_attr::forget(stream);
         // A capture torn down with its stream leaves graph allocations behind.
         crate::graph::sweep_capture_owners(g);
         Ok(())

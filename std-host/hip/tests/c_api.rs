@@ -914,6 +914,15 @@ fn module_queries_and_extended_and_cooperative_launches() {
     assert!(two.contains("two devices"), "{two}");
 }
 
+/// Stream attributes (`hipStreamGetAttribute`/`SetAttribute`/`CopyAttributes`) and
+/// `hipLaunchKernelExC` with its attributes, launching the emulator's fixture kernel.
+#[test]
+fn stream_attributes_and_attributed_launches() {
+    let fixture = manifest().join("../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
+    let exe = build("stream_attributes", false);
+    check("stream_attributes", &run(&exe, &[fixture.to_str().expect("utf-8 path")]));
+}
+
 /// `__managed__` variables of a program clang builds as hipcc does: registered with
 /// `__hipRegisterManagedVar`, initialised, reached from the host and from a kernel; linked
 /// against `libaqueduct_hip.so`, and against Debian's `libamdhip64` run on aqueduct's.
