@@ -102,6 +102,19 @@ hipError_t hipStreamCopyAttributes(hipStream_t dst, hipStream_t src);
    LDS bytes and stream, and its attributes (cooperative non-zero: hipLaunchCooperativeKernel's
    checks; a priority other than the stream's: hipErrorNotSupported). */
 hipError_t hipLaunchKernelExC(const hipLaunchConfig_t* config, const void* fPtr, void** args);
+/* Newer HIP's edge data (CUDA's cudaGraphEdgeData); only the default edge (all zeros) is taken. */
+typedef struct hipGraphEdgeData {
+    unsigned char from_port;
+    unsigned char reserved[5];
+    unsigned char to_port;
+    unsigned char type;
+} hipGraphEdgeData;
+/* CUDA's cudaStreamBeginCaptureToGraph: the capture's work is added to graph (after
+   dependencies, nodes of it; dependencyData NULL or default edges), and hipStreamEndCapture
+   answers graph. hipMallocAsync/hipFreeAsync on the stream meanwhile are hipErrorNotSupported. */
+hipError_t hipStreamBeginCaptureToGraph(hipStream_t stream, hipGraph_t graph, const hipGraphNode_t* dependencies,
+                                        const hipGraphEdgeData* dependencyData, size_t numDependencies,
+                                        hipStreamCaptureMode mode);
 /* Host kernels: the emulated device runs these in place of GPU code. */
 typedef void (*aqdHostKernel)(void** args, dim3 blockIdx, dim3 gridDim, dim3 blockDim);
 /* Binds body to symbol (any unique address). argCount/argSizes describe the kernel's arguments; at

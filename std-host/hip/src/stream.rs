@@ -98,6 +98,7 @@ pub extern "C" fn hipStreamDestroy(stream: Handle) -> i32 {
         crate::stream_attr::forget(stream);
         // A capture torn down with its stream leaves graph allocations behind.
         crate::graph::sweep_capture_owners(g);
+        crate::capture::sweep_into(g);
         Ok(())
     })
 }

@@ -914,6 +914,13 @@ fn module_queries_and_extended_and_cooperative_launches() {
     assert!(two.contains("two devices"), "{two}");
 }
 
+/// `hipStreamBeginCaptureToGraph`: captures landing in existing graphs, checked by the graphs'
+/// shape and by what they compute.
+#[test]
+fn capture_into_existing_graphs() {
+    c_test("capture_to_graph", &[]);
+}
+
 /// Stream attributes (`hipStreamGetAttribute`/`SetAttribute`/`CopyAttributes`) and
 /// `hipLaunchKernelExC` with its attributes, launching the emulator's fixture kernel.
 #[test]
