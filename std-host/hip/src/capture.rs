@@ -53,12 +53,11 @@ pub(crate) fn refuse_memory_nodes(g: &Global, stream: Handle) -> HipResult {
 /// Releases the stand-in graphs of captures into existing graphs that ended without
 /// `hipStreamEndCapture` taking them (torn down with their stream, invalidated, unjoined).
 pub(crate) fn sweep_into(g: &Global) {
-    let stale: Vec<u64> = lock(&INTO)
-        .iter()
-        .filter(|(&core, i)| !g.rt.stream_capture_info(stream_of(handle(i.stream))).is_ok_and(|c| c.graph == core))
-        .map(|(&core, _)| core)
-        .collect();
-    for core in stale {
+    let listed: Vec<(u64, u64)> = lock(&INTO).iter().map(|(&core, i)| (core, i.stream)).collect();
+    let stale = listed
+        .into_iter()
+        .filter(|&(core, stream)| !g.rt.stream_capture_info(stream_of(handle(stream))).is_ok_and(|c| c.graph == core));
+    for (core, _) in stale {
         // Core refuses to destroy a graph a capture still records into: that one stays listed
         // (one already gone does not).
         let core = GraphHandle(core);
@@ -116,7 +115,9 @@ pub unsafe extern "C" fn hipStreamBeginCaptureToGraph(
         }
         let mut ids: Vec<NodeId> = Vec::with_capacity(list.len());
         for &d in list {
-            let id = match lock(&g.nodes).get(d as usize as u64) {
+            // Read out first: the node table is not held while the graph table is locked.
+            let named = lock(&g.nodes).get(d as usize as u64);
+            let id = match named {
                 Some((gr, id)) if gr == target && crate::graph::is_live_node(target, id) => NodeId(id),
                 _ => return Err(INVALID_VALUE),
             };
@@ -166,9 +167,14 @@ pub unsafe extern "C" fn hipStreamEndCapture(stream: Handle, graph: *mut Handle)
             return Err(INVALID_VALUE);
         }
         let ended = g.rt.stream_end_capture(stream_of(stream));
-        let adopted = ended.map_err(Hip::from).and_then(|h| match lock(&INTO).remove(&h.0) {
-            Some(into) => crate::graph::merge_captured(g, h, into).map(GraphHandle),
-            None => crate::graph::adopt_captured(g, h).map(|_| h),
+        let adopted = ended.map_err(Hip::from).and_then(|h| {
+            // Taken out first: INTO is never held while the graph table is locked (hipGraphDestroy
+            // looks at INTO under it).
+            let into = lock(&INTO).remove(&h.0);
+            match into {
+                Some(into) => crate::graph::merge_captured(g, h, into).map(GraphHandle),
+                None => crate::graph::adopt_captured(g, h).map(|_| h),
+            }
         });
         crate::graph::sweep_capture_owners(g);
         sweep_into(g);
