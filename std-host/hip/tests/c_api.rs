@@ -914,6 +914,13 @@ fn module_queries_and_extended_and_cooperative_launches() {
     assert!(two.contains("two devices"), "{two}");
 }
 
+/// `hipStreamBatchMemOp`: batched waits and writes in stream order; a refused batch enqueues
+/// nothing.
+#[test]
+fn batched_stream_memory_operations() {
+    c_test("stream_batch", &[]);
+}
+
 /// `hipStreamBeginCaptureToGraph`: captures landing in existing graphs, checked by the graphs'
 /// shape and by what they compute.
 #[test]
