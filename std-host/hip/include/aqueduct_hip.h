@@ -161,6 +161,25 @@ typedef union hipStreamBatchMemOpParams_union {
 } hipStreamBatchMemOpParams;
 hipError_t hipStreamBatchMemOp(hipStream_t stream, unsigned int count, hipStreamBatchMemOpParams* paramArray,
                                unsigned int flags);
+/* Newer HIP's batched copies (CUDA's cudaMemcpyBatchAsync): attrs[k] applies from copy
+   attrsIdxs[k] on (attrsIdxs[0] == 0, increasing); DuringApiCall reads each source before the
+   call returns; on an error *failIdx is the failing copy or SIZE_MAX. */
+typedef enum hipMemcpySrcAccessOrder {
+    hipMemcpySrcAccessOrderInvalid = 0,
+    hipMemcpySrcAccessOrderStream = 1,
+    hipMemcpySrcAccessOrderDuringApiCall = 2,
+    hipMemcpySrcAccessOrderAny = 3,
+    hipMemcpySrcAccessOrderMax = 0x7FFFFFFF
+} hipMemcpySrcAccessOrder;
+#define hipMemcpyFlagPreferOverlapWithCompute 0x1
+typedef struct hipMemcpyAttributes {
+    hipMemcpySrcAccessOrder srcAccessOrder;
+    hipMemLocation srcLocHint;
+    hipMemLocation dstLocHint;
+    unsigned int flags;
+} hipMemcpyAttributes;
+hipError_t hipMemcpyBatchAsync(void** dsts, void** srcs, size_t* sizes, size_t count, hipMemcpyAttributes* attrs,
+                               size_t* attrsIdxs, size_t numAttrs, size_t* failIdx, hipStream_t stream);
 /* Host kernels: the emulated device runs these in place of GPU code. */
 typedef void (*aqdHostKernel)(void** args, dim3 blockIdx, dim3 gridDim, dim3 blockDim);
 /* Binds body to symbol (any unique address). argCount/argSizes describe the kernel's arguments; at

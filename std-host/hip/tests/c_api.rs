@@ -914,6 +914,12 @@ fn module_queries_and_extended_and_cooperative_launches() {
     assert!(two.contains("two devices"), "{two}");
 }
 
+/// `hipMemcpyBatchAsync`: batched copies with per-range source-access attributes.
+#[test]
+fn batched_copies() {
+    c_test("memcpy_batch", &[]);
+}
+
 /// `hipStreamBatchMemOp`: batched waits and writes in stream order; a refused batch enqueues
 /// nothing.
 #[test]
