@@ -9,6 +9,7 @@
 #define AQUEDUCT_HIP_H
 
 #include <hip/hip_runtime_api.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,6 +49,137 @@ hipError_t hipModuleLaunchCooperativeKernel(hipFunction_t f, unsigned int gridDi
                                             void** kernelParams);
 hipError_t hipModuleLaunchCooperativeKernelMultiDevice(hipFunctionLaunchParams* launchParamsList,
                                                        unsigned int numDevices, unsigned int flags);
+/* Newer HIP's launch and stream attributes (CUDA's cudaLaunchAttribute*; hipStreamAttrID and
+   hipStreamAttrValue are the same types). On a stream: the access policy window and the
+   synchronization policy are kept and answered as set (hints here); the priority is the stream's
+   creation priority (setting another one is hipErrorNotSupported); memory synchronization
+   domains are hipErrorNotSupported; launch-only attributes are hipErrorInvalidValue. */
+typedef enum hipLaunchAttributeID {
+    hipLaunchAttributeAccessPolicyWindow = 1,
+    hipLaunchAttributeCooperative = 2,
+    hipLaunchAttributeSynchronizationPolicy = 3,
+    hipLaunchAttributePriority = 8,
+    hipLaunchAttributeMemSyncDomainMap = 9,
+    hipLaunchAttributeMemSyncDomain = 10,
+    hipLaunchAttributeMax
+} hipLaunchAttributeID;
+typedef enum hipSynchronizationPolicy {
+    hipSyncPolicyAuto = 1,
+    hipSyncPolicySpin = 2,
+    hipSyncPolicyYield = 3,
+    hipSyncPolicyBlockingSync = 4
+} hipSynchronizationPolicy;
+typedef union hipLaunchAttributeValue {
+    char pad[64];
+    hipAccessPolicyWindow accessPolicyWindow;
+    int cooperative;
+    int priority;
+    hipSynchronizationPolicy syncPolicy;
+} hipLaunchAttributeValue;
+typedef hipLaunchAttributeID hipStreamAttrID;
+typedef hipLaunchAttributeValue hipStreamAttrValue;
+typedef struct hipLaunchAttribute_st {
+    hipLaunchAttributeID id;
+    char pad[8 - sizeof(hipLaunchAttributeID)];
+    union {
+        hipLaunchAttributeValue val;
+        hipLaunchAttributeValue value;
+    };
+} hipLaunchAttribute;
+typedef struct hipLaunchConfig_st {
+    dim3 gridDim;
+    dim3 blockDim;
+    size_t dynamicSmemBytes;
+    hipStream_t stream;
+    hipLaunchAttribute* attrs;
+    unsigned int numAttrs;
+} hipLaunchConfig_t;
+hipError_t hipStreamGetAttribute(hipStream_t stream, hipStreamAttrID attr, hipStreamAttrValue* value_out);
+hipError_t hipStreamSetAttribute(hipStream_t stream, hipStreamAttrID attr, const hipStreamAttrValue* value);
+/* CUDA's cudaStreamCopyAttributes: dst gets src's access policy window and synchronization
+   policy (priorities stay each stream's own). */
+hipError_t hipStreamCopyAttributes(hipStream_t dst, hipStream_t src);
+/* A launch of fPtr (a kernel handle, a host kernel or a hipFunction_t) with config's dimensions,
+   LDS bytes and stream, and its attributes (cooperative non-zero: hipLaunchCooperativeKernel's
+   checks; a priority other than the stream's: hipErrorNotSupported). */
+hipError_t hipLaunchKernelExC(const hipLaunchConfig_t* config, const void* fPtr, void** args);
+/* Newer HIP's edge data (CUDA's cudaGraphEdgeData); only the default edge (all zeros) is taken. */
+typedef struct hipGraphEdgeData {
+    unsigned char from_port;
+    unsigned char reserved[5];
+    unsigned char to_port;
+    unsigned char type;
+} hipGraphEdgeData;
+/* CUDA's cudaStreamBeginCaptureToGraph: the capture's work is added to graph (after
+   dependencies, nodes of it; dependencyData NULL or default edges), and hipStreamEndCapture
+   answers graph. hipMallocAsync/hipFreeAsync on the stream meanwhile are hipErrorNotSupported. */
+hipError_t hipStreamBeginCaptureToGraph(hipStream_t stream, hipGraph_t graph, const hipGraphNode_t* dependencies,
+                                        const hipGraphEdgeData* dependencyData, size_t numDependencies,
+                                        hipStreamCaptureMode mode);
+/* Newer HIP's batched stream memory operations (CUDA's cuStreamBatchMemOp): every entry is
+   checked before any is enqueued; waits compare with a mask of all ones; barriers and
+   remote-write flushes are already implied by stream order here. */
+typedef enum hipStreamBatchMemOpType {
+    hipStreamMemOpWaitValue32 = 0x1,
+    hipStreamMemOpWriteValue32 = 0x2,
+    hipStreamMemOpWaitValue64 = 0x4,
+    hipStreamMemOpWriteValue64 = 0x5,
+    hipStreamMemOpBarrier = 0x6,
+    hipStreamMemOpFlushRemoteWrites = 0x3
+} hipStreamBatchMemOpType;
+typedef union hipStreamBatchMemOpParams_union {
+    hipStreamBatchMemOpType operation;
+    struct hipStreamMemOpWaitValueParams_t {
+        hipStreamBatchMemOpType operation;
+        hipDeviceptr_t address;
+        union {
+            uint32_t value;
+            uint64_t value64;
+        };
+        unsigned int flags;
+        hipDeviceptr_t alias;
+    } waitValue;
+    struct hipStreamMemOpWriteValueParams_t {
+        hipStreamBatchMemOpType operation;
+        hipDeviceptr_t address;
+        union {
+            uint32_t value;
+            uint64_t value64;
+        };
+        unsigned int flags;
+        hipDeviceptr_t alias;
+    } writeValue;
+    struct hipStreamMemOpFlushRemoteWritesParams_t {
+        hipStreamBatchMemOpType operation;
+        unsigned int flags;
+    } flushRemoteWrites;
+    struct hipStreamMemOpMemoryBarrierParams_t {
+        hipStreamBatchMemOpType operation;
+        unsigned int flags;
+    } memoryBarrier;
+    uint64_t pad[6];
+} hipStreamBatchMemOpParams;
+hipError_t hipStreamBatchMemOp(hipStream_t stream, unsigned int count, hipStreamBatchMemOpParams* paramArray,
+                               unsigned int flags);
+/* Newer HIP's batched copies (CUDA's cudaMemcpyBatchAsync): attrs[k] applies from copy
+   attrsIdxs[k] on (attrsIdxs[0] == 0, increasing); DuringApiCall reads each source before the
+   call returns; on an error *failIdx is the failing copy or SIZE_MAX. */
+typedef enum hipMemcpySrcAccessOrder {
+    hipMemcpySrcAccessOrderInvalid = 0,
+    hipMemcpySrcAccessOrderStream = 1,
+    hipMemcpySrcAccessOrderDuringApiCall = 2,
+    hipMemcpySrcAccessOrderAny = 3,
+    hipMemcpySrcAccessOrderMax = 0x7FFFFFFF
+} hipMemcpySrcAccessOrder;
+#define hipMemcpyFlagPreferOverlapWithCompute 0x1
+typedef struct hipMemcpyAttributes {
+    hipMemcpySrcAccessOrder srcAccessOrder;
+    hipMemLocation srcLocHint;
+    hipMemLocation dstLocHint;
+    unsigned int flags;
+} hipMemcpyAttributes;
+hipError_t hipMemcpyBatchAsync(void** dsts, void** srcs, size_t* sizes, size_t count, hipMemcpyAttributes* attrs,
+                               size_t* attrsIdxs, size_t numAttrs, size_t* failIdx, hipStream_t stream);
 /* Host kernels: the emulated device runs these in place of GPU code. */
 typedef void (*aqdHostKernel)(void** args, dim3 blockIdx, dim3 gridDim, dim3 blockDim);
 /* Binds body to symbol (any unique address). argCount/argSizes describe the kernel's arguments; at

@@ -1,16 +1,146 @@
-//! Stream capture (docs/hip-semantics.md §2.3, §2.5, §4): begin/end, status queries, dependency
-//! updates, the thread's capture mode. The graph a capture records is core's until the capture
+//! Stream capture (docs/hip-semantics.md §2.3, §2.5, §4): begin/end (also into an existing
+//! graph), status queries, dependency updates, the thread's capture mode. The graph a capture records is core's until the capture
 //! ends; then [`crate::graph`] takes it over under the same handle. Graph nodes get C handles
 //! from the node table in [`crate::global`].
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::{c_uint, c_ulonglong};
+use std::sync::{LazyLock, Mutex};
 
-use aqueduct::{CaptureStatus, NodeId};
+use aqueduct::{CaptureStatus, GraphHandle, NodeId};
 
-use crate::error::{api, Hip, CAPTURE_INVALIDATED, CAPTURE_UNJOINED, INVALID_VALUE};
+use crate::error::{
+    api, Hip, HipResult, CAPTURE_INVALIDATED, CAPTURE_UNJOINED, ILLEGAL_STATE, INVALID_VALUE, NOT_SUPPORTED,
+};
 use crate::global::{global, lock, Global};
 use crate::{handle, put, stream_of, Handle};
+
+/// A capture into an existing graph of this layer (`hipStreamBeginCaptureToGraph`): core
+/// records it into a graph of its own whose first `base` nodes are empty stand-ins for the
+/// target's node ids `0..base` (so dependencies on the target's nodes are dependencies on
+/// them); `hipStreamEndCapture` moves what was captured after them into the target
+/// ([`crate::graph::merge_captured`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Into {
+    pub(crate) target: u64,
+    pub(crate) base: u16,
+    stream: u64,
+}
+
+/// Captures into existing graphs, by the core graph recording each.
+static INTO: LazyLock<Mutex<HashMap<u64, Into>>> = LazyLock::new(Default::default);
+
+/// The capture into an existing graph that core graph `core` records, if it is one.
+pub(crate) fn into_of(core: u64) -> Option<Into> {
+    lock(&INTO).get(&core).copied()
+}
+
+/// Whether a capture still records into graph `target` (it cannot be destroyed meanwhile).
+pub(crate) fn is_capture_target(target: u64) -> bool {
+    lock(&INTO).values().any(|i| i.target == target)
+}
+
+/// Refuses stream-ordered allocation and freeing on a stream capturing into an existing graph:
+/// the memory would belong to core's stand-in graph, not to the target.
+pub(crate) fn refuse_memory_nodes(g: &Global, stream: Handle) -> HipResult {
+    match g.rt.stream_capture_info(stream_of(stream)) {
+        Ok(info) if info.status == CaptureStatus::Active && into_of(info.graph).is_some() => Err(NOT_SUPPORTED),
+        _ => Ok(()),
+    }
+}
+
+/// Releases the stand-in graphs of captures into existing graphs that ended without
+/// `hipStreamEndCapture` taking them (torn down with their stream, invalidated, unjoined).
+pub(crate) fn sweep_into(g: &Global) {
+    let listed: Vec<(u64, u64)> = lock(&INTO).iter().map(|(&core, i)| (core, i.stream)).collect();
+    let stale = listed
+        .into_iter()
+        .filter(|&(core, stream)| !g.rt.stream_capture_info(stream_of(handle(stream))).is_ok_and(|c| c.graph == core));
+    for (core, _) in stale {
+        // Core refuses to destroy a graph a capture still records into: that one stays listed
+        // (one already gone does not).
+        let core = GraphHandle(core);
+        if g.rt.graph_destroy(core).is_ok() || g.rt.graph_node_count(core).is_err() {
+            lock(&INTO).remove(&core.0);
+        }
+    }
+}
+
+/// `hipGraphEdgeData` (newer HIP): the default edge is all zeros.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct EdgeData {
+    /// Bytes: from_port, reserved[5], to_port, type.
+    pub bytes: [u8; 8],
+}
+
+/// `hipStreamBeginCaptureToGraph` (newer HIP, CUDA's `cudaStreamBeginCaptureToGraph`): a
+/// capture whose work is added to `graph` (a graph of this layer) after `deps`, its nodes;
+/// `hipStreamEndCapture` then answers `graph`. Edge data other than the default edge is
+/// `hipErrorNotSupported`; a graph another capture already records into is
+/// `hipErrorIllegalState`; stream-ordered allocation on the stream meanwhile is
+/// `hipErrorNotSupported`.
+///
+/// # Safety
+/// `deps` is NULL or holds `count` node handles; `data` is NULL or holds `count` entries.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamBeginCaptureToGraph(
+    stream: Handle,
+    graph: Handle,
+    deps: *const Handle,
+    data: *const EdgeData,
+    count: usize,
+    mode: c_uint,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let target = graph as usize as u64;
+        let base = crate::graph::slot_count(target)?;
+        if count > 0 && deps.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let list: &[Handle] = if count == 0 {
+            &[]
+        } else {
+            // SAFETY: the caller's contract: `count` handles.
+            unsafe { std::slice::from_raw_parts(deps, count) }
+        };
+        if !data.is_null() && count > 0 {
+            // SAFETY: the caller's contract: `count` entries.
+            let edges = unsafe { std::slice::from_raw_parts(data, count) };
+            if edges.iter().any(|e| e.bytes != [0; 8]) {
+                return Err(NOT_SUPPORTED);
+            }
+        }
+        let mut ids: Vec<NodeId> = Vec::with_capacity(list.len());
+        for &d in list {
+            // Read out first: the node table is not held while the graph table is locked.
+            let named = lock(&g.nodes).get(d as usize as u64);
+            let id = match named {
+                Some((gr, id)) if gr == target && crate::graph::is_live_node(target, id) => NodeId(id),
+                _ => return Err(INVALID_VALUE),
+            };
+            if ids.contains(&id) {
+                return Err(INVALID_VALUE);
+            }
+            ids.push(id);
+        }
+        if is_capture_target(target) {
+            return Err(ILLEGAL_STATE);
+        }
+        let core = g.rt.graph_create()?;
+        let begun = (0..base)
+            .try_for_each(|_| g.rt.graph_add_empty_node(core, &[]).map(|_| ()))
+            .and_then(|()| g.rt.stream_begin_capture_to_graph(stream_of(stream), core, &ids, mode));
+        if let Err(e) = begun {
+            let _ = g.rt.graph_destroy(core);
+            return Err(e.into());
+        }
+        lock(&INTO).insert(core.0, Into { target, base, stream: stream as usize as u64 });
+        Ok(())
+    })
+}
 
 std::thread_local! {
     /// The dependency list `hipStreamGetCaptureInfo_v2` last returned on this thread (valid
@@ -37,8 +167,17 @@ pub unsafe extern "C" fn hipStreamEndCapture(stream: Handle, graph: *mut Handle)
             return Err(INVALID_VALUE);
         }
         let ended = g.rt.stream_end_capture(stream_of(stream));
-        let adopted = ended.map_err(Hip::from).and_then(|h| crate::graph::adopt_captured(g, h).map(|_| h));
+        let adopted = ended.map_err(Hip::from).and_then(|h| {
+            // Taken out first: INTO is never held while the graph table is locked (hipGraphDestroy
+            // looks at INTO under it).
+            let into = lock(&INTO).remove(&h.0);
+            match into {
+                Some(into) => crate::graph::merge_captured(g, h, into).map(GraphHandle),
+                None => crate::graph::adopt_captured(g, h).map(|_| h),
+            }
+        });
         crate::graph::sweep_capture_owners(g);
+        sweep_into(g);
         match adopted {
             Ok(h) => {
                 // SAFETY: the caller's contract.
@@ -110,9 +249,16 @@ pub unsafe extern "C" fn hipStreamGetCaptureInfo_v2(
         if info.status != CaptureStatus::Active {
             return Ok(());
         }
+        // A capture into an existing graph answers that graph, and its nodes for the stand-ins.
+        let into = into_of(info.graph);
+        let (shown, base) = into.map_or((info.graph, 0), |i| (i.target, i.base));
         let handles: Vec<Handle> = {
             let mut nodes = lock(&g.nodes);
-            info.dependencies.as_slice().iter().map(|n| handle(nodes.handle(info.graph, n.0))).collect()
+            let mut of = |n: NodeId| {
+                let gr = if n.0 < base { shown } else { info.graph };
+                handle(nodes.handle(gr, n.0))
+            };
+            info.dependencies.as_slice().iter().map(|&n| of(n)).collect()
         };
         let n = handles.len();
         let list = DEPS_OUT
@@ -128,7 +274,7 @@ pub unsafe extern "C" fn hipStreamGetCaptureInfo_v2(
                 put(id, info.id)?;
             }
             if !graph.is_null() {
-                put(graph, handle(info.graph))?;
+                put(graph, handle(shown))?;
             }
             if !deps.is_null() {
                 put(deps, list)?;
@@ -146,10 +292,13 @@ const NO_NODE: NodeId = NodeId(u16::MAX);
 
 /// Node handles as ids of `graph`; handles of other graphs, NULL and garbage become [`NO_NODE`].
 fn node_ids(g: &Global, graph: u64, list: &[Handle]) -> Vec<NodeId> {
+    // A capture into an existing graph: that graph's nodes below `base` are the stand-ins.
+    let into = into_of(graph);
     let nodes = lock(&g.nodes);
     list.iter()
-        .map(|&h| match nodes.get(h as usize as u64) {
-            Some((gr, n)) if gr == graph => NodeId(n),
+        .map(|&h| match (nodes.get(h as usize as u64), into) {
+            (Some((gr, n)), _) if gr == graph => NodeId(n),
+            (Some((gr, n)), Some(i)) if gr == i.target && n < i.base => NodeId(n),
             _ => NO_NODE,
         })
         .collect()

@@ -56,6 +56,8 @@ pub(crate) const INVALID_KERNEL_FILE: Hip = Hip(218);
 pub(crate) const FILE_NOT_FOUND: Hip = Hip(301);
 /// `hipErrorInvalidHandle` (`hipErrorInvalidResourceHandle`).
 pub(crate) const INVALID_HANDLE: Hip = Hip(400);
+/// `hipErrorIllegalState`.
+pub(crate) const ILLEGAL_STATE: Hip = Hip(401);
 /// `hipErrorNotFound`.
 pub(crate) const NOT_FOUND: Hip = Hip(500);
 /// `hipErrorNotReady`.

@@ -85,6 +85,20 @@ impl NodeTable {
         NODE_TAG | i as u64
     }
 
+    /// Handles issued for node `from` name node `to` from now on (a node moved to another
+    /// graph); `to` keeps the handle it may already have.
+    pub(crate) fn rebind(&mut self, from: (u64, u16), to: (u64, u16)) {
+        if self.by_key.contains_key(&to) {
+            return;
+        }
+        if let Some(i) = self.by_key.remove(&from) {
+            if let Some(slot) = self.list.get_mut(i) {
+                *slot = to;
+            }
+            self.by_key.insert(to, i);
+        }
+    }
+
     /// The (graph, node) a handle names; `None` for values never issued.
     pub(crate) fn get(&self, handle: u64) -> Option<(u64, u16)> {
         if handle & TAG_MASK != NODE_TAG {

@@ -212,7 +212,7 @@ pub(crate) fn check_cooperative(
 ///
 /// # Safety
 /// As `hipLaunchKernel`.
-unsafe fn launch_any(
+pub(crate) unsafe fn launch_any(
     g: &Global,
     function: *const c_void,
     grid: Dim3,

@@ -22,10 +22,11 @@
 //! - `peer`: several GPUs: peer access and peer copies.
 //! - `device`, `device_query`, `properties`, `driver_context`, `stream`, `per_thread`,
 //!   `capture`, `memory`, `host_memory`, `managed`, `pitched`, `launch`, `module`, `function`,
-//!   `launch_ext`, `context`: the exported functions (`per_thread`: the `_spt` forms over the
+//!   `launch_ext`, `stream_attr`, `context`: the exported functions (`per_thread`: the `_spt` forms over the
 //!   others; `driver_context`: HIP's deprecated `hipCtx*` contexts, `context`: aqueduct's
 //!   execution contexts; `module`: module globals and texture references; `function`: kernel
-//!   attributes and occupancy; `launch_ext`: extended and cooperative launches; `array`:
+//!   attributes and occupancy; `launch_ext`: extended and cooperative launches; `stream_attr`: stream attributes and
+//!   attributed launches; `array`:
 //!   arrays over linear memory; `tracing`: the profiler, callbacks and names, with
 //!   `api_names`; `half`: the half-precision helpers; `rtc`: `hiprtc`, compiling with the
 //!   installed clang-15). This
@@ -86,6 +87,7 @@ mod properties;
 mod register;
 mod rtc;
 mod stream;
+mod stream_attr;
 mod texture;
 mod tracing;
 mod virtual_memory;

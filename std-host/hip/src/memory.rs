@@ -395,6 +395,143 @@ pub unsafe extern "C" fn hipMemcpyAsync(
     })
 }
 
+/// `hipMemLocation`: a location type and an id (hints only here).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MemLocation {
+    /// `hipMemLocationType`.
+    pub kind: c_int,
+    /// Device or NUMA node.
+    pub id: c_int,
+}
+
+/// `hipMemcpyAttributes` (newer HIP, CUDA's `cudaMemcpyAttributes`; 24 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MemcpyAttributes {
+    /// `hipMemcpySrcAccessOrder`: Stream 1, DuringApiCall 2, Any 3 (0 is invalid).
+    pub src_access_order: c_int,
+    /// Where the source lies (a hint).
+    pub src_loc_hint: MemLocation,
+    /// Where the destination lies (a hint).
+    pub dst_loc_hint: MemLocation,
+    /// 0 or `hipMemcpyFlagPreferOverlapWithCompute` (1, a hint).
+    pub flags: c_uint,
+}
+const _: () = assert!(size_of::<MemcpyAttributes>() == 24);
+
+/// `hipMemcpySrcAccessOrderStream` … `…Any`.
+const ORDER_STREAM: c_int = 1;
+const ORDER_DURING_API_CALL: c_int = 2;
+const ORDER_ANY: c_int = 3;
+
+/// `hipMemcpyBatchAsync` (newer HIP, CUDA's `cudaMemcpyBatchAsync`): copies `i` of `count`
+/// (`sizes[i]` bytes from `srcs[i]` to `dsts[i]`, direction from the pointers) on `stream` in
+/// order, each with the attributes of the last `attrs_idxs` entry at or before it
+/// (`attrs_idxs[0]` is 0, the indices increase, `num_attrs` is 1 to `count`). Source order
+/// Stream and Any read the source in stream order; DuringApiCall reads it before the call
+/// returns: pageable memory as every copy of it does (staged, or copied, before the return), a
+/// source the device reaches by a copy that waits for the stream's earlier work and completes
+/// before the return (stronger than CUDA's out-of-order read: a stream still waiting for the
+/// host then blocks the call); on a capturing stream `hipErrorNotSupported`. Location hints and the overlap flag are hints. Errors are
+/// `hipErrorInvalidValue` with `*fail_idx` (if not NULL) the failing copy's index, or
+/// `SIZE_MAX` for one of the batch as a whole; the attributes and every copy's pointers are
+/// checked before any copy is enqueued. Empty copies move nothing.
+///
+/// # Safety
+/// `dsts`, `srcs` and `sizes` are NULL or hold `count` entries, `attrs` and `attrs_idxs` NULL
+/// or `num_attrs`; `fail_idx` is NULL or valid for writes; each copy's memory is valid for its
+/// size until the copy has run.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn hipMemcpyBatchAsync(
+    dsts: *const *mut c_void,
+    srcs: *const *const c_void,
+    sizes: *const usize,
+    count: usize,
+    attrs: *const MemcpyAttributes,
+    attrs_idxs: *const usize,
+    num_attrs: usize,
+    fail_idx: *mut usize,
+    stream: Handle,
+) -> i32 {
+    let failed = std::cell::Cell::new(usize::MAX);
+    let code = api(|| {
+        let g = global()?;
+        let fail_at = |i: usize| {
+            failed.set(i);
+            INVALID_VALUE
+        };
+        if count == 0 || dsts.is_null() || srcs.is_null() || sizes.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        if num_attrs == 0 || num_attrs > count || attrs.is_null() || attrs_idxs.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the caller's contract: `count` and `num_attrs` entries.
+        let (dsts, srcs, sizes, attrs, idxs) = unsafe {
+            (
+                std::slice::from_raw_parts(dsts, count),
+                std::slice::from_raw_parts(srcs, count),
+                std::slice::from_raw_parts(sizes, count),
+                std::slice::from_raw_parts(attrs, num_attrs),
+                std::slice::from_raw_parts(attrs_idxs, num_attrs),
+            )
+        };
+        if idxs[0] != 0 || idxs.windows(2).any(|w| w[0] >= w[1]) || idxs[num_attrs - 1] >= count {
+            return Err(INVALID_VALUE);
+        }
+        let known = |a: &MemcpyAttributes| (ORDER_STREAM..=ORDER_ANY).contains(&a.src_access_order) && a.flags <= 1;
+        if !attrs.iter().all(known) {
+            return Err(INVALID_VALUE);
+        }
+        for i in 0..count {
+            if sizes[i] > 0 && (dsts[i].is_null() || srcs[i].is_null()) {
+                return Err(fail_at(i));
+            }
+        }
+        let s = stream_of(stream);
+        // The stream's checks before anything is enqueued (an empty copy between non-NULL
+        // addresses moves nothing).
+        g.rt.memcpy_async(s, 1, 1, 0)?;
+        let capturing = g.rt.stream_is_capturing(s).is_ok_and(|st| st != CaptureStatus::None);
+        if capturing && attrs.iter().any(|a| a.src_access_order == ORDER_DURING_API_CALL) {
+            return Err(NOT_SUPPORTED);
+        }
+        let mut a = 0;
+        for i in 0..count {
+            while a + 1 < num_attrs && idxs[a + 1] <= i {
+                a += 1;
+            }
+            let (d, src, n) = (dsts[i] as usize as u64, srcs[i] as usize as u64, sizes[i] as u64);
+            if n == 0 {
+                continue;
+            }
+            // A pageable source is read before memcpy_on returns (staged or copied); a source
+            // the device reaches is read by the device, so the copy completes before the return.
+            let during = attrs[a].src_access_order == ORDER_DURING_API_CALL;
+            let copied = if during && g.is_device_reachable(src, n) {
+                g.rt.stream_wait_idle(s)
+                    .map_err(Into::into)
+                    .and_then(|()| memcpy_on(g, s, d, src, n))
+                    .and_then(|()| Ok(g.rt.stream_wait_idle(s)?))
+            } else {
+                memcpy_on(g, s, d, src, n)
+            };
+            if let Err(e) = copied {
+                failed.set(i);
+                return Err(e);
+            }
+        }
+        Ok(())
+    });
+    if code != 0 && !fail_idx.is_null() {
+        // SAFETY: the caller's contract.
+        unsafe { fail_idx.write(failed.get()) };
+    }
+    code
+}
+
 /// `hipMemcpyWithStream`: a copy on `stream` that has completed on return; as a synchronous
 /// copy it is `hipErrorStreamCaptureImplicit` while any capture is active.
 ///

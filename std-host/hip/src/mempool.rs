@@ -94,6 +94,7 @@ fn note_graph_allocation(g: &Global, stream: Handle) {
 pub unsafe extern "C" fn hipMallocAsync(ptr: *mut *mut c_void, bytes: usize, stream: Handle) -> i32 {
     api(|| {
         let g = global()?;
+        crate::capture::refuse_memory_nodes(g, stream)?;
         if ptr.is_null() {
             return Err(INVALID_VALUE);
         }
@@ -118,6 +119,7 @@ pub unsafe extern "C" fn hipMallocFromPoolAsync(
 ) -> i32 {
     api(|| {
         let g = global()?;
+        crate::capture::refuse_memory_nodes(g, stream)?;
         if ptr.is_null() || pool.is_null() {
             return Err(INVALID_VALUE);
         }
@@ -135,6 +137,7 @@ pub unsafe extern "C" fn hipMallocFromPoolAsync(
 pub extern "C" fn hipFreeAsync(ptr: *mut c_void, stream: Handle) -> i32 {
     api(|| {
         let g = global()?;
+        crate::capture::refuse_memory_nodes(g, stream)?;
         if ptr.is_null() {
             // Freeing nothing succeeds (the newest HIP's and CUDA's answer; HIP 5.2 refuses
             // it); the stream's own checks still apply.

@@ -95,8 +95,10 @@ pub extern "C" fn hipStreamDestroy(stream: Handle) -> i32 {
     api(|| {
         let g = global()?;
         g.rt.stream_destroy(stream_of(stream))?;
+        crate::stream_attr::forget(stream);
         // A capture torn down with its stream leaves graph allocations behind.
         crate::graph::sweep_capture_owners(g);
+        crate::capture::sweep_into(g);
         Ok(())
     })
 }
@@ -280,6 +282,109 @@ pub unsafe extern "C" fn hipStreamWaitValue64(
     mask: u64,
 ) -> i32 {
     api(|| Ok(global()?.rt.wait_value64(stream_of(stream), ptr as usize as u64, value, flags, mask)?))
+}
+
+/// `hipStreamBatchMemOpParams` (newer HIP, CUDA's `CUstreamBatchMemOpParams`; 48 bytes): the
+/// operation; a barrier's or flush's flags right after it (offset 4); for the value operations
+/// the address (offset 8), the value (16, 32 or 64 bits) and the flags (24); the alias (32) is
+/// unused.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct BatchMemOp {
+    /// `hipStreamBatchMemOpType`.
+    pub operation: c_uint,
+    /// A barrier's or flush's flags (padding of the value operations).
+    pub op_flags: c_uint,
+    /// The address of a value operation.
+    pub address: u64,
+    /// The value (the low 32 bits for the 32-bit operations).
+    pub value: u64,
+    /// A wait's comparison (plus CUDA's flush bit) or a write's flags.
+    pub flags: c_uint,
+    /// CUDA's alias address (unused).
+    pub alias: u64,
+    /// The rest of the union.
+    pub pad: u64,
+}
+const _: () = assert!(size_of::<BatchMemOp>() == 48);
+
+/// `hipStreamMemOpWaitValue32` … `…Barrier`.
+const OP_WAIT_VALUE_32: c_uint = 1;
+const OP_WRITE_VALUE_32: c_uint = 2;
+const OP_FLUSH_REMOTE_WRITES: c_uint = 3;
+const OP_WAIT_VALUE_64: c_uint = 4;
+const OP_WRITE_VALUE_64: c_uint = 5;
+const OP_BARRIER: c_uint = 6;
+/// CUDA's `CU_STREAM_WAIT_VALUE_FLUSH`: flush remote writes before the wait.
+const WAIT_FLUSH: c_uint = 1 << 30;
+/// CUDA's `CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER`.
+const WRITE_NO_MEMORY_BARRIER: c_uint = 1;
+
+/// Whether batch entry `op` is one the device can take: a known operation; for the value
+/// operations a non-zero address aligned to the value's size, a wait's comparison Gte … Nor
+/// (with CUDA's flush bit or not), a write's flags 0 or no-memory-barrier; a barrier's scope
+/// system or device; a flush's flags 0.
+fn batch_op_ok(op: &BatchMemOp) -> bool {
+    let aligned = |size: u64| op.address != 0 && op.address % size == 0;
+    match op.operation {
+        OP_WAIT_VALUE_32 => aligned(4) && op.flags & !WAIT_FLUSH <= 3,
+        OP_WAIT_VALUE_64 => aligned(8) && op.flags & !WAIT_FLUSH <= 3,
+        OP_WRITE_VALUE_32 => aligned(4) && op.flags <= WRITE_NO_MEMORY_BARRIER,
+        OP_WRITE_VALUE_64 => aligned(8) && op.flags <= WRITE_NO_MEMORY_BARRIER,
+        OP_BARRIER => op.op_flags <= 1,
+        OP_FLUSH_REMOTE_WRITES => op.op_flags == 0,
+        _ => false,
+    }
+}
+
+/// `hipStreamBatchMemOp` (newer HIP, CUDA's `cuStreamBatchMemOp`): the `count` operations of
+/// `params` in stream order, each as `hipStreamWaitValue32/64` (mask all ones) and
+/// `hipStreamWriteValue32/64` do it. Every entry is checked before any is enqueued (a refused
+/// batch enqueues nothing): `flags` other than 0, NULL `params` for `count` > 0 or an entry
+/// [`batch_op_ok`] refuses is `hipErrorInvalidValue`. A write always orders the device's
+/// earlier memory accesses (CUDA's no-memory-barrier flag only allows less); memory barriers and
+/// remote-write flushes enqueue nothing: the stream's operations already see each other's
+/// memory in order, and no remote (RDMA) writer exists here to flush.
+///
+/// # Safety
+/// `params` is NULL or holds `count` entries; each value operation's address is memory the
+/// device can read or write.
+#[no_mangle]
+pub unsafe extern "C" fn hipStreamBatchMemOp(
+    stream: Handle,
+    count: c_uint,
+    params: *const BatchMemOp,
+    flags: c_uint,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        if flags != 0 || (count > 0 && params.is_null()) {
+            return Err(INVALID_VALUE);
+        }
+        let ops: &[BatchMemOp] = if count == 0 {
+            &[]
+        } else {
+            // SAFETY: the caller's contract: `count` entries.
+            unsafe { std::slice::from_raw_parts(params, count as usize) }
+        };
+        if !ops.iter().all(batch_op_ok) {
+            return Err(INVALID_VALUE);
+        }
+        // The stream's own checks (a stale stream enqueues nothing).
+        g.rt.stream_priority(stream_of(stream))?;
+        let s = stream_of(stream);
+        for op in ops {
+            let compare = op.flags & !WAIT_FLUSH;
+            match op.operation {
+                OP_WAIT_VALUE_32 => g.rt.wait_value32(s, op.address, op.value as u32, compare, u32::MAX)?,
+                OP_WAIT_VALUE_64 => g.rt.wait_value64(s, op.address, op.value, compare, u64::MAX)?,
+                OP_WRITE_VALUE_32 => g.rt.write_value32(s, op.address, op.value as u32, 0)?,
+                OP_WRITE_VALUE_64 => g.rt.write_value64(s, op.address, op.value, 0)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    })
 }
 
 // ----- events ----------------------------------------------------------------------------------

@@ -947,6 +947,35 @@ fn module_queries_and_extended_and_cooperative_launches() {
     assert!(two.contains("two devices"), "{two}");
 }
 
+/// `hipMemcpyBatchAsync`: batched copies with per-range source-access attributes.
+#[test]
+fn batched_copies() {
+    c_test("memcpy_batch", &[]);
+}
+
+/// `hipStreamBatchMemOp`: batched waits and writes in stream order; a refused batch enqueues
+/// nothing.
+#[test]
+fn batched_stream_memory_operations() {
+    c_test("stream_batch", &[]);
+}
+
+/// `hipStreamBeginCaptureToGraph`: captures landing in existing graphs, checked by the graphs'
+/// shape and by what they compute.
+#[test]
+fn capture_into_existing_graphs() {
+    c_test("capture_to_graph", &[]);
+}
+
+/// Stream attributes (`hipStreamGetAttribute`/`SetAttribute`/`CopyAttributes`) and
+/// `hipLaunchKernelExC` with its attributes, launching the emulator's fixture kernel.
+#[test]
+fn stream_attributes_and_attributed_launches() {
+    let fixture = manifest().join("../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
+    let exe = build("stream_attributes", false);
+    check("stream_attributes", &run(&exe, &[fixture.to_str().expect("utf-8 path")]));
+}
+
 /// `__managed__` variables of a program clang builds as hipcc does: registered with
 /// `__hipRegisterManagedVar`, initialised, reached from the host and from a kernel; linked
 /// against `libaqueduct_hip.so`, and against Debian's `libamdhip64` run on aqueduct's.

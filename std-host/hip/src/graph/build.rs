@@ -417,4 +417,54 @@ pub(crate) fn adopt_captured(g: &Global, core: GraphHandle) -> HipResult {
     Ok(())
 }
 
+/// Moves what a capture into an existing graph recorded into that graph
+/// (`hipStreamBeginCaptureToGraph`): core graph `core`'s nodes after the `base` stand-ins
+/// become new nodes of the target, edges from a stand-in become edges from the target's node
+/// of that id (if it still lives), and node handles given out during the capture name the new
+/// nodes. Core's graph is released. Returns the target.
+pub(crate) fn merge_captured(g: &Global, core: GraphHandle, into: crate::capture::Into) -> HipResult<u64> {
+    let merged = merge(g, core, into);
+    let _ = g.rt.graph_destroy(core);
+    merged
+}
+
+fn merge(g: &Global, core: GraphHandle, into: crate::capture::Into) -> HipResult<u64> {
+    let device = g.rt.device()?;
+    let base = usize::from(into.base);
+    let count = g.rt.graph_node_count(core)?;
+    let kinds = (base..count)
+        .map(|i| captured_kind(g, core, NodeId(u16::try_from(i).map_err(|_| Hip(2))?), device))
+        .collect::<HipResult<Vec<_>>>()?;
+    let mut edges = vec![(NodeId(0), NodeId(0)); 2 * count + 16];
+    let n = g.rt.graph_edges(core, &mut edges)?;
+    if n > edges.len() {
+        edges.resize(n, (NodeId(0), NodeId(0)));
+        g.rt.graph_edges(core, &mut edges)?;
+    }
+    let mut graphs = lock(&GRAPHS);
+    let graph = graphs.get_mut(into.target).ok_or(INVALID_VALUE)?;
+    let mut ids = Vec::with_capacity(kinds.len());
+    for kind in kinds {
+        ids.push(graph.push(kind, &[])?);
+    }
+    for &(from, to) in edges.iter().take(n) {
+        let Some(&to) = usize::from(to.0).checked_sub(base).and_then(|k| ids.get(k)) else { continue };
+        let from = match usize::from(from.0).checked_sub(base) {
+            Some(k) => ids.get(k).copied(),
+            None => graph.live(from.0).then_some(from.0),
+        };
+        if let Some(from) = from {
+            graph.edges.push((from, to));
+        }
+    }
+    drop(graphs);
+    let mut nodes = lock(&g.nodes);
+    for (k, &id) in ids.iter().enumerate() {
+        if let Ok(old) = u16::try_from(base + k) {
+            nodes.rebind((core.0, old), (into.target, id));
+        }
+    }
+    Ok(into.target)
+}
+
 // ----- graphs ----------------------------------------------------------------------------------

@@ -663,12 +663,23 @@ unsafe fn write_list(items: &[Handle], out: *mut Handle, count: *mut usize) -> H
     Ok(())
 }
 
+/// How many node ids graph `h` has given out (its next node's id): `hipErrorInvalidValue` for
+/// anything but a graph of this layer.
+pub(crate) fn slot_count(h: u64) -> HipResult<u16> {
+    with_graph(handle(h), |graph| u16::try_from(graph.nodes.len()).map_err(|_| Hip(2)))
+}
+
+/// Whether node `id` of graph `h` lives.
+pub(crate) fn is_live_node(h: u64, id: u16) -> bool {
+    with_graph(handle(h), |graph| Ok(graph.live(id))).unwrap_or(false)
+}
+
 mod build;
 mod conditional;
 mod exec;
 mod patch;
 
-pub(crate) use build::adopt_captured;
+pub(crate) use build::{adopt_captured, merge_captured};
 use build::{captured_kind, Build};
 use conditional::CondNode;
 
@@ -698,6 +709,7 @@ pub extern "C" fn hipGraphDestroy(graph: Handle) -> i32 {
         let h = graph as usize as u64;
         let mut graphs = lock(&GRAPHS);
         match graphs.map.get(&h) {
+            Some(Entry::Owned(_)) if crate::capture::is_capture_target(h) => Err(INVALID_VALUE),
             Some(Entry::Owned(_)) => {
                 graphs.map.remove(&h);
                 drop(graphs);
