@@ -225,6 +225,29 @@ fn rect_copies_on_both_runtimes_as_twins_machine_code_and_checked() {
     }
 }
 
+/// The client-library programs (`examples/hip`: rocPRIM's radix sort, scan and reduction built
+/// by hipcc, Debian's rocRAND and rocSPARSE) on Debian's HIP under the preload library, their
+/// kernels as their own gfx90a machine code (no twins), each checking its results on the host.
+/// On aqueduct's library they run in `c_api.rs`.
+#[test]
+fn client_libraries_run_their_machine_code_on_debians_hip() {
+    require("hipcc", "/usr/bin/hipcc");
+    require("librocprim-dev", "/usr/include/rocprim/rocprim.hpp");
+    require("librocrand-dev", "/usr/include/rocrand/rocrand.h");
+    require("librocsparse-dev", "/usr/include/rocsparse/rocsparse.h");
+    for (exe, done) in common::client_programs(&out_dir()) {
+        let mut c = Command::new(&exe);
+        c.env("LD_PRELOAD", profile_dir().join("libaqueduct_kfd_preload.so"))
+            .env("AQUEDUCT_GPU", "gfx90a")
+            .env_remove("LD_LIBRARY_PATH")
+            .env_remove("AQUEDUCT_TWINS")
+            .env_remove("AQUEDUCT_EMU_KERNELS");
+        let out = run_command(c, Duration::from_secs(300));
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && stdout.contains(done), "{}: {stdout}\n{stderr}", exe.display());
+    }
+}
+
 #[test]
 fn streams_on_both_runtimes() {
     differential("streams", &[]);

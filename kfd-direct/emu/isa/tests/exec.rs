@@ -147,6 +147,33 @@ v_bfe_u32 v18, v1, 3, 9",
     assert_eq!(w.sgpr[8], c[0]);
 }
 
+/// `clamp` on the unsigned add and subtracts saturates (rocPRIM's reductions emit
+/// `v_sub_u32_e64 … clamp`); without it they wrap.
+#[test]
+fn unsigned_add_and_subtract_saturate_with_clamp() {
+    let mut r = rnd(11);
+    // Half the lanes near the ends of the range, so both overflow and underflow happen.
+    let a: [u32; LANES] = core::array::from_fn(|l| if l % 2 == 0 { u32::MAX - (r() & 0xFFFF) } else { r() & 0xFFFF });
+    let b: [u32; LANES] = core::array::from_fn(|_| r() & 0x1_FFFF);
+    let mut w = wave();
+    (w.vgpr[1], w.vgpr[2]) = (a, b);
+    run(
+        "v_add_u32_e64 v3, v1, v2 clamp
+v_sub_u32_e64 v4, v1, v2 clamp
+v_subrev_u32_e64 v5, v1, v2 clamp
+v_add_u32_e64 v6, v1, v2
+v_sub_u32_e64 v7, v1, v2",
+        &mut w,
+    );
+    for l in 0..LANES {
+        assert_eq!(w.vgpr[3][l], a[l].saturating_add(b[l]), "add clamp lane {l}");
+        assert_eq!(w.vgpr[4][l], a[l].saturating_sub(b[l]), "sub clamp lane {l}");
+        assert_eq!(w.vgpr[5][l], b[l].saturating_sub(a[l]), "subrev clamp lane {l}");
+        assert_eq!(w.vgpr[6][l], a[l].wrapping_add(b[l]));
+        assert_eq!(w.vgpr[7][l], a[l].wrapping_sub(b[l]));
+    }
+}
+
 #[test]
 fn f32_arithmetic_is_ieee_round_to_nearest() {
     let mut r = rnd(99);

@@ -60,3 +60,36 @@ pub fn fixture_twins(dir: &Path) -> &'static Path {
         lib
     })
 }
+
+/// Builds `examples/hip/<source>` with `compiler`, `args` and then `libs` into `dir`.
+#[allow(dead_code)] // c_stress.rs builds no example
+pub fn build_example(dir: &Path, source: &str, compiler: &str, args: &[&str], libs: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hip").join(source);
+    let exe = dir.join(source.split('.').next().unwrap_or(source));
+    let _g = compiler_turn();
+    let out = Command::new(compiler).args(args).arg(&src).args(libs).arg("-o").arg(&exe).output().expect(compiler);
+    assert!(out.status.success(), "{compiler} {source} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+/// The client-library programs of `examples/hip`, built into `dir`, each with the line it
+/// prints when its host checks pass: a rocPRIM program built by hipcc, and programs calling
+/// Debian's rocRAND and rocSPARSE.
+#[allow(dead_code)] // c_stress.rs builds no example
+pub fn client_programs(dir: &Path) -> Vec<(PathBuf, &'static str)> {
+    let hipcc = ["-std=c++17", "--offload-arch=gfx90a", "-O2"];
+    vec![
+        (build_example(dir, "rocprim_sort.hip", "hipcc", &hipcc, &[]), "sorted, scanned and reduced"),
+        (build_example(dir, "rocrand_uniform.cpp", "hipcc", &hipcc, &["-lrocrand"]), "rocrand_uniform: ok"),
+        (
+            build_example(
+                dir,
+                "rocsparse_handle.c",
+                "gcc",
+                &["-D__HIP_PLATFORM_AMD__"],
+                &["-lrocsparse", "-lamdhip64", "-lm"],
+            ),
+            "rocsparse_handle: ok",
+        ),
+    ]
+}

@@ -285,6 +285,23 @@ fn vop2_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32) -> u32) -> R {
     NEXT
 }
 
+/// `v_add_u32`, `v_sub_u32`, `v_subrev_u32`: wrapping, or with the VOP3 `clamp` bit saturated
+/// to the unsigned range (`sat` where the operation overflows).
+fn vaddsub_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32) -> (u32, bool), sat: u32) -> R {
+    let m = &e.inst.mods;
+    if m.neg != 0 || m.abs != 0 || m.omod != 0 || m.op_sel != 0 {
+        return Err(ExecErrorKind::Unimplemented);
+    }
+    let clamp = m.clamp;
+    let (a, b) = (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?);
+    let r = lanes_map2(&a, &b, |x, y| match f(x, y) {
+        (_, true) if clamp => sat,
+        (v, _) => v,
+    });
+    w.set_v32(&dst(e)?, &r)?;
+    NEXT
+}
+
 fn vop1_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32) -> u32) -> R {
     int_mods(e)?;
     let a = w.v32(&src(e, 0)?)?;
@@ -1619,9 +1636,9 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
             )
         },
         // ---- VOP2 / VOP3 integer ----
-        "v_add_u32" => |w, e, _| vop2_u32(w, e, u32::wrapping_add),
-        "v_sub_u32" => |w, e, _| vop2_u32(w, e, u32::wrapping_sub),
-        "v_subrev_u32" => |w, e, _| vop2_u32(w, e, |a, b| b.wrapping_sub(a)),
+        "v_add_u32" => |w, e, _| vaddsub_u32(w, e, u32::overflowing_add, u32::MAX),
+        "v_sub_u32" => |w, e, _| vaddsub_u32(w, e, u32::overflowing_sub, 0),
+        "v_subrev_u32" => |w, e, _| vaddsub_u32(w, e, |a, b| b.overflowing_sub(a), 0),
         "v_and_b32" => |w, e, _| vop2_u32(w, e, |a, b| a & b),
         "v_or_b32" => |w, e, _| vop2_u32(w, e, |a, b| a | b),
         "v_xor_b32" => |w, e, _| vop2_u32(w, e, |a, b| a ^ b),
