@@ -337,6 +337,16 @@ int main(void) {
     OK(hipStreamDestroy(dead));
     EXPECT(hipMallocAsync(&q, 64, dead), hipErrorContextIsDestroyed);
 
+    /* A stream that allocated and freed in stream order is destroyed like any other (HIP 5.2's
+       hipStreamDestroy never returns here: README, "Side by side with Debian's HIP"). */
+    hipStream_t s4;
+    OK(hipStreamCreate(&s4));
+    OK(hipMallocAsync(&p, 1 << 20, s4));
+    OK(hipMemsetAsync(p, 7, 1 << 20, s4));
+    OK(hipFreeAsync(p, s4));
+    OK(hipStreamSynchronize(s4));
+    OK(hipStreamDestroy(s4));
+
     OK(hipDeviceSynchronize());
     OK(hipMemPoolTrimTo(def, 0));
     TRUE(attr64(def, hipMemPoolAttrReservedMemCurrent) == 0);
