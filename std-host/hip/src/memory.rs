@@ -151,20 +151,38 @@ pub(crate) fn free(p: *mut c_void) -> HipResult {
     if addr == 0 {
         return Ok(());
     }
-    match g.pools.free(&*g.rt, addr)? {
-        Freed::Pooled => {
-            lock(&g.allocs).remove(&addr);
+    // The entry is taken before the memory goes back: once it has, another thread's allocation
+    // may be handed the same address and record it, and that record must stay.
+    let entry = lock(&g.allocs).remove(&addr);
+    let restore = || {
+        if let Some(v) = entry {
+            lock(&g.allocs).insert(addr, v);
+        }
+    };
+    let freed = g.pools.free(&*g.rt, addr).inspect_err(|_| restore())?;
+    match freed {
+        Freed::Pooled => return Ok(()),
+        Freed::Graph => {
+            restore();
             return Ok(());
         }
-        Freed::Graph => return Ok(()),
         Freed::NotPooled => {}
     }
-    let device = lock(&g.allocs).get(&addr).map(|&(_, d)| d).ok_or(INVALID_VALUE)?;
-    wait_idle_on(g, device)?;
-    g.rt.free(addr)?;
-    lock(&g.allocs).remove(&addr);
-    lock(&HOST_FLAGS).remove(&addr);
-    if let Some(id) = lock(&BUFFER_IDS).0.remove(&addr) {
+    let device = entry.map(|(_, d)| d).ok_or(INVALID_VALUE)?;
+    wait_idle_on(g, device).inspect_err(|_| restore())?;
+    let host_flags = lock(&HOST_FLAGS).remove(&addr);
+    let buffer = lock(&BUFFER_IDS).0.remove(&addr);
+    if let Err(e) = g.rt.free(addr) {
+        if let Some(f) = host_flags {
+            lock(&HOST_FLAGS).insert(addr, f);
+        }
+        if let Some(id) = buffer {
+            lock(&BUFFER_IDS).0.insert(addr, id);
+        }
+        restore();
+        return Err(e.into());
+    }
+    if let Some(id) = buffer {
         lock(&MANAGED).remove(&id);
     }
     Ok(())

@@ -1,5 +1,6 @@
 /* Two pthreads: per-thread default streams, per-thread last errors, and captures seen across
-   threads (the thread-mode rule, the wrong-thread end). */
+   threads (the thread-mode rule, the wrong-thread end); then eight threads allocating, filling
+   and freeing at once (a freed address handed to another thread at once stays that thread's). */
 #include "check.h"
 
 #include <pthread.h>
@@ -87,6 +88,25 @@ static void *worker_exit(void *arg) {
     return NULL;
 }
 
+/* Allocate, fill on an own stream, check, free: many rounds, all threads at once. */
+static void *churn(void *arg) {
+    unsigned char value = (unsigned char)(long)arg;
+    unsigned char host[1024];
+    for (int round = 0; round < 30; round++) {
+        hipStream_t s;
+        void *p = NULL;
+        OK(hipStreamCreate(&s));
+        OK(hipMalloc(&p, sizeof host));
+        OK(hipMemsetAsync(p, value, sizeof host, s));
+        OK(hipMemcpyAsync(host, p, sizeof host, hipMemcpyDeviceToHost, s));
+        OK(hipStreamSynchronize(s));
+        TRUE(host[0] == value && host[sizeof host - 1] == value);
+        OK(hipFree(p));
+        OK(hipStreamDestroy(s));
+    }
+    return NULL;
+}
+
 int main(void) {
     pthread_t t[2];
     OK(hipStreamCreate(&shared));
@@ -104,6 +124,9 @@ int main(void) {
         pthread_create(&u, NULL, worker_exit, NULL);
         pthread_join(u, NULL);
     }
+    pthread_t c[8];
+    for (long i = 0; i < 8; i++) pthread_create(&c[i], NULL, churn, (void *)(i + 1));
+    for (int i = 0; i < 8; i++) pthread_join(c[i], NULL);
     OK(hipStreamDestroy(shared));
     DONE("threads");
 }
