@@ -703,7 +703,7 @@ fn div_fixup(w: &mut Wave, e: &Exe, f: Fmt) -> R {
 }
 
 /// The legacy f16 forms (`v_mad_legacy_f16`, `v_fma_legacy_f16`, `v_div_fixup_legacy_f16`):
-/// op_sel[3] writes the high half and keeps the low one, else the low half with the high half
+/// `op_sel[3]` writes the high half and keeps the low one, else the low half with the high half
 /// zeroed.
 fn legacy16(w: &mut Wave, e: &Exe, op: impl Fn(Env, u64, u64, u64) -> u64) -> R {
     let m = e.inst.mods;

@@ -626,8 +626,8 @@ fn sethalt(_w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
 
 /// The source lane of lane `l` for `ds_swizzle_b32` with `offset`: bit 15 set, a quad
 /// permute (lane `l` reads lane `(l & !3) | offset[2(l&3)+1 : 2(l&3)]`); clear, the bit-mask
-/// mode over groups of 32 lanes (`((l & and) | or) ^ xor` with and = offset[4:0], or =
-/// offset[9:5], xor = offset[14:10]).
+/// mode over groups of 32 lanes (`((l & and) | or) ^ xor` with and = `offset[4:0]`, or =
+/// `offset[9:5]`, xor = `offset[14:10]`).
 pub fn swizzle_source(offset: u16, l: usize) -> usize {
     let o = usize::from(offset);
     if o & 0x8000 != 0 {

@@ -241,7 +241,7 @@ pub trait Memory {
     fn atomic(&self, addr: u64, size: u8, op: AtomicOp, value: u64, compare: u64) -> Result<u64, MemFault>;
     /// The device's constant clock (`s_memrealtime`): ticks at 100 MHz, never decreasing.
     fn realtime(&self) -> u64;
-    /// `s_sendmsg(MSG_INTERRUPT)`: the interrupt with `context` (M0[7:0], the event id the
+    /// `s_sendmsg(MSG_INTERRUPT)`: the interrupt with `context` (M0 bits 7:0, the event id the
     /// wave posted to its signal's mailbox).
     fn interrupt(&self, context: u32);
     /// Reads `dwords` (1–4) dwords at `addrs[l]` for each lane `l` set in `mask`, lanes in
