@@ -20,24 +20,6 @@ fn clang_fixture() -> Vec<u8> {
     std::fs::read(format!("{FIXTURES}/kernels-gfx90a.co")).expect("fixture")
 }
 
-/// The gfx90a code object of the hipcc fixture, extracted from hipcc's offload bundle.
-fn hipcc_fixture() -> Vec<u8> {
-    let bundle = std::fs::read(format!("{FIXTURES}/isa/kernels-gfx90a.bundle")).expect("fixture");
-    let b = amdhsa::Bundle::parse(&bundle).expect("an offload bundle");
-    let e = b.entries().find(|e| e.target().is_some_and(|t| t.processor.name == "gfx90a")).expect("a gfx90a entry");
-    e.code.to_vec()
-}
-
-fn write<T: Copy>(b: &Buffer, off: usize, v: T) {
-    // SAFETY: CPU-mapped test buffer, `off` inside it.
-    unsafe { std::ptr::write_unaligned(b.ptr::<u8>().add(off).cast::<T>(), v) }
-}
-
-fn read_slice<T: Copy>(b: &Buffer, n: usize) -> Vec<T> {
-    // SAFETY: CPU-mapped test buffer of at least n elements.
-    unsafe { std::slice::from_raw_parts(b.ptr::<T>(), n).to_vec() }
-}
-
 /// Runs `packets` on a fresh queue; `Ok` when the signal reached 0, else the queue's state.
 fn run(h: &Harness, packets: &mut [aqueduct::aql::KernelDispatchPacket]) -> Result<(), Option<QueueState>> {
     let q = h.create_queue();
@@ -89,7 +71,7 @@ fn clang_fixtures_run_as_machine_code_without_twins() {
 #[test]
 fn hipcc_saxpy_grid_stride_loop_matches_the_host() {
     let h = harness(KernelMode::Auto);
-    let elf = hipcc_fixture();
+    let elf = hipcc_fixture("kernels");
     let objects = place_code_object(&h, &elf, &["saxpy"]);
     // More elements than work-items: each work-item loops (grid-stride).
     let n = 40_000usize;
@@ -119,7 +101,7 @@ fn hipcc_saxpy_grid_stride_loop_matches_the_host() {
 #[test]
 fn hipcc_lds_reduction_with_barriers_and_atomic_add() {
     let h = harness(KernelMode::Auto);
-    let elf = hipcc_fixture();
+    let elf = hipcc_fixture("kernels");
     let objects = place_code_object(&h, &elf, &["reduce_sum"]);
     let n = 10_000usize;
     let x = h.alloc((4 * n) as u64, GTT);

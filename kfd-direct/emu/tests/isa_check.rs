@@ -9,16 +9,6 @@ use common::*;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
 
-fn write<T: Copy>(b: &Buffer, off: usize, v: T) {
-    // SAFETY: CPU-mapped test buffer, `off` inside it.
-    unsafe { std::ptr::write_unaligned(b.ptr::<u8>().add(off).cast::<T>(), v) }
-}
-
-fn read_slice<T: Copy>(b: &Buffer, n: usize) -> Vec<T> {
-    // SAFETY: CPU-mapped test buffer of at least n elements.
-    unsafe { std::slice::from_raw_parts(b.ptr::<T>(), n).to_vec() }
-}
-
 /// `fill_u32(dst, value, count)` as a twin that stores `value + skew` (0: the right twin).
 fn fill_twin(skew: u32) -> Twin {
     Twin::new("fill_u32", 16, move |ctx: &KernelCtx<'_>, wg| {

@@ -12,26 +12,6 @@ mod common;
 use aqueduct_kfd_emu::{EmuConfig, KernelMode};
 use common::*;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
-
-/// The gfx90a code object of `fixtures/isa/float.hip`, from hipcc's offload bundle.
-fn fixture() -> Vec<u8> {
-    let bundle = std::fs::read(format!("{FIXTURES}/isa/float-gfx90a.bundle")).expect("fixture");
-    let b = amdhsa::Bundle::parse(&bundle).expect("an offload bundle");
-    let e = b.entries().find(|e| e.target().is_some_and(|t| t.processor.name == "gfx90a")).expect("a gfx90a entry");
-    e.code.to_vec()
-}
-
-fn write<T: Copy>(b: &Buffer, off: usize, v: T) {
-    // SAFETY: CPU-mapped test buffer, `off` inside it.
-    unsafe { std::ptr::write_unaligned(b.ptr::<u8>().add(off).cast::<T>(), v) }
-}
-
-fn read_slice<T: Copy>(b: &Buffer, n: usize) -> Vec<T> {
-    // SAFETY: CPU-mapped test buffer of at least n elements.
-    unsafe { std::slice::from_raw_parts(b.ptr::<T>(), n).to_vec() }
-}
-
 /// Runs one dispatch of `grid` work-items in groups of 256 on a fresh queue, to completion.
 fn run(h: &Harness, object: u64, kernarg: u64, grid: u32) {
     let q = h.create_queue();
@@ -165,7 +145,7 @@ fn hipcc_f32_math_over_random_bit_patterns_matches_the_host() {
 
 fn check_f32_math(xa: &[f32], xb: &[f32]) {
     let h = harness();
-    let objects = place_code_object(&h, &fixture(), &["f32_math"]);
+    let objects = place_code_object(&h, &hipcc_fixture("float"), &["f32_math"]);
     let n = xa.len();
     let (a, b, out) = (h.alloc(4 * n as u64, GTT), h.alloc(4 * n as u64, GTT), h.alloc(28 * n as u64, GTT));
     for i in 0..n {
@@ -211,7 +191,7 @@ fn check_f32_math(xa: &[f32], xb: &[f32]) {
 #[test]
 fn hipcc_f64_fma_division_and_sqrt_match_the_host() {
     let h = harness();
-    let objects = place_code_object(&h, &fixture(), &["f64_math"]);
+    let objects = place_code_object(&h, &hipcc_fixture("float"), &["f64_math"]);
     let n = 1024usize;
     let mut r = rnd(0x64);
     let mut r64 = || u64::from(r()) << 32 | u64::from(r());
@@ -347,7 +327,7 @@ fn f16_inputs(n: usize, seed: u32) -> Vec<u16> {
 #[test]
 fn hipcc_half_arithmetic_matches_the_host() {
     let h = harness();
-    let objects = place_code_object(&h, &fixture(), &["f16_math", "f16x2_math"]);
+    let objects = place_code_object(&h, &hipcc_fixture("float"), &["f16_math", "f16x2_math"]);
     let n = 1024usize;
     let (xa, xb) = (f16_inputs(n, 5), f16_inputs(n, 9));
     let (a, b, out) = (h.alloc(2 * n as u64, GTT), h.alloc(2 * n as u64, GTT), h.alloc(10 * n as u64, GTT));

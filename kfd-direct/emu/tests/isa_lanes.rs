@@ -10,26 +10,6 @@ mod common;
 use aqueduct_kfd_emu::{EmuConfig, KernelMode, QueueState};
 use common::*;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
-
-/// The gfx90a code object of `lanes.hip`, extracted from hipcc's offload bundle.
-fn lanes_fixture() -> Vec<u8> {
-    let bundle = std::fs::read(format!("{FIXTURES}/isa/lanes-gfx90a.bundle")).expect("fixture");
-    let b = amdhsa::Bundle::parse(&bundle).expect("an offload bundle");
-    let e = b.entries().find(|e| e.target().is_some_and(|t| t.processor.name == "gfx90a")).expect("a gfx90a entry");
-    e.code.to_vec()
-}
-
-fn write<T: Copy>(b: &Buffer, off: usize, v: T) {
-    // SAFETY: CPU-mapped test buffer, `off` inside it.
-    unsafe { std::ptr::write_unaligned(b.ptr::<u8>().add(off).cast::<T>(), v) }
-}
-
-fn read_slice<T: Copy>(b: &Buffer, n: usize) -> Vec<T> {
-    // SAFETY: CPU-mapped test buffer of at least n elements.
-    unsafe { std::slice::from_raw_parts(b.ptr::<T>(), n).to_vec() }
-}
-
 fn run(h: &Harness, packets: &mut [aqueduct::aql::KernelDispatchPacket]) -> Result<(), Option<QueueState>> {
     let q = h.create_queue();
     let sigs = h.signals();
@@ -63,7 +43,7 @@ fn rnd(seed: u32) -> impl FnMut() -> u32 {
 #[test]
 fn warp_shuffles_match_the_host() {
     let h = harness();
-    let objects = place_code_object(&h, &lanes_fixture(), &["shuffles"]);
+    let objects = place_code_object(&h, &hipcc_fixture("lanes"), &["shuffles"]);
     let n = 256usize;
     let mut r = rnd(7);
     let xs: Vec<i32> = (0..n).map(|_| r() as i32).collect();
@@ -87,7 +67,7 @@ fn warp_shuffles_match_the_host() {
 #[test]
 fn dpp_wave_reductions_and_scans_match_the_host() {
     let h = harness();
-    let objects = place_code_object(&h, &lanes_fixture(), &["wave_reduce"]);
+    let objects = place_code_object(&h, &hipcc_fixture("lanes"), &["wave_reduce"]);
     let n = 512usize;
     let mut r = rnd(11);
     let xs: Vec<i32> = (0..n).map(|_| (r() % 2001) as i32 - 1000).collect();
@@ -117,7 +97,7 @@ fn dpp_wave_reductions_and_scans_match_the_host() {
 #[test]
 fn mfma_16x16x4f32_loop_matches_a_host_matmul() {
     let h = harness();
-    let objects = place_code_object(&h, &lanes_fixture(), &["mfma_16x16"]);
+    let objects = place_code_object(&h, &hipcc_fixture("lanes"), &["mfma_16x16"]);
     let kd = 64usize;
     let mut r = rnd(13);
     // Small integers: every summation order gives the same f32.
@@ -157,7 +137,7 @@ fn f16_bits(x: i32) -> u16 {
 #[test]
 fn mfma_32x32x8f16_matches_a_host_matmul() {
     let h = harness();
-    let objects = place_code_object(&h, &lanes_fixture(), &["mfma_32x32_f16"]);
+    let objects = place_code_object(&h, &hipcc_fixture("lanes"), &["mfma_32x32_f16"]);
     let mut r = rnd(17);
     let a: Vec<i32> = (0..32 * 8).map(|_| (r() % 15) as i32 - 7).collect();
     let b: Vec<i32> = (0..8 * 32).map(|_| (r() % 15) as i32 - 7).collect();
@@ -199,7 +179,7 @@ pub fn host_sgemm_tiled(n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
 #[test]
 fn lds_tiled_sgemm_is_bit_equal_to_the_host() {
     let h = harness();
-    let objects = place_code_object(&h, &lanes_fixture(), &["sgemm_tiled"]);
+    let objects = place_code_object(&h, &hipcc_fixture("lanes"), &["sgemm_tiled"]);
     let n = 64usize;
     let mut r = rnd(19);
     let a: Vec<f32> = (0..n * n).map(|_| r() as f32 / u32::MAX as f32 - 0.5).collect();

@@ -13,29 +13,9 @@ use aqueduct_kfd_abi::AmdQueue;
 use aqueduct_kfd_emu::{EmuConfig, KernelMode, QueueState};
 use common::*;
 
-const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
-
 /// Two compute-unit workers: work-groups use scratch slots 0..32.
 fn harness() -> Harness {
     Harness::with(EmuConfig { kernels: KernelMode::Isa, cus: 2, ..EmuConfig::default() })
-}
-
-/// The gfx90a code object of `memory.hip`, extracted from hipcc's offload bundle.
-fn fixture() -> Vec<u8> {
-    let bundle = std::fs::read(format!("{FIXTURES}/isa/memory-gfx90a.bundle")).expect("fixture");
-    let b = amdhsa::Bundle::parse(&bundle).expect("an offload bundle");
-    let e = b.entries().find(|e| e.target().is_some_and(|t| t.processor.name == "gfx90a")).expect("a gfx90a entry");
-    e.code.to_vec()
-}
-
-fn write<T: Copy>(b: &Buffer, off: usize, v: T) {
-    // SAFETY: CPU-mapped test buffer, `off` inside it.
-    unsafe { std::ptr::write_unaligned(b.ptr::<u8>().add(off).cast::<T>(), v) }
-}
-
-fn read_slice<T: Copy>(b: &Buffer, n: usize) -> Vec<T> {
-    // SAFETY: CPU-mapped test buffer of at least n elements.
-    unsafe { std::slice::from_raw_parts(b.ptr::<T>(), n).to_vec() }
 }
 
 /// Bytes of scratch per work-item the test queues get.
@@ -91,7 +71,7 @@ fn packet(object: u64, kernarg: u64, grid: u32, wg: u16, private: u32) -> aquedu
 #[test]
 fn recursive_device_function_calls_use_the_scratch_stack() {
     let h = harness();
-    let objects = place_code_object(&h, &fixture(), &["fib_kernel"]);
+    let objects = place_code_object(&h, &hipcc_fixture("memory"), &["fib_kernel"]);
     let (q, _scratch) = queue_with_scratch(&h);
     let n = 200usize;
     let out = h.alloc(4 * n as u64, GTT);
@@ -116,7 +96,7 @@ fn recursive_device_function_calls_use_the_scratch_stack() {
 #[test]
 fn a_private_array_indexed_dynamically_lives_in_scratch() {
     let h = harness();
-    let objects = place_code_object(&h, &fixture(), &["private_array"]);
+    let objects = place_code_object(&h, &hipcc_fixture("memory"), &["private_array"]);
     let (q, _scratch) = queue_with_scratch(&h);
     let n = 1000usize;
     let (idx, out) = (h.alloc(4 * n as u64, GTT), h.alloc(4 * n as u64, GTT));
@@ -141,7 +121,7 @@ fn a_private_array_indexed_dynamically_lives_in_scratch() {
 #[test]
 fn builtin_trap_fails_the_dispatch_with_the_trap_error() {
     let h = harness();
-    let objects = place_code_object(&h, &fixture(), &["trap_kernel"]);
+    let objects = place_code_object(&h, &hipcc_fixture("memory"), &["trap_kernel"]);
     let q = h.create_queue();
     let out = h.alloc(4096, GTT);
     let k = h.alloc(4096, GTT);
@@ -156,7 +136,7 @@ fn builtin_trap_fails_the_dispatch_with_the_trap_error() {
 #[test]
 fn assert_that_holds_completes_and_one_that_fails_stops_the_queue() {
     let h = harness();
-    let objects = place_code_object(&h, &fixture(), &["assert_kernel"]);
+    let objects = place_code_object(&h, &hipcc_fixture("memory"), &["assert_kernel"]);
     let (q, _scratch) = queue_with_scratch(&h);
     let out = h.alloc(4096, GTT);
     // kernarg: out, v, then the hidden arguments (the hostcall buffer among them, 0 here).
@@ -176,7 +156,7 @@ fn assert_that_holds_completes_and_one_that_fails_stops_the_queue() {
 #[test]
 fn clock64_and_wall_clock64_read_the_device_clocks() {
     let h = harness();
-    let objects = place_code_object(&h, &fixture(), &["clocks"]);
+    let objects = place_code_object(&h, &hipcc_fixture("memory"), &["clocks"]);
     let q = h.create_queue();
     let out = h.alloc(4096, GTT);
     let k = h.alloc(4096, GTT);

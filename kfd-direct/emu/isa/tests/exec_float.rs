@@ -9,8 +9,7 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use common::assemble;
 
 use aqueduct_isa::exec::{run_wave, Code, ExecErrorKind, Limits, VecMemory, Wave, LANES};
 
@@ -19,30 +18,6 @@ const BASE: u64 = 0x1_0000_0000;
 /// The initial MODE of a hipcc kernel: round to nearest even, f32 and f64/f16 denormals kept,
 /// DX10_CLAMP and IEEE set.
 const MODE: u32 = 0x3F0;
-
-/// Assembles `asm` (one instruction per line) into words.
-fn assemble(asm: &str) -> Vec<u32> {
-    let mc = common::tool("llvm-mc-15", "llvm-15");
-    let mut child = Command::new(mc)
-        .args(["-arch=amdgcn", "-mcpu=gfx90a", "-show-encoding"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run llvm-mc-15");
-    child.stdin.take().unwrap().write_all(asm.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && stderr.is_empty(), "llvm-mc-15 rejected:\n{asm}\n{stderr}");
-    let mut bytes = Vec::new();
-    for l in String::from_utf8_lossy(&out.stdout).lines() {
-        let Some((_, enc)) = l.split_once("; encoding: [") else { continue };
-        for b in enc.trim_end_matches(']').split(',') {
-            bytes.push(u8::from_str_radix(b.trim().trim_start_matches("0x"), 16).unwrap());
-        }
-    }
-    bytes.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
-}
 
 /// A wave with 40 VGPRs, all lanes active, hipcc's MODE.
 fn wave() -> Wave {

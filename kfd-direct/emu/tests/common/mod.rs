@@ -419,3 +419,28 @@ pub fn place_code_object(h: &Harness, elf: &[u8], names: &[&str]) -> Vec<u64> {
     unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), code.ptr::<u8>(), image.len()) };
     names.iter().map(|n| code.va + co.kernel(n).unwrap().expect("the kernel").descriptor_address).collect()
 }
+
+/// Writes `v` at byte `off` of the CPU-mapped buffer `b`.
+#[allow(dead_code)]
+pub fn write<T: Copy>(b: &Buffer, off: usize, v: T) {
+    // SAFETY: CPU-mapped test buffer, `off` inside it.
+    unsafe { std::ptr::write_unaligned(b.ptr::<u8>().add(off).cast::<T>(), v) }
+}
+
+/// The first `n` elements of the CPU-mapped buffer `b`.
+#[allow(dead_code)]
+pub fn read_slice<T: Copy>(b: &Buffer, n: usize) -> Vec<T> {
+    // SAFETY: CPU-mapped test buffer of at least n elements.
+    unsafe { std::slice::from_raw_parts(b.ptr::<T>(), n).to_vec() }
+}
+
+/// The gfx90a code object of the hipcc fixture `fixtures/isa/<name>.hip`, extracted from the
+/// offload bundle `build.sh` wrote (`<name>-gfx90a.bundle`).
+#[allow(dead_code)]
+pub fn hipcc_fixture(name: &str) -> Vec<u8> {
+    let path = format!("{}/fixtures/isa/{name}-gfx90a.bundle", env!("CARGO_MANIFEST_DIR"));
+    let bundle = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let b = amdhsa::Bundle::parse(&bundle).expect("an offload bundle");
+    let e = b.entries().find(|e| e.target().is_some_and(|t| t.processor.name == "gfx90a")).expect("a gfx90a entry");
+    e.code.to_vec()
+}
