@@ -20,22 +20,6 @@ fn clang_fixture() -> Vec<u8> {
     std::fs::read(format!("{FIXTURES}/kernels-gfx90a.co")).expect("fixture")
 }
 
-/// Runs `packets` on a fresh queue; `Ok` when the signal reached 0, else the queue's state.
-fn run(h: &Harness, packets: &mut [aqueduct::aql::KernelDispatchPacket]) -> Result<(), Option<QueueState>> {
-    let q = h.create_queue();
-    let sigs = h.signals();
-    signal(&sigs, 0).reset(packets.len() as i64);
-    for p in packets.iter_mut() {
-        p.completion_signal = signal_handle(&sigs, 0);
-    }
-    q.submit(packets);
-    if wait_signal(signal(&sigs, 0), 0) {
-        Ok(())
-    } else {
-        Err(h.emu.queue_state(q.id))
-    }
-}
-
 #[test]
 fn clang_fixtures_run_as_machine_code_without_twins() {
     let h = harness(KernelMode::Auto);
@@ -56,8 +40,11 @@ fn clang_fixtures_run_as_machine_code_without_twins() {
     }
     write(&k, 256 + 24, n);
     // 1024 + 24 work-items over work-groups of 64 (the last partial) then 1000 (partial).
-    run(&h, &mut [dispatch(objects[0], k.va, n + 24, 64, 0, true), dispatch(objects[1], k.va + 256, n, 64, 0, true)])
-        .expect("both dispatches complete");
+    run_packets(
+        &h,
+        &mut [dispatch(objects[0], k.va, n + 24, 64, 0, true), dispatch(objects[1], k.va + 256, n, 64, 0, true)],
+    )
+    .expect("both dispatches complete");
     let out: Vec<u32> = read_slice(&c, n as usize + 32);
     for i in 0..n as usize {
         assert_eq!(out[i], 1001 * i as u32 + 7, "vector_add element {i}");
@@ -89,7 +76,7 @@ fn hipcc_saxpy_grid_stride_loop_matches_the_host() {
     write(&k, 8, x.va);
     write(&k, 16, y.va);
     // 16 work-groups of 256: 4096 work-items for 40 000 elements.
-    run(&h, &mut [dispatch(objects[0], k.va, 16 * 256, 256, 0, true)]).expect("saxpy completes");
+    run_packets(&h, &mut [dispatch(objects[0], k.va, 16 * 256, 256, 0, true)]).expect("saxpy completes");
     let got: Vec<f32> = read_slice(&y, n);
     for i in 0..n {
         // v_fmac_f32: one rounding, as f32::mul_add.
@@ -117,7 +104,7 @@ fn hipcc_lds_reduction_with_barriers_and_atomic_add() {
     let groups = n.div_ceil(256) as u32;
     let mut p = dispatch(objects[0], k.va, groups * 256, 256, 0, true);
     p.group_segment_size = 1024;
-    run(&h, &mut [p]).expect("reduce_sum completes");
+    run_packets(&h, &mut [p]).expect("reduce_sum completes");
     let sum: u32 = xs.iter().fold(0u32, |s, v| s.wrapping_add(*v));
     assert_eq!(read_slice::<u32>(&out, 1)[0], sum);
 }
@@ -140,7 +127,7 @@ fn isa_mode_runs_machine_code_even_when_a_twin_is_bound() {
         write(&k, 0, c.va);
         write(&k, 8, 0x5a5a_5a5au32);
         write(&k, 12, 100u32);
-        run(&h, &mut [dispatch(objects[0], k.va, 100, 64, 0, true)]).expect("fill completes");
+        run_packets(&h, &mut [dispatch(objects[0], k.va, 100, 64, 0, true)]).expect("fill completes");
         assert_eq!(read_slice::<u32>(&c, 100)[99], want, "{mode:?}");
     }
 }
@@ -150,7 +137,7 @@ fn twin_mode_keeps_failing_a_kernel_without_a_twin() {
     let h = harness(KernelMode::Twin);
     let objects = place_code_object(&h, &clang_fixture(), &["fill_u32"]);
     let k = h.alloc(4096, GTT);
-    let e = run(&h, &mut [dispatch(objects[0], k.va, 64, 64, 0, true)]).expect_err("no twin");
+    let e = run_packets(&h, &mut [dispatch(objects[0], k.va, 64, 64, 0, true)]).expect_err("no twin");
     assert!(matches!(e, Some(QueueState::Error(_))), "{e:?}");
 }
 
@@ -163,7 +150,7 @@ fn a_faulting_kernel_reports_the_memory_violation() {
     write(&k, 0, 0x7000_0000_0000u64);
     write(&k, 8, 1u32);
     write(&k, 12, 64u32);
-    let e = run(&h, &mut [dispatch(objects[0], k.va, 64, 64, 0, true)]).expect_err("faults");
+    let e = run_packets(&h, &mut [dispatch(objects[0], k.va, 64, 64, 0, true)]).expect_err("faults");
     let violation = aqueduct_kfd_emu::abi::exception::QUEUE_WAVE_MEMORY_VIOLATION;
     assert!(
         matches!(e, Some(QueueState::Evicted(c) | QueueState::Error(c)) if c == violation),
@@ -192,7 +179,7 @@ fn an_unimplemented_instruction_fails_the_dispatch() {
     write(&k, 0, c.va);
     write(&k, 8, 1u32);
     write(&k, 12, 64u32);
-    let e = run(&h, &mut [dispatch(objects[0], k.va, 64, 64, 0, true)]).expect_err("unimplemented");
+    let e = run_packets(&h, &mut [dispatch(objects[0], k.va, 64, 64, 0, true)]).expect_err("unimplemented");
     assert!(matches!(e, Some(QueueState::Error(_))), "{e:?}");
     assert_eq!(read_slice::<u32>(&c, 1)[0], 0, "nothing was stored");
 }

@@ -7,23 +7,8 @@
 
 mod common;
 
-use aqueduct_kfd_emu::{EmuConfig, KernelMode, QueueState};
+use aqueduct_kfd_emu::{EmuConfig, KernelMode};
 use common::*;
-
-fn run(h: &Harness, packets: &mut [aqueduct::aql::KernelDispatchPacket]) -> Result<(), Option<QueueState>> {
-    let q = h.create_queue();
-    let sigs = h.signals();
-    signal(&sigs, 0).reset(packets.len() as i64);
-    for p in packets.iter_mut() {
-        p.completion_signal = signal_handle(&sigs, 0);
-    }
-    q.submit(packets);
-    if wait_signal(signal(&sigs, 0), 0) {
-        Ok(())
-    } else {
-        Err(h.emu.queue_state(q.id))
-    }
-}
 
 fn harness() -> Harness {
     Harness::with(EmuConfig { kernels: KernelMode::Isa, ..EmuConfig::default() })
@@ -54,7 +39,7 @@ fn warp_shuffles_match_the_host() {
     let k = h.alloc(4096, GTT);
     write(&k, 0, x.va);
     write(&k, 8, out.va);
-    run(&h, &mut [dispatch(objects[0], k.va, n as u32, 64, 0, true)]).expect("shuffles complete");
+    run_packets(&h, &mut [dispatch(objects[0], k.va, n as u32, 64, 0, true)]).expect("shuffles complete");
     let got: Vec<i32> = read_slice(&out, 3 * n);
     for i in 0..n {
         let (wave, lane) = (i / 64 * 64, i % 64);
@@ -81,7 +66,7 @@ fn dpp_wave_reductions_and_scans_match_the_host() {
         write(&k, off, b.va);
     }
     // Work-groups of 128: two waves each.
-    run(&h, &mut [dispatch(objects[0], k.va, n as u32, 128, 0, true)]).expect("wave_reduce completes");
+    run_packets(&h, &mut [dispatch(objects[0], k.va, n as u32, 128, 0, true)]).expect("wave_reduce completes");
     let (rows, scan, total): (Vec<i32>, Vec<i32>, Vec<i32>) =
         (read_slice(&rows, n), read_slice(&scan, n), read_slice(&total, n / 64));
     for i in 0..n {
@@ -113,7 +98,7 @@ fn mfma_16x16x4f32_loop_matches_a_host_matmul() {
     write(&k, 8, ab.va);
     write(&k, 16, bb.va);
     write(&k, 24, db.va);
-    run(&h, &mut [dispatch(objects[0], k.va, 64, 64, 0, true)]).expect("mfma_16x16 completes");
+    run_packets(&h, &mut [dispatch(objects[0], k.va, 64, 64, 0, true)]).expect("mfma_16x16 completes");
     let d: Vec<f32> = read_slice(&db, 256);
     for i in 0..16 {
         for j in 0..16 {
@@ -150,7 +135,7 @@ fn mfma_32x32x8f16_matches_a_host_matmul() {
     write(&k, 0, ab.va);
     write(&k, 8, bb.va);
     write(&k, 16, db.va);
-    run(&h, &mut [dispatch(objects[0], k.va, 64, 64, 0, true)]).expect("mfma_32x32_f16 completes");
+    run_packets(&h, &mut [dispatch(objects[0], k.va, 64, 64, 0, true)]).expect("mfma_32x32_f16 completes");
     let d: Vec<f32> = read_slice(&db, 1024);
     for i in 0..32 {
         for j in 0..32 {
@@ -198,7 +183,7 @@ fn lds_tiled_sgemm_is_bit_equal_to_the_host() {
     let tiles = (n / 16) as u32;
     let mut p = dispatch(objects[0], k.va, tiles * tiles * 256, 256, 0, true);
     p.group_segment_size = 2 * 16 * 16 * 4;
-    run(&h, &mut [p]).expect("sgemm_tiled completes");
+    run_packets(&h, &mut [p]).expect("sgemm_tiled completes");
     let got: Vec<f32> = read_slice(&cb, n * n);
     let mut want = vec![0.0f32; n * n];
     host_sgemm_tiled(n, &a, &b, &mut want);

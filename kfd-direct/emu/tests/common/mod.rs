@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use aqueduct::aql::{AqlRing, KernelDispatchPacket, Packet, DISPATCH_HEADER};
 use aqueduct::AmdSignal;
 use aqueduct_kfd_emu::abi::*;
-use aqueduct_kfd_emu::{Emu, EmuConfig, Errno, Fd, GpuProfile, SysResult};
+use aqueduct_kfd_emu::{Emu, EmuConfig, Errno, Fd, GpuProfile, QueueState, SysResult};
 use portable_atomic::AtomicU64 as RingIndex;
 
 pub const GTT: u32 = mem_flags::GTT
@@ -443,4 +443,21 @@ pub fn hipcc_fixture(name: &str) -> Vec<u8> {
     let b = amdhsa::Bundle::parse(&bundle).expect("an offload bundle");
     let e = b.entries().find(|e| e.target().is_some_and(|t| t.processor.name == "gfx90a")).expect("a gfx90a entry");
     e.code.to_vec()
+}
+
+/// Runs `packets` on a fresh queue; `Ok` when their signal reached 0, else the queue's state.
+#[allow(dead_code)]
+pub fn run_packets(h: &Harness, packets: &mut [aqueduct::aql::KernelDispatchPacket]) -> Result<(), Option<QueueState>> {
+    let q = h.create_queue();
+    let sigs = h.signals();
+    signal(&sigs, 0).reset(packets.len() as i64);
+    for p in packets.iter_mut() {
+        p.completion_signal = signal_handle(&sigs, 0);
+    }
+    q.submit(packets);
+    if wait_signal(signal(&sigs, 0), 0) {
+        Ok(())
+    } else {
+        Err(h.emu.queue_state(q.id))
+    }
 }
