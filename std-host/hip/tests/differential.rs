@@ -226,25 +226,38 @@ fn rect_copies_on_both_runtimes_as_twins_machine_code_and_checked() {
 }
 
 /// The client-library programs (`examples/hip`: rocPRIM's radix sort, scan and reduction built
-/// by hipcc, Debian's rocRAND and rocSPARSE) on Debian's HIP under the preload library, their
-/// kernels as their own gfx90a machine code (no twins), each checking its results on the host.
-/// On aqueduct's library they run in `c_api.rs`.
+/// by hipcc; Debian's rocRAND with Philox, XORWOW and MRG32k3a; Debian's rocSPARSE with plain
+/// and adaptive csrmv) on aqueduct's `libamdhip64.so.5` and on Debian's HIP under the preload
+/// library, their kernels as their own gfx90a machine code (no twins). Each checks its results
+/// on the host (Philox bit-equal to a host Philox, the others by their statistics and host
+/// products) and prints a digest of every byte it generated: the two runtimes must print the same.
 #[test]
-fn client_libraries_run_their_machine_code_on_debians_hip() {
+fn client_libraries_run_their_machine_code_on_both_runtimes() {
     require("hipcc", "/usr/bin/hipcc");
     require("librocprim-dev", "/usr/include/rocprim/rocprim.hpp");
     require("librocrand-dev", "/usr/include/rocrand/rocrand.h");
     require("librocsparse-dev", "/usr/include/rocsparse/rocsparse.h");
     for (exe, done) in common::client_programs(&out_dir()) {
-        let mut c = Command::new(&exe);
-        c.env("LD_PRELOAD", profile_dir().join("libaqueduct_kfd_preload.so"))
+        let mut on_aqueduct = Command::new(&exe);
+        on_aqueduct.env("LD_LIBRARY_PATH", amdhip64_dir()).env("AQUEDUCT_BACKEND", "emu");
+        let mut on_debian = Command::new(&exe);
+        on_debian
+            .env("LD_PRELOAD", profile_dir().join("libaqueduct_kfd_preload.so"))
             .env("AQUEDUCT_GPU", "gfx90a")
-            .env_remove("LD_LIBRARY_PATH")
-            .env_remove("AQUEDUCT_TWINS")
-            .env_remove("AQUEDUCT_EMU_KERNELS");
-        let out = run_command(c, Duration::from_secs(300));
-        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success() && stdout.contains(done), "{}: {stdout}\n{stderr}", exe.display());
+            .env_remove("LD_LIBRARY_PATH");
+        let mut lines = Vec::new();
+        for (runtime, mut c) in [("aqueduct", on_aqueduct), ("Debian's HIP", on_debian)] {
+            c.env_remove("AQUEDUCT_TWINS").env_remove("AQUEDUCT_EMU_KERNELS");
+            let out = run_command(c, Duration::from_secs(600));
+            let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success() && stdout.contains(done),
+                "{} on {runtime}: {stdout}\n{stderr}",
+                exe.display()
+            );
+            lines.push(stdout.into_owned());
+        }
+        assert_eq!(lines[0], lines[1], "{}: aqueduct's output, then Debian's HIP's", exe.display());
     }
 }
 

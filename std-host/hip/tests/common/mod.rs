@@ -80,16 +80,16 @@ pub fn client_programs(dir: &Path) -> Vec<(PathBuf, &'static str)> {
     let hipcc = ["-std=c++17", "--offload-arch=gfx90a", "-O2"];
     vec![
         (build_example(dir, "rocprim_sort.hip", "hipcc", &hipcc, &[]), "sorted, scanned and reduced"),
-        (build_example(dir, "rocrand_uniform.cpp", "hipcc", &hipcc, &["-lrocrand"]), "rocrand_uniform: ok"),
+        (build_example(dir, "rocrand_generators.cpp", "hipcc", &hipcc, &["-lrocrand"]), "rocrand_generators: ok"),
         (
             build_example(
                 dir,
-                "rocsparse_handle.c",
+                "rocsparse_csrmv.c",
                 "gcc",
                 &["-D__HIP_PLATFORM_AMD__"],
                 &["-lrocsparse", "-lamdhip64", "-lm"],
             ),
-            "rocsparse_handle: ok",
+            "rocsparse_csrmv: ok",
         ),
     ]
 }

@@ -729,6 +729,10 @@ pub const DEFAULT_WATCHDOG: u64 = 1 << 32;
 /// The most waves a work-group has (1024 work-items in wave64).
 pub const MAX_WAVES: u32 = 16;
 
+/// The most LDS a work-group may have on gfx90a: 64 KiB (a descriptor or packet asking for
+/// more cannot start).
+pub const MAX_LDS: u32 = 64 << 10;
+
 /// Shared aperture base (LDS through flat addresses), as the emulated device's KFD apertures
 /// place it (docs/kfd-aql.md §1.3).
 pub const SHARED_APERTURE: u64 = 1 << 48;
@@ -789,6 +793,9 @@ pub fn run_work_group_counted(
     }
     let waves = waves as u32;
     let lds_bytes = dispatch.group_segment_size.max(kd.group_segment_fixed_size);
+    if lds_bytes > MAX_LDS {
+        return Err(ExecError::bare(ExecErrorKind::Setup));
+    }
     let mut group = Group { mem, lds: vec![0; lds_bytes as usize], code: &kernel.code };
 
     let vgprs = kd.accum_offset().min(256);
