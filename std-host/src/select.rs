@@ -113,6 +113,9 @@ pub struct OpenOptions {
     pub wait: WaitMode,
     /// The emulated machine's GPUs.
     pub emu_gpus: Vec<GpuProfile>,
+    /// Compute-unit workers per emulated GPU (`None`: `AQUEDUCT_EMU_CUS`, else the host's
+    /// parallelism; `EmuConfig::cus`).
+    pub emu_cus: Option<u32>,
     /// The ROCr library to load instead of the search path (tests).
     pub rocr_library: Option<std::path::PathBuf>,
     /// Hardware queues each device creates before streams share them (`None`: the runtime's
@@ -136,6 +139,7 @@ impl Default for OpenOptions {
             ring_packets: 2048,
             wait: WaitMode::Hybrid(50_000),
             emu_gpus: vec![GpuProfile::Gfx90a],
+            emu_cus: None,
             rocr_library: None,
             max_hw_queues: max_hw_queues_from_env(),
         }
@@ -257,8 +261,11 @@ impl AnyBackend {
                 Err(e) => Err(format!("kfd-direct on /dev/kfd failed: {e}")),
             },
             BackendKind::Emu => {
-                let sys = EmuSys::new(EmuConfig::with_gpus(&opts.emu_gpus))
-                    .map_err(|e| format!("the emulator could not start: {e}"))?;
+                let mut config = EmuConfig::with_gpus(&opts.emu_gpus);
+                if let Some(cus) = opts.emu_cus {
+                    config = config.cus(cus);
+                }
+                let sys = EmuSys::new(config).map_err(|e| format!("the emulator could not start: {e}"))?;
                 Kfd::open(sys, opts.kfd_config())
                     .map(AnyBackend::Emu)
                     .map_err(|e| format!("kfd-direct on the emulator failed: {e}"))

@@ -451,6 +451,10 @@ pub fn run(opts: &OpenOptions, bench: BenchOptions, progress: bool) -> Result<Re
     let (isa_figures, isa_floors) = super::bench_isa::figures(samples, bench.short)?;
     figures.extend(isa_figures);
     floors.extend(isa_floors);
+    // How its work-groups spread over the emulated GPU's compute-unit workers.
+    let (scaling, one_worker) = super::bench_isa::scaling_figures(samples, bench.short)?;
+    figures.push(scaling);
+    floors.push(one_worker);
     // The HIP library's launch cost against core's, in that library's own runtime.
     if let Some((hip_figures, hip_floors)) = super::bench_hip::figures(samples, bench.short)? {
         figures.extend(hip_figures);

@@ -11,6 +11,12 @@
 //!   multiply-add. Floor `host_sgemm`: the same blocking on the host; ns per multiply-add.
 //! - `isa_wave_instruction`: the interpreter's time per wave instruction over both kernels (the
 //!   reciprocal of its wave instructions per second); no floor.
+//! - `isa_axpy_2_workers`: the demo code object's `axpy_u32` as machine code on an emulated
+//!   gfx90a with two compute-unit workers, dispatched through the runtime (4 Mi elements in
+//!   work-groups of 256; 256 Ki with `--short`), from launch to synchronize; ns per element.
+//!   Floor `isa_axpy_1_worker`: the same on a device with one worker. The ratio is how the
+//!   work-groups spread over the workers (1 / scaling; the target, scaling >= 1.7, is a ratio
+//!   <= 0.59). Both devices are opened here whatever backend the rest of the run uses.
 //!
 //! Inputs are small integers, so the fused and the unfused products agree and the results are
 //! exact: each run is checked against the host's, and a mismatch or an executor error ends the
@@ -22,6 +28,9 @@ use std::time::Instant;
 use aqueduct_isa::exec::{self, Code, Dispatch, Kernel, Limits, VecMemory};
 
 use super::bench::{median, Figure, Floor};
+use super::demo::{demo_code_object, AxpyArgs};
+use crate::api::{Device, Dim3, Kernel as DeviceKernel};
+use crate::{BackendKind, OpenOptions};
 
 const SAXPY_BUNDLE: &[u8] = include_bytes!("../../../kfd-direct/emu/fixtures/isa/kernels-gfx90a.bundle");
 const SGEMM_BUNDLE: &[u8] = include_bytes!("../../../kfd-direct/emu/fixtures/isa/sgemm-gfx90a.bundle");
@@ -262,4 +271,65 @@ pub(super) fn figures(samples: usize, short: bool) -> Result<(Vec<Figure>, Vec<F
         },
     ];
     Ok((figures, floors))
+}
+
+/// ns per element of `axpy_u32` over `n` elements on an emulated gfx90a with `workers`
+/// compute-unit workers: the median of `samples` launches, each checked.
+fn axpy_on_workers(workers: u32, n: u32, samples: usize) -> Result<f64, String> {
+    let e = |what: &'static str| move |err: aqueduct::Error| format!("isa_axpy ({workers} workers): {what}: {err}");
+    let opts = OpenOptions { emu_cus: Some(workers), ..OpenOptions::new(BackendKind::Emu) };
+    let dev = Device::open(&opts).map_err(|err| format!("isa_axpy: {err}"))?;
+    let elf = demo_code_object(90010).ok_or("isa_axpy: no gfx90a demo code object")?;
+    let module = dev.load_module(elf).map_err(e("load code object"))?;
+    let axpy: DeviceKernel<AxpyArgs> = module.kernel("axpy_u32").map_err(e("kernel"))?;
+    let s = dev.stream().map_err(e("stream"))?;
+    let len = n as usize;
+    let xs: Vec<u32> = (0..n).map(|i| i % 977).collect();
+    let x = dev.alloc::<u32>(len).map_err(e("alloc"))?;
+    let y = dev.alloc::<u32>(len).map_err(e("alloc"))?;
+    let hx = dev.host_from(&xs).map_err(e("host alloc"))?;
+    x.copy_from(&s, &hx).map_err(e("copy"))?;
+    y.fill(&s, 1).map_err(e("fill"))?;
+    s.synchronize().map_err(e("synchronize"))?;
+    let args = AxpyArgs { x: x.address(), y: y.address(), a: 3, n };
+    let mut ns = Vec::with_capacity(samples);
+    // One launch to warm the workers and the decoded code, then the timed ones.
+    for round in 0..=samples {
+        let t = Instant::now();
+        s.launch(&axpy, Dim3::x(n), Dim3::x(256), &args).map_err(e("launch"))?;
+        s.synchronize().map_err(e("synchronize"))?;
+        if round > 0 {
+            ns.push(t.elapsed().as_secs_f64() * 1e9 / f64::from(n));
+        }
+    }
+    let out = dev.alloc_host::<u32>(len).map_err(e("host alloc"))?;
+    out.copy_from(&s, &y).map_err(e("copy"))?;
+    s.synchronize().map_err(e("synchronize"))?;
+    let launches = samples as u32 + 1;
+    if let Some((i, v)) = out.to_vec().iter().enumerate().find(|&(i, &v)| v != 1 + launches * 3 * xs[i]) {
+        return Err(format!("isa_axpy ({workers} workers): y[{i}] = {v}, want {}", 1 + launches * 3 * xs[i]));
+    }
+    Ok(median(ns))
+}
+
+/// `isa_axpy_2_workers` beside `isa_axpy_1_worker`.
+pub(super) fn scaling_figures(samples: usize, short: bool) -> Result<(Figure, Floor), String> {
+    let samples = samples.clamp(1, 5);
+    let n = if short { 1 << 18 } else { 1 << 22 };
+    let one = axpy_on_workers(1, n, samples)?;
+    let two = axpy_on_workers(2, n, samples)?;
+    Ok((
+        Figure {
+            name: "isa_axpy_2_workers",
+            ns: two,
+            floor: Some("isa_axpy_1_worker"),
+            floor_ns: Some(one),
+            target: "<= 0.59x one worker (scaling >= 1.7x)",
+        },
+        Floor {
+            name: "isa_axpy_1_worker",
+            ns: one,
+            what: "axpy_u32 machine code on an emulated gfx90a with one CU worker, ns per element",
+        },
+    ))
 }
