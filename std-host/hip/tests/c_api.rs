@@ -1000,6 +1000,29 @@ fn managed_variables_of_a_clang_built_program() {
     check("managed_var", &run_env(&exe, &[], &[("LD_LIBRARY_PATH", lib_path)]));
 }
 
+/// Registered host memory (`hipHostRegister`): malloc'd memory read and written by a kernel's
+/// machine code through its device address, copies and fills by either address, the pointer
+/// queries and every error; linked against `libaqueduct_hip.so`, and against Debian's
+/// `libamdhip64` run on aqueduct's `libamdhip64.so.5`.
+#[test]
+fn registered_host_memory_is_device_memory() {
+    let host = compile_hip_program("host_register");
+    let lib = lib_dir();
+    let exe = host.with_file_name("host_register");
+    link(
+        &exe,
+        &[&host],
+        &[format!("-L{}", lib.display()), "-laqueduct_hip".into(), format!("-Wl,-rpath,{}", lib.display())],
+    );
+    check("host_register", &run(&exe, &[]));
+    require("libamdhip64-dev", "/usr/lib/x86_64-linux-gnu/libamdhip64.so");
+    let dir = amdhip64_dir();
+    let exe = host.with_file_name("host_register-amdhip64");
+    link(&exe, &[&host], &["-L/usr/lib/x86_64-linux-gnu".into(), "-lamdhip64".into()]);
+    let lib_path = dir.to_str().expect("utf-8 path");
+    check("host_register", &run_env(&exe, &[], &[("LD_LIBRARY_PATH", lib_path)]));
+}
+
 /// Managed memory: allocation, advice, prefetches, range attributes, stream attachment.
 #[test]
 fn managed_memory() {
