@@ -250,7 +250,7 @@ pub unsafe trait Backend {
 
     /// Registers `bytes` of the host's own memory at `host` (pageable memory: `malloc`, the
     /// stack, a mapped file) for device access on every device, and returns the device address
-    /// of `host` (docs/architecture.md, "Registered host memory"). The registration covers the
+    /// of `host` (docs/architecture.md §2, "Registered host memory"). The registration covers the
     /// pages that hold the range. The device address need not equal `host` (on amdkfd it is a
     /// new GPU VA over the same pages); the host keeps using `host`. Zero bytes or a NULL
     /// `host` → `InvalidValue`; memory the host cannot reach (unmapped, not writable) →
