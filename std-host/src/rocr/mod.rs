@@ -864,7 +864,9 @@ unsafe impl Backend for Rocr {
     }
 
     /// `hsa_amd_memory_lock` for every GPU agent: ROCr pins the pages (on amdkfd a USERPTR
-    /// buffer at a new GPU VA) and answers the agent address of `host`.
+    /// buffer at a new GPU VA) and answers the agent address of `host`. Its generic error (the
+    /// thunk's, when amdkfd refuses the pages) is `InvalidValue`, as the trait asks for memory
+    /// that cannot be registered.
     fn host_register(&self, device: u32, host: u64, bytes: usize) -> Result<u64> {
         if device as usize >= self.gpus.len() {
             return Err(Error::InvalidDevice);
@@ -886,7 +888,7 @@ unsafe impl Backend for Rocr {
             )
         }
         .ok()
-        .map_err(status_error)?;
+        .map_err(|s| if s == Status::ERROR { Error::InvalidValue } else { status_error(s) })?;
         let address = agent_ptr as u64;
         if let Ok(mut map) = self.registrations.lock() {
             map.insert(address, host);
