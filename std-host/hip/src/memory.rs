@@ -568,9 +568,10 @@ pub unsafe extern "C" fn hipMemcpyBatchAsync(
                 continue;
             }
             // A pageable source is read before memcpy_on returns (staged or copied); a source
-            // the device reaches is read by the device, so the copy completes before the return.
+            // the device reaches (registered memory too) is read by the device, so the copy
+            // completes before the return.
             let during = attrs[a].src_access_order == ORDER_DURING_API_CALL;
-            let copied = if during && g.is_device_reachable(src, n) {
+            let copied = if during && g.is_device_reachable(device_view(src, n), n) {
                 g.rt.stream_wait_idle(s)
                     .map_err(Into::into)
                     .and_then(|()| memcpy_on(g, s, d, src, n))

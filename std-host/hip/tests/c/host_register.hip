@@ -117,6 +117,10 @@ int main() {
     for (unsigned i = 0; i < N; i++) bad += src[i] != 0x01020304u || dst[i] != 0x01020304u;
     TRUE(bad == 0);
     OK(hipStreamDestroy(s));
+    OK(hipMemset2D(dst, 64, 0x11, 48, 4)); // pitched: rows of 48 of every 64 bytes
+    const unsigned char *b = (const unsigned char *)dst;
+    for (unsigned i = 0; i < 256; i++) bad += b[i] != (i % 64 < 48 ? 0x11 : (i % 4 == 3 ? 0x01 : i % 4 == 2 ? 0x02 : i % 4 == 1 ? 0x03 : 0x04));
+    TRUE(bad == 0);
     OK(hipFree(d));
     EXPECT(hipFree(src), hipErrorInvalidValue); // not an allocation
 
