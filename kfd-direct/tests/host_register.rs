@@ -1,6 +1,7 @@
 //! Registered host memory on the emulated GPU (docs/kfd-aql.md §1.4, "Registered host memory"):
 //! `Backend::host_register` makes pageable memory a USERPTR buffer at a new GPU VA, device copies
-//! read and write the user's own pages through it, and the emulator refuses what amdkfd refuses.
+//! read and write the user's own pages through it (and fault once it is gone), and the emulator
+//! refuses what amdkfd refuses.
 
 use aqueduct::{Backend, Error, Runtime, SingleThread};
 use aqueduct_kfd::abi::nr;
@@ -153,4 +154,21 @@ fn a_failing_map_frees_the_buffer_and_the_reservation() {
     assert_eq!(kfd.last_error(), Some(KfdError::Sys { op: Op::MapMemory, errno: Errno::EINVAL }));
     assert_eq!(sys.ioctl_trace(), vec![nr::ALLOC_MEMORY_OF_GPU, nr::MAP_MEMORY_TO_GPU, nr::FREE_MEMORY_OF_GPU]);
     assert_eq!(sys.live_mappings(), maps);
+}
+
+#[test]
+fn after_unregistering_the_device_address_is_a_memory_fault() {
+    let (_sys, rt) = runtime();
+    let host = vec![7u8; PAGE];
+    let s = rt.stream_create(0).unwrap();
+    let d = rt.malloc(64).unwrap();
+    let dev = rt.backend().host_register(0, host.as_ptr() as u64, 64).unwrap();
+    rt.memcpy_async(s, d, dev, 64).unwrap();
+    rt.stream_synchronize(s).unwrap();
+    rt.backend().host_unregister(dev).unwrap();
+    // The pages are the user's again; the device address names nothing.
+    rt.memcpy_async(s, d, dev, 64).unwrap();
+    assert_eq!(rt.stream_synchronize_timeout(s, aqueduct::Timeout::SECOND), Err(Error::IllegalAddress));
+    assert_eq!(rt.backend().device_fault(0), Some(aqueduct_kfd::DeviceFault::MemoryFault(dev)));
+    assert_eq!(host, vec![7u8; PAGE]);
 }
