@@ -204,6 +204,12 @@ unsafe impl Backend for Deferred {
     fn memory_free(&self, address: u64) -> Result<()> {
         self.inner.memory_free(address)
     }
+    fn host_register(&self, device: u32, host: u64, bytes: usize) -> Result<u64> {
+        self.inner.host_register(device, host, bytes)
+    }
+    fn host_unregister(&self, device_address: u64) -> Result<()> {
+        self.inner.host_unregister(device_address)
+    }
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {
         self.inner.builtin_kernel(device, kernel)
     }

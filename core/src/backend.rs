@@ -248,6 +248,19 @@ pub unsafe trait Backend {
     /// Frees memory from [`memory_alloc`](Backend::memory_alloc); unknown addresses → `InvalidValue`.
     fn memory_free(&self, address: u64) -> Result<()>;
 
+    /// Registers `bytes` of the host's own memory at `host` (pageable memory: `malloc`, the
+    /// stack, a mapped file) for device access on every device, and returns the device address
+    /// of `host` (docs/architecture.md §2, "Registered host memory"). The registration covers the
+    /// pages that hold the range. The device address need not equal `host` (on amdkfd it is a
+    /// new GPU VA over the same pages); the host keeps using `host`. Zero bytes or a NULL
+    /// `host` → `InvalidValue`; memory the host cannot reach (unmapped, not writable) →
+    /// `InvalidValue`; a backend whose devices cannot reach host memory → `NotSupported`.
+    fn host_register(&self, device: u32, host: u64, bytes: usize) -> Result<u64>;
+    /// Ends a registration, given the device address [`host_register`](Backend::host_register)
+    /// returned; the caller has waited for every device access to it. Unknown addresses →
+    /// `InvalidValue`.
+    fn host_unregister(&self, device_address: u64) -> Result<()>;
+
     /// The kernel object of a built-in kernel on `device`.
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64>;
     /// The doorbell of `queue` as a device-side producer (the conditional-node scheduler) rings

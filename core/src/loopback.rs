@@ -61,6 +61,8 @@ const KERNEL_OBJECT_BASE: u64 = 0x7f00_0000_0000;
 const MAX_KERNELS: usize = 32;
 const MAX_HOST_CALLS: usize = 32;
 const MAX_ALLOCATIONS: usize = 256;
+/// Live host registrations at most ([`Backend::host_register`]).
+const MAX_REGISTRATIONS: usize = 16;
 /// Entries kept in the trace.
 pub const TRACE_CAPACITY: usize = 256;
 /// Number of CUs the loopback device reports.
@@ -222,6 +224,8 @@ struct State<C: Config> {
     signal_used: C::LoopbackSignals<Used>,
     kernels: [Option<KernelFn>; MAX_KERNELS],
     allocations: [(usize, usize); MAX_ALLOCATIONS],
+    /// Registered host ranges `(address, bytes)`; `bytes == 0` is a free entry.
+    registrations: [(u64, u64); MAX_REGISTRATIONS],
     trace: [Option<TraceEntry>; TRACE_CAPACITY],
     trace_len: usize,
     trace_dropped: usize,
@@ -336,6 +340,7 @@ impl<'m, C: Config> Loopback<'m, C> {
                 signal_used: <C::LoopbackSignals<Used> as Table<Used>>::EMPTY,
                 kernels,
                 allocations: [(0, 0); MAX_ALLOCATIONS],
+                registrations: [(0, 0); MAX_REGISTRATIONS],
                 trace: [None; TRACE_CAPACITY],
                 trace_len: 0,
                 trace_dropped: 0,
@@ -807,6 +812,33 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
         Ok(())
     }
 
+    /// The loopback's device is the calling CPU, so host memory is device memory as it is: the
+    /// device address is `host`. The registration is recorded only so that an unknown address
+    /// can be refused.
+    fn host_register(&self, device: u32, host: u64, bytes: usize) -> Result<u64> {
+        if device >= self.device_count() {
+            return Err(Error::InvalidDevice);
+        }
+        if host == 0 || bytes == 0 || host.checked_add(bytes as u64).is_none() {
+            return Err(Error::InvalidValue);
+        }
+        let mut st = self.state.lock();
+        let slot = st.registrations.iter_mut().find(|(_, len)| *len == 0).ok_or(Error::OutOfMemory)?;
+        *slot = (host, bytes as u64);
+        Ok(host)
+    }
+
+    fn host_unregister(&self, device_address: u64) -> Result<()> {
+        let mut st = self.state.lock();
+        let slot = st
+            .registrations
+            .iter_mut()
+            .find(|(a, len)| *len != 0 && *a == device_address)
+            .ok_or(Error::InvalidValue)?;
+        *slot = (0, 0);
+        Ok(())
+    }
+
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {
         if device >= self.device_count() {
             return Err(Error::InvalidDevice);
@@ -861,10 +893,37 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
     use crate::{Runtime, SingleThread};
+    use std::boxed::Box;
 
     fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn host_registration_is_identity_and_refuses_unknown_addresses() {
+        let mem: &'static LoopbackMemory = Box::leak(Box::new(LoopbackMemory::new()));
+        let lb = Loopback::new(mem);
+        let rt: Runtime<Loopback<'_>, _> = Runtime::new(lb, SingleThread);
+        let mut src = [7u8; 100];
+        let mut dst = [0u8; 100];
+        let (s, d) = (src.as_mut_ptr() as u64, dst.as_mut_ptr() as u64);
+        assert_eq!(rt.backend().host_register(0, s, 100), Ok(s));
+        assert_eq!(rt.backend().host_register(0, d, 100), Ok(d));
+        assert_eq!(rt.backend().host_register(0, 0, 100), Err(Error::InvalidValue));
+        assert_eq!(rt.backend().host_register(0, s, 0), Err(Error::InvalidValue));
+        assert_eq!(rt.backend().host_register(1, s, 100), Err(Error::InvalidDevice));
+        rt.memcpy(d, s, 100).unwrap();
+        assert_eq!(dst, [7u8; 100]);
+        assert_eq!(rt.backend().host_unregister(s + 1), Err(Error::InvalidValue));
+        assert_eq!(rt.backend().host_unregister(s), Ok(()));
+        assert_eq!(rt.backend().host_unregister(s), Err(Error::InvalidValue));
+        assert_eq!(rt.backend().host_unregister(d), Ok(()));
+        for i in 0..MAX_REGISTRATIONS as u64 {
+            assert_eq!(rt.backend().host_register(0, s + i, 1), Ok(s + i));
+        }
+        assert_eq!(rt.backend().host_register(0, d, 1), Err(Error::OutOfMemory), "the table is full");
+    }
 
     #[test]
     fn runtime_is_send_and_sync() {

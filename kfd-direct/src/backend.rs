@@ -156,7 +156,7 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
         let mut st = self.state.lock();
         match st.allocations.iter_mut().find(|a| a.is_none()) {
             Some(s) => {
-                *s = Some(Allocation { bo });
+                *s = Some(Allocation { bo, registered: None });
                 Ok(bo.va)
             }
             None => {
@@ -170,8 +170,55 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
     fn memory_free(&self, address: u64) -> Result<()> {
         let a = {
             let mut st = self.state.lock();
-            let slot =
-                st.allocations.iter_mut().find(|a| a.is_some_and(|a| a.bo.va == address)).ok_or(Error::InvalidValue)?;
+            let slot = st
+                .allocations
+                .iter_mut()
+                .find(|a| a.is_some_and(|a| a.registered.is_none() && a.bo.va == address))
+                .ok_or(Error::InvalidValue)?;
+            slot.take().ok_or(Error::InvalidValue)?
+        };
+        self.record(self.check_process())?;
+        let r = self.free_bo(&a.bo);
+        self.record(r)
+    }
+
+    /// A `USERPTR` buffer over the pages of the range at a new GPU VA, mapped on every GPU
+    /// (`Driver::register_user`; docs/kfd-aql.md §1.4). amdkfd's `EFAULT` (pages not mapped, or
+    /// not readable) and `EPERM` (mapped read-only) are `InvalidValue`.
+    fn host_register(&self, device: u32, host: u64, bytes: usize) -> Result<u64> {
+        let g = self.gpus.get(device as usize).ok_or(Error::InvalidDevice)?;
+        if host == 0 || bytes == 0 {
+            return Err(Error::InvalidValue);
+        }
+        self.record(self.check_process())?;
+        if self.state.lock().allocations.iter().all(Option::is_some) {
+            return Err(Error::OutOfMemory);
+        }
+        let r = self.drv.register_user(g.node.gpu_id, host, bytes as u64, &self.gpu_ids);
+        let unreachable = matches!(r, Err(KfdError::Sys { op: Op::AllocMemory, errno: Errno::EFAULT | Errno::EPERM }));
+        let (bo, address) = self.record(r).map_err(|e| if unreachable { Error::InvalidValue } else { e })?;
+        let mut st = self.state.lock();
+        match st.allocations.iter_mut().find(|a| a.is_none()) {
+            Some(s) => {
+                *s = Some(Allocation { bo, registered: Some(address) });
+                Ok(address)
+            }
+            None => {
+                drop(st);
+                let _ = self.free_bo(&bo);
+                Err(Error::OutOfMemory)
+            }
+        }
+    }
+
+    fn host_unregister(&self, device_address: u64) -> Result<()> {
+        let a = {
+            let mut st = self.state.lock();
+            let slot = st
+                .allocations
+                .iter_mut()
+                .find(|a| a.is_some_and(|a| a.registered == Some(device_address)))
+                .ok_or(Error::InvalidValue)?;
             slot.take().ok_or(Error::InvalidValue)?
         };
         self.record(self.check_process())?;

@@ -45,6 +45,11 @@ pub const VRAM_PUBLIC_FLAGS: u32 = abi::mem_flags::VRAM
 pub const VRAM_FLAGS: u32 =
     abi::mem_flags::VRAM | abi::mem_flags::WRITABLE | abi::mem_flags::EXECUTABLE | abi::mem_flags::NO_SUBSTITUTE;
 
+/// Flags of registered host memory (a `USERPTR` buffer over the user's own pages, coherent with
+/// the CPU as fine-grained host memory is; docs/kfd-aql.md §1.4).
+pub const USERPTR_FLAGS: u32 =
+    abi::mem_flags::USERPTR | abi::mem_flags::WRITABLE | abi::mem_flags::EXECUTABLE | abi::mem_flags::COHERENT;
+
 /// A GPU buffer object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bo {
@@ -206,6 +211,48 @@ impl<S: Sys> Driver<S> {
         free.defuse();
         unreserve.defuse();
         Ok(Bo { va, size, handle, cpu })
+    }
+
+    /// Registers the host pages holding `[host, host + bytes)` for the GPUs: a `USERPTR`
+    /// buffer on `gpu_id` over those pages (their page-aligned start in `mmap_offset`, as amdkfd
+    /// requires), at a new GPU VA reserved like every other buffer's, GPU-mapped on `map_on`
+    /// (docs/kfd-aql.md §1.4, "Registered host memory"). Returns the buffer (`cpu` false: the CPU
+    /// keeps using `host`) and the device address of `host` (the VA plus `host`'s offset in its
+    /// page). The kernel faults the pages in for writing at the allocation: unmapped or unreadable
+    /// pages are `EFAULT`, read-only ones `EPERM`.
+    /// [`Driver::free`] ends the registration. Every failure undoes the earlier steps.
+    pub fn register_user(&self, gpu_id: u32, host: u64, bytes: u64, map_on: &[u32]) -> KfdResult<(Bo, u64)> {
+        if host == 0 || bytes == 0 {
+            return Err(KfdError::InvalidArgument);
+        }
+        let base = host & !(PAGE - 1);
+        let end = host.checked_add(bytes).and_then(|e| e.checked_next_multiple_of(PAGE));
+        let size = end.ok_or(KfdError::InvalidArgument)? - base;
+        // SAFETY: a fresh reservation at an address of the kernel's choice.
+        let va = unsafe { self.sys.mmap(core::ptr::null_mut(), size as usize, Mapping::Reserve) }
+            .map_err(|errno| KfdError::Sys { op: Op::ReserveVa, errno })?
+            .expose_provenance() as u64;
+        let unreserve = OnDrop::new(|| self.unreserve(va, size));
+        let mut a = abi::AllocMemoryOfGpuArgs {
+            va_addr: va,
+            size,
+            gpu_id,
+            flags: USERPTR_FLAGS,
+            mmap_offset: base,
+            ..Default::default()
+        };
+        // SAFETY: the one user address is `mmap_offset`, the user pages the buffer will stand
+        // for; the kernel checks them itself (it faults them in, refusing pages that are not
+        // mapped writable) and this call dereferences nothing on the CPU.
+        unsafe { self.ioctl::<ioctl::AllocMemoryOfGpu>(Op::AllocMemory, &mut a) }?;
+        let handle = a.handle;
+        let free = OnDrop::new(|| {
+            let _ = self.free_handle(handle);
+        });
+        self.map_op::<ioctl::MapMemoryToGpu>(Op::MapMemory, handle, map_on)?;
+        free.defuse();
+        unreserve.defuse();
+        Ok((Bo { va, size, handle, cpu: false }, va + (host - base)))
     }
 
     /// Unmaps `bo` from the GPUs in `mapped_on`, frees it and drops its mapping. Stops at the

@@ -223,6 +223,9 @@ struct QueueRec {
 #[derive(Debug, Clone, Copy)]
 struct Allocation {
     bo: Bo,
+    /// `Some(device address)` for registered host memory (`Backend::host_register`), whose
+    /// buffer stands for the user's pages; `None` for memory the backend allocated.
+    registered: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]

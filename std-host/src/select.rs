@@ -410,6 +410,14 @@ unsafe impl Backend for AnyBackend {
         each!(self, b => b.memory_free(address))
     }
 
+    fn host_register(&self, device: u32, host: u64, bytes: usize) -> Result<u64> {
+        each!(self, b => b.host_register(device, host, bytes))
+    }
+
+    fn host_unregister(&self, device_address: u64) -> Result<()> {
+        each!(self, b => b.host_unregister(device_address))
+    }
+
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {
         each!(self, b => b.builtin_kernel(device, kernel))
     }

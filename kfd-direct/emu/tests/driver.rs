@@ -199,6 +199,35 @@ fn alloc_memory_rules_handles_and_offsets() {
     ioctl(&h.emu, h.kfd, request::ALLOC_MEMORY_OF_GPU, &mut u).unwrap();
     u.mmap_offset = addr + 1;
     expect_err(ioctl(&h.emu, h.kfd, request::ALLOC_MEMORY_OF_GPU, &mut u), Errno::EFAULT);
+    // amdkfd faults the pages in for writing: a hole or an inaccessible page is EFAULT, a
+    // read-only page EPERM (docs/kfd-aql.md §1.4).
+    // SAFETY: a fresh private mapping of two pages, its second unmapped and its first made
+    // read-only; nothing else uses them, and both are unmapped below.
+    let pages = unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            2 * 4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        assert_eq!(libc::munmap(p.cast::<u8>().add(4096).cast(), 4096), 0);
+        p as u64
+    };
+    u.va_addr = reserve_va(4096);
+    u.mmap_offset = pages + 4096;
+    expect_err(ioctl(&h.emu, h.kfd, request::ALLOC_MEMORY_OF_GPU, &mut u), Errno::EFAULT);
+    // SAFETY: the mapping above.
+    assert_eq!(unsafe { libc::mprotect(pages as usize as *mut libc::c_void, 4096, libc::PROT_NONE) }, 0);
+    u.mmap_offset = pages;
+    expect_err(ioctl(&h.emu, h.kfd, request::ALLOC_MEMORY_OF_GPU, &mut u), Errno::EFAULT);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::mprotect(pages as usize as *mut libc::c_void, 4096, libc::PROT_READ) }, 0);
+    expect_err(ioctl(&h.emu, h.kfd, request::ALLOC_MEMORY_OF_GPU, &mut u), Errno::EPERM);
+    // SAFETY: as above.
+    unsafe { libc::munmap(pages as usize as *mut libc::c_void, 4096) };
     // VRAM|PUBLIC on a small-BAR machine.
     let small = Harness::with(EmuConfig { large_bar: false, ..Default::default() });
     let mut v = AllocMemoryOfGpuArgs {

@@ -188,8 +188,9 @@ fn init() -> Result<Arc<Global>, Hip> {
 }
 
 impl Global {
-    /// Whether `[addr, addr + bytes)` lies inside one allocation of this runtime (memory the
-    /// device can reach); pageable host memory does not.
+    /// Whether `[addr, addr + bytes)` lies inside one allocation of this runtime, a loaded image
+    /// or a registration's device range (memory the device can reach); pageable host memory,
+    /// registered or not, does not (a registered range is reached at its device address).
     pub(crate) fn is_device_reachable(&self, addr: u64, bytes: u64) -> bool {
         let inside = |start: u64, len: u64| addr.saturating_add(bytes) <= start.saturating_add(len.max(1));
         let allocs = lock(&self.allocs);
@@ -198,5 +199,6 @@ impl Global {
         }
         drop(allocs);
         lock(&self.images).range(..=addr).next_back().is_some_and(|(&start, &len)| inside(start, len))
+            || crate::host_register::in_device_range(addr, bytes)
     }
 }

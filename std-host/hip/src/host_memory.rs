@@ -4,7 +4,8 @@
 //! `hipDrvPointerGetAttributes` (docs/hip-semantics.md §6.1).
 //!
 //! Allocations are those `crate::memory` records (`hipMalloc`, `hipHostMalloc`, pitched and
-//! pool memory); an address anywhere inside one names it.
+//! pool memory) and the registrations of `crate::host_register`; an address anywhere inside one
+//! names it (for a registration, by its host or its device address).
 //!
 //! `hipPointerGetAttribute` writes each attribute with the width HIP 5.2 writes it (booleans one
 //! byte, the memory type, buffer id, ordinal, range size and access flags four bytes, pointers
@@ -77,7 +78,8 @@ pub unsafe extern "C" fn hipExtMallocWithFlags(ptr: *mut *mut c_void, bytes: usi
 }
 
 /// `hipHostGetFlags`: the flags `hipHostMalloc` (or `hipHostAlloc`) was given, for any address
-/// inside the allocation; device memory, other memory and NULL are `hipErrorInvalidValue`.
+/// inside the allocation; device memory, registered memory (`hipHostRegister`), other memory
+/// and NULL are `hipErrorInvalidValue`.
 ///
 /// # Safety
 /// `flags` is NULL or valid for writes.
@@ -88,8 +90,9 @@ pub unsafe extern "C" fn hipHostGetFlags(flags: *mut c_uint, host: *mut c_void) 
         if flags.is_null() || host.is_null() {
             return Err(INVALID_VALUE);
         }
-        // Managed memory is host memory here, but not `hipHostMalloc`'s.
-        let a = allocation_of(g, host as usize as u64).filter(|a| !a.managed);
+        // Managed memory is host memory here, but not `hipHostMalloc`'s; neither is registered
+        // memory (clr asks for a `hipHostMalloc` buffer, as CUDA does).
+        let a = allocation_of(g, host as usize as u64).filter(|a| !a.managed && a.registered.is_none());
         let f = a.and_then(|a| a.host_flags).ok_or(INVALID_VALUE)?;
         // SAFETY: the caller's contract.
         unsafe { put(flags, f) }
@@ -153,13 +156,10 @@ fn attribute(a: &Allocation, attr: c_int, ptr: u64) -> HipResult<Value> {
         1 => Value::Ptr(crate::driver_context::context(a.device) as usize as u64),
         // MEMORY_TYPE.
         2 => Value::U32(if a.host_flags.is_some() { MEMORY_HOST } else { MEMORY_DEVICE }),
-        // DEVICE_POINTER: the same address on the device.
-        3 => Value::Ptr(ptr),
+        // DEVICE_POINTER: the same address on the device (registered memory: its device address).
+        3 => Value::Ptr(a.device_pointer(ptr)),
         // HOST_POINTER: host memory only.
-        4 => match a.host_flags {
-            Some(_) => Value::Ptr(ptr),
-            None => return Err(INVALID_VALUE),
-        },
+        4 => Value::Ptr(a.host_pointer(ptr).ok_or(INVALID_VALUE)?),
         // P2P_TOKENS.
         5 => return Err(NOT_SUPPORTED),
         // SYNC_MEMOPS: copies of this memory are always synchronous with respect to it.

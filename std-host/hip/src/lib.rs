@@ -71,6 +71,7 @@ mod global;
 mod graph;
 mod half;
 mod host_memory;
+mod host_register;
 mod hostcall;
 mod interop;
 mod ipc;

@@ -21,8 +21,8 @@
 //! does: a kernel still running cannot write into memory handed out again. Memory of a pool
 //! (`hipMallocAsync`) goes back to its pool, reusable at once by any stream.
 //!
-//! `hipHostRegister` is `hipErrorNotSupported`: registering makes pageable memory addressable by
-//! the device, which needs user-pointer mappings the backends do not provide.
+//! Pageable memory registered with `hipHostRegister` (`crate::host_register`) is not staged: a
+//! copy or fill of a range inside a registration runs on the device at its device address.
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
@@ -35,6 +35,7 @@ use crate::error::{
     api, Hip, HipResult, INVALID_MEMCPY_DIRECTION, INVALID_PITCH, INVALID_VALUE, NOT_SUPPORTED, OUT_OF_MEMORY,
 };
 use crate::global::{global, lock, Global, STAGING_BYTES};
+use crate::host_register::{device_view, Registration};
 use crate::{put, stream_of, Handle};
 
 /// `hipHostMallocCoherent` / `hipHostMallocNonCoherent`.
@@ -74,10 +75,8 @@ pub(crate) fn alloc(ptr: *mut *mut c_void, bytes: usize, host: Option<c_uint>) -
         if let Some(flags) = host {
             lock(&HOST_FLAGS).insert(addr, flags);
         }
-        let mut ids = lock(&BUFFER_IDS);
-        ids.1 += 1;
-        let id = ids.1;
-        ids.0.insert(addr, id);
+        let id = next_buffer_id();
+        lock(&BUFFER_IDS).0.insert(addr, id);
     }
     // SAFETY: `ptr` was checked non-null by the caller of this helper, which holds the C
     // contract that it is valid for writes.
@@ -90,6 +89,13 @@ static HOST_FLAGS: LazyLock<Mutex<HashMap<u64, c_uint>>> = LazyLock::new(Default
 /// Each allocation's buffer id (`HIP_POINTER_ATTRIBUTE_BUFFER_ID`), and the last id given.
 static BUFFER_IDS: LazyLock<Mutex<(HashMap<u64, u32>, u32)>> = LazyLock::new(Default::default);
 
+/// A buffer id no allocation or registration has had.
+pub(crate) fn next_buffer_id() -> u32 {
+    let mut ids = lock(&BUFFER_IDS);
+    ids.1 += 1;
+    ids.1
+}
+
 /// An allocation of this runtime holding `addr`: its start, bytes, device, `hipHostMalloc`
 /// flags (`None` for device memory) and buffer id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +107,28 @@ pub(crate) struct Allocation {
     pub(crate) buffer_id: u32,
     /// Managed memory (`hipMallocManaged`, `crate::managed`).
     pub(crate) managed: bool,
+    /// Registered host memory (`hipHostRegister`): `base` is the registration's host or device
+    /// address, whichever the lookup named.
+    pub(crate) registered: Option<Registration>,
+}
+
+impl Allocation {
+    /// The device address of `ptr` (an address inside this allocation).
+    pub(crate) fn device_pointer(&self, ptr: u64) -> u64 {
+        match self.registered {
+            Some(r) => r.device_address + (ptr - self.base),
+            None => ptr,
+        }
+    }
+
+    /// The host address of `ptr`, for host memory (pinned or registered).
+    pub(crate) fn host_pointer(&self, ptr: u64) -> Option<u64> {
+        match (self.registered, self.host_flags) {
+            (Some(r), _) => Some(r.host + (ptr - self.base)),
+            (None, Some(_)) => Some(ptr),
+            (None, None) => None,
+        }
+    }
 }
 
 /// The buffer ids of managed allocations (`hipMallocManaged` marks them).
@@ -113,24 +141,36 @@ pub(crate) fn mark_managed(base: u64) {
     }
 }
 
-/// The allocation holding `addr` (any address inside it), if any.
+/// The allocation holding `addr` (any address inside it), if any; a registration
+/// (`hipHostRegister`) holding it in its host or its device range counts as one.
 pub(crate) fn allocation_of(g: &Global, addr: u64) -> Option<Allocation> {
-    let (base, bytes, device) = {
+    let found = {
         let allocs = lock(&g.allocs);
-        let (&base, &(len, device)) = allocs.range(..=addr).next_back()?;
-        if addr >= base + len.max(1) {
-            return None;
-        }
-        (base, len, device)
+        allocs.range(..=addr).next_back().filter(|(&base, &(len, _))| addr < base + len.max(1)).map(|(&b, &v)| (b, v))
+    };
+    let Some((base, (bytes, device))) = found else {
+        let (r, base) = match crate::host_register::by_host(addr) {
+            Some(r) => (r, r.host),
+            None => crate::host_register::by_device(addr).map(|r| (r, r.device_address))?,
+        };
+        return Some(Allocation {
+            base,
+            bytes: r.bytes,
+            device: r.device,
+            host_flags: Some(r.flags),
+            buffer_id: r.buffer_id,
+            managed: false,
+            registered: Some(r),
+        });
     };
     let host_flags = lock(&HOST_FLAGS).get(&base).copied();
     let buffer_id = lock(&BUFFER_IDS).0.get(&base).copied().unwrap_or(0);
     let managed = lock(&MANAGED).contains(&buffer_id);
-    Some(Allocation { base, bytes, device, host_flags, buffer_id, managed })
+    Some(Allocation { base, bytes, device, host_flags, buffer_id, managed, registered: None })
 }
 
 /// Waits for the work of `device` (switching the calling thread to it for the wait).
-fn wait_idle_on(g: &Global, device: u32) -> HipResult {
+pub(crate) fn wait_idle_on(g: &Global, device: u32) -> HipResult {
     let current = g.rt.device()?;
     if device == current {
         return Ok(g.rt.device_wait_idle()?);
@@ -298,6 +338,7 @@ pub(crate) fn check_capturing(g: &Global) -> HipResult {
 /// A synchronous copy on the null stream: device-reachable memory on the device, pageable
 /// memory staged; complete on return.
 pub(crate) fn memcpy_sync(g: &Global, d: u64, s: u64, n: u64) -> HipResult {
+    let (d, s) = (device_view(d, n), device_view(s, n));
     // The capture check, the null-stream ordering and the NULL checks, with nothing to copy.
     g.rt.memcpy(d, s, 0)?;
     if !staged(g, d, s, n, |d, s, n| Ok(g.rt.memcpy(d, s, n)?))? {
@@ -376,6 +417,7 @@ fn staged_async(g: &Global, stream: StreamHandle, d: u64, s: u64, n: u64) -> Hip
 /// Copies on `stream`: device-reachable memory in stream order; pageable memory as the module
 /// docs say. A capturing stream records the copy as it is.
 pub(crate) fn memcpy_on(g: &Global, stream: StreamHandle, d: u64, s: u64, n: u64) -> HipResult {
+    let (d, s) = (device_view(d, n), device_view(s, n));
     // The stream's checks (stale, detached, invalidated capture) and the NULL checks.
     g.rt.memcpy_async(stream, d, s, 0)?;
     let (dst_dev, src_dev) = (g.is_device_reachable(d, n), g.is_device_reachable(s, n));
@@ -526,9 +568,10 @@ pub unsafe extern "C" fn hipMemcpyBatchAsync(
                 continue;
             }
             // A pageable source is read before memcpy_on returns (staged or copied); a source
-            // the device reaches is read by the device, so the copy completes before the return.
+            // the device reaches (registered memory too) is read by the device, so the copy
+            // completes before the return.
             let during = attrs[a].src_access_order == ORDER_DURING_API_CALL;
-            let copied = if during && g.is_device_reachable(src, n) {
+            let copied = if during && g.is_device_reachable(device_view(src, n), n) {
                 g.rt.stream_wait_idle(s)
                     .map_err(Into::into)
                     .and_then(|()| memcpy_on(g, s, d, src, n))
@@ -591,8 +634,9 @@ fn check_fill(g: &Global, dst: u64, bytes: u64) -> HipResult<bool> {
 fn memset_sync(dst: *mut c_void, value: u32, size: u32, count: usize) -> HipResult {
     let g = global()?;
     check_capturing(g)?;
-    let dst = dst as usize as u64;
-    if !check_fill(g, dst, count as u64 * u64::from(size))? {
+    let bytes = count as u64 * u64::from(size);
+    let dst = device_view(dst as usize as u64, bytes);
+    if !check_fill(g, dst, bytes)? {
         return Ok(());
     }
     g.rt.memset_async(StreamHandle::NULL, dst, value, size, count as u64)?;
@@ -602,8 +646,9 @@ fn memset_sync(dst: *mut c_void, value: u32, size: u32, count: usize) -> HipResu
 /// A fill in `stream`'s order (recorded when it captures).
 pub(crate) fn memset_on(dst: *mut c_void, value: u32, size: u32, count: usize, stream: Handle) -> HipResult {
     let g = global()?;
-    let dst = dst as usize as u64;
-    if !check_fill(g, dst, count as u64 * u64::from(size))? {
+    let bytes = count as u64 * u64::from(size);
+    let dst = device_view(dst as usize as u64, bytes);
+    if !check_fill(g, dst, bytes)? {
         // The stream's own checks still apply.
         return Ok(g.rt.memset_async(stream_of(stream), 1, 0, 1, 0)?);
     }
@@ -821,40 +866,9 @@ pub unsafe extern "C" fn hipMemcpy2DAsync(
     })
 }
 
-/// `hipHostRegister`: `hipErrorNotSupported` after HIP's argument checks (NULL, zero bytes or
-/// unknown flags are `hipErrorInvalidValue`): the device cannot be given access to pageable
-/// memory here (no user-pointer mappings). Copies of pageable memory work without it.
-///
-/// # Safety
-/// Any pointer is accepted; nothing is dereferenced.
-#[no_mangle]
-pub unsafe extern "C" fn hipHostRegister(ptr: *mut c_void, bytes: usize, flags: c_uint) -> i32 {
-    api(|| {
-        let g = global()?;
-        g.rt.free(0)?;
-        if ptr.is_null() || bytes == 0 || flags > 15 {
-            return Err(INVALID_VALUE);
-        }
-        Err(NOT_SUPPORTED)
-    })
-}
-
-/// `hipHostUnregister`: nothing is ever registered, so any pointer is
-/// `hipErrorHostMemoryNotRegistered` (NULL: `hipErrorInvalidValue`).
-#[no_mangle]
-pub extern "C" fn hipHostUnregister(ptr: *mut c_void) -> i32 {
-    api(|| {
-        let g = global()?;
-        g.rt.free(0)?;
-        if ptr.is_null() {
-            return Err(INVALID_VALUE);
-        }
-        Err(Hip(713))
-    })
-}
-
-/// `hipHostGetDevicePointer`: memory of this runtime has the same address on the device
-/// (`flags` must be 0); other memory is `hipErrorInvalidValue`.
+/// `hipHostGetDevicePointer`: memory of this runtime has the same address on the device;
+/// registered memory (`hipHostRegister`) has the registration's device address, at the same
+/// offset; `flags` must be 0; other memory is `hipErrorInvalidValue`.
 ///
 /// # Safety
 /// `device_ptr` is NULL or valid for writes.
@@ -869,7 +883,13 @@ pub unsafe extern "C" fn hipHostGetDevicePointer(
         if device_ptr.is_null() || flags != 0 {
             return Err(INVALID_VALUE);
         }
-        if host.is_null() || !g.is_device_reachable(host as usize as u64, 1) {
+        let addr = host as usize as u64;
+        if let Some(r) = crate::host_register::by_host(addr) {
+            let device = (r.device_address + (addr - r.host)) as usize as *mut c_void;
+            // SAFETY: the caller's contract.
+            return unsafe { put(device_ptr, device) };
+        }
+        if host.is_null() || !g.is_device_reachable(addr, 1) {
             return Err(INVALID_VALUE);
         }
         // SAFETY: the caller's contract.
@@ -893,8 +913,10 @@ pub struct PointerAttributes {
 const MEMORY_HOST: c_int = 0;
 const MEMORY_DEVICE: c_int = 1;
 
-/// `hipPointerGetAttributes`: for memory of this runtime (any address inside an allocation),
-/// its type, device and addresses; NULL and other memory are `hipErrorInvalidValue` (HIP 5.2's
+/// `hipPointerGetAttributes`: for memory of this runtime (any address inside an allocation or a
+/// registration, by its host or device address), its type, device and addresses (registered
+/// memory: host memory, its host and device addresses at the same offset, the `hipHostRegister`
+/// flags); NULL and other memory are `hipErrorInvalidValue` (HIP 5.2's
 /// answer: its memory-type enum has no "unregistered").
 ///
 /// # Safety
@@ -906,17 +928,15 @@ pub unsafe extern "C" fn hipPointerGetAttributes(attr: *mut PointerAttributes, p
         if attr.is_null() || ptr.is_null() {
             return Err(INVALID_VALUE);
         }
-        let a = allocation_of(g, ptr as usize as u64).ok_or(INVALID_VALUE)?;
-        let (device, host_flags) = (a.device, a.host_flags);
-        let a_managed = a.managed;
-        let p = ptr.cast_mut();
+        let addr = ptr as usize as u64;
+        let a = allocation_of(g, addr).ok_or(INVALID_VALUE)?;
         let a = PointerAttributes {
-            memory_type: if host_flags.is_some() { MEMORY_HOST } else { MEMORY_DEVICE },
-            device: device as c_int,
-            device_pointer: p,
-            host_pointer: if host_flags.is_some() { p } else { std::ptr::null_mut() },
-            is_managed: c_int::from(a_managed),
-            allocation_flags: host_flags.unwrap_or(0),
+            memory_type: if a.host_flags.is_some() { MEMORY_HOST } else { MEMORY_DEVICE },
+            device: a.device as c_int,
+            device_pointer: a.device_pointer(addr) as usize as *mut c_void,
+            host_pointer: a.host_pointer(addr).map_or(std::ptr::null_mut(), |h| h as usize as *mut c_void),
+            is_managed: c_int::from(a.managed),
+            allocation_flags: a.host_flags.unwrap_or(0),
         };
         // SAFETY: the caller's contract.
         unsafe { put(attr, a) }

@@ -41,6 +41,24 @@ fn lib_dir() -> &'static Path {
     })
 }
 
+/// `target/<profile>/libaqueduct_kfd_preload.so`, freshly built: under `LD_PRELOAD` (with
+/// `AQUEDUCT_GPU`) it puts Debian's ROCr on the emulated GPU, for the library's ROCr backend.
+fn preload_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let lib = lib_dir().join("libaqueduct_kfd_preload.so");
+        let mut c = Command::new(env!("CARGO"));
+        c.args(["build", "-q", "-p", "aqueduct-kfd-preload"]).current_dir(manifest());
+        if lib_dir().file_name().is_some_and(|n| n == "release") {
+            c.arg("--release");
+        }
+        let out = c.output().expect("cargo build");
+        assert!(out.status.success(), "building the preload failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(lib.is_file(), "libaqueduct_kfd_preload.so not built");
+        lib
+    })
+}
+
 /// `target/<profile>/amdhip64/`, holding `libamdhip64.so.5` freshly linked from
 /// `libaqueduct_hip.a` by `build-libamdhip64.sh`.
 fn amdhip64_dir() -> &'static Path {
@@ -998,6 +1016,40 @@ fn managed_variables_of_a_clang_built_program() {
     link(&exe, &[&host], &["-L/usr/lib/x86_64-linux-gnu".into(), "-lamdhip64".into()]);
     let lib_path = dir.to_str().expect("utf-8 path");
     check("managed_var", &run_env(&exe, &[], &[("LD_LIBRARY_PATH", lib_path)]));
+}
+
+/// Registered host memory (`hipHostRegister`): malloc'd memory read and written by a kernel's
+/// machine code through its device address, copies and fills by either address, the pointer
+/// queries and every error; linked against `libaqueduct_hip.so` and run on kfd-direct over the
+/// emulator, and on the ROCr backend (Debian's ROCr 5.2 on the emulator under the preload:
+/// `hsa_amd_memory_lock`); and linked against Debian's `libamdhip64`, run on aqueduct's
+/// `libamdhip64.so.5`.
+#[test]
+fn registered_host_memory_is_device_memory() {
+    let host = compile_hip_program("host_register");
+    let lib = lib_dir();
+    let exe = host.with_file_name("host_register");
+    link(
+        &exe,
+        &[&host],
+        &[format!("-L{}", lib.display()), "-laqueduct_hip".into(), format!("-Wl,-rpath,{}", lib.display())],
+    );
+    check("host_register", &run(&exe, &[]));
+    require("libhsa-runtime64-1", "/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1");
+    let rocr = Command::new(&exe)
+        .env("AQUEDUCT_BACKEND", "rocr")
+        .env("LD_PRELOAD", preload_lib())
+        .env("AQUEDUCT_GPU", "gfx90a")
+        .env_remove("AQUEDUCT_TWINS")
+        .output()
+        .expect("run under the preload");
+    check("host_register", &rocr);
+    require("libamdhip64-dev", "/usr/lib/x86_64-linux-gnu/libamdhip64.so");
+    let dir = amdhip64_dir();
+    let exe = host.with_file_name("host_register-amdhip64");
+    link(&exe, &[&host], &["-L/usr/lib/x86_64-linux-gnu".into(), "-lamdhip64".into()]);
+    let lib_path = dir.to_str().expect("utf-8 path");
+    check("host_register", &run_env(&exe, &[], &[("LD_LIBRARY_PATH", lib_path)]));
 }
 
 /// Managed memory: allocation, advice, prefetches, range attributes, stream attachment.

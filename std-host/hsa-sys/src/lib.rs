@@ -362,6 +362,8 @@ api! {
     fn hsa_amd_memory_pool_allocate(pool: hsa_amd_memory_pool_t, size: usize, flags: u32, ptr: *mut *mut c_void) -> Status;
     fn hsa_amd_memory_pool_free(ptr: *mut c_void) -> Status;
     fn hsa_amd_agents_allow_access(num_agents: u32, agents: *const hsa_agent_t, flags: *const u32, ptr: *const c_void) -> Status;
+    fn hsa_amd_memory_lock(host_ptr: *mut c_void, size: usize, agents: *mut hsa_agent_t, num_agent: i32, agent_ptr: *mut *mut c_void) -> Status;
+    fn hsa_amd_memory_unlock(host_ptr: *mut c_void) -> Status;
     fn hsa_amd_memory_async_copy(dst: *mut c_void, dst_agent: hsa_agent_t, src: *const c_void, src_agent: hsa_agent_t, size: usize, num_dep_signals: u32, dep_signals: *const hsa_signal_t, completion_signal: hsa_signal_t) -> Status;
     fn hsa_amd_memory_fill(ptr: *mut c_void, value: u32, count: usize) -> Status;
     fn hsa_amd_queue_cu_set_mask(queue: *const hsa_queue_t, num_cu_mask_count: u32, cu_mask: *const u32) -> Status;

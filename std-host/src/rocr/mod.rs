@@ -158,6 +158,9 @@ pub struct Rocr {
     ring_packets: u32,
     faults: Box<Faults>,
     allocations: Mutex<std::collections::HashSet<u64>>,
+    /// Registered host memory: the agent address `hsa_amd_memory_lock` gave → the host pointer
+    /// it was given (what `hsa_amd_memory_unlock` takes).
+    registrations: Mutex<std::collections::HashMap<u64, u64>>,
     /// Live queues (address of the `hsa_queue_t`, its fault latch), so a wait can tell whether
     /// its signal sits behind a faulted queue's stopped packets.
     live_queues: Mutex<Vec<(usize, Arc<QueueState>, u64)>>,
@@ -311,6 +314,7 @@ impl Rocr {
             ring_packets: ring_packets.clamp(64, 1 << 17).next_power_of_two(),
             faults,
             allocations: Mutex::new(Default::default()),
+            registrations: Mutex::new(Default::default()),
             live_queues: Mutex::new(Vec::new()),
             live_signals: Mutex::new(Default::default()),
             executables: Mutex::new(Vec::new()),
@@ -635,6 +639,11 @@ impl Drop for Rocr {
         for a in allocs {
             self.free(a);
         }
+        let registered = self.registrations.get_mut().map(std::mem::take).unwrap_or_default();
+        for host in registered.into_values() {
+            // SAFETY: a pointer locked by `host_register` and not unlocked since.
+            unsafe { (self.hsa.hsa_amd_memory_unlock)(host as usize as *mut c_void) };
+        }
         // SAFETY: balances the hsa_init of `open`; no ROCr object of ours is used after this.
         unsafe { (self.hsa.hsa_shut_down)() };
     }
@@ -852,6 +861,46 @@ unsafe impl Backend for Rocr {
         }
         self.free(address);
         Ok(())
+    }
+
+    /// `hsa_amd_memory_lock` for every GPU agent: ROCr pins the pages (on amdkfd a USERPTR
+    /// buffer at a new GPU VA) and answers the agent address of `host`. Its generic error (the
+    /// thunk's, when amdkfd refuses the pages) is `InvalidValue`, as the trait asks for memory
+    /// that cannot be registered.
+    fn host_register(&self, device: u32, host: u64, bytes: usize) -> Result<u64> {
+        if device as usize >= self.gpus.len() {
+            return Err(Error::InvalidDevice);
+        }
+        if host == 0 || bytes == 0 {
+            return Err(Error::InvalidValue);
+        }
+        let mut agents: Vec<hsa_agent_t> = self.gpus.iter().map(|g| g.agent).collect();
+        let mut agent_ptr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: ROCr pins the range itself (refusing memory it cannot pin) and writes only
+        // `agent_ptr`; the agent array holds `agents.len()` agents of this runtime.
+        unsafe {
+            (self.hsa.hsa_amd_memory_lock)(
+                host as usize as *mut c_void,
+                bytes,
+                agents.as_mut_ptr(),
+                agents.len() as i32,
+                &mut agent_ptr,
+            )
+        }
+        .ok()
+        .map_err(|s| if s == Status::ERROR { Error::InvalidValue } else { status_error(s) })?;
+        let address = agent_ptr as u64;
+        if let Ok(mut map) = self.registrations.lock() {
+            map.insert(address, host);
+        }
+        Ok(address)
+    }
+
+    fn host_unregister(&self, device_address: u64) -> Result<()> {
+        let host = self.registrations.lock().ok().and_then(|mut m| m.remove(&device_address));
+        let host = host.ok_or(Error::InvalidValue)?;
+        // SAFETY: the pointer `host_register` locked, unlocked once.
+        unsafe { (self.hsa.hsa_amd_memory_unlock)(host as usize as *mut c_void) }.ok().map_err(status_error)
     }
 
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {

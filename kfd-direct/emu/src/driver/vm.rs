@@ -125,6 +125,7 @@ impl Emu {
             if cpu % limits::PAGE_SIZE != 0 || !user_ok(cpu, size) {
                 return Err(Errno::EFAULT);
             }
+            user_pages_writable(cpu, size)?;
             mmap_off = cpu;
             Backing::User(cpu)
         } else if flags & mem_flags::DOORBELL != 0 {
@@ -239,4 +240,39 @@ impl Emu {
         a.n_success = a.n_devices;
         Ok(())
     }
+}
+
+/// amdkfd faults a USERPTR buffer's pages in for writing when it allocates it (`hmm_range_fault`
+/// with write access required): a page no mapping covers, or one mapped without read access, is
+/// `EFAULT`; a page mapped read-only is `EPERM` (docs/kfd-aql.md §1.4). The process's mappings
+/// come from `/proc/self/maps` (the emulator lives in the process whose pages these are).
+fn user_pages_writable(start: u64, len: u64) -> SysResult<()> {
+    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|_| Errno::EFAULT)?;
+    let end = start.checked_add(len).ok_or(Errno::EFAULT)?;
+    let mut at = start;
+    for line in maps.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else { continue };
+        let Some((lo, hi)) = range.split_once('-') else { continue };
+        let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) else { continue };
+        if hi <= at {
+            continue;
+        }
+        if lo > at {
+            // A hole before the next mapping.
+            return Err(Errno::EFAULT);
+        }
+        let perms = perms.as_bytes();
+        if perms.first() != Some(&b'r') {
+            return Err(Errno::EFAULT);
+        }
+        if perms.get(1) != Some(&b'w') {
+            return Err(Errno::EPERM);
+        }
+        at = hi;
+        if at >= end {
+            return Ok(());
+        }
+    }
+    Err(Errno::EFAULT)
 }
