@@ -49,7 +49,7 @@ mod program;
 pub mod spec;
 mod tables;
 
-pub use decode::{decode, decode_all};
+pub use decode::{decode, decode_all, decode_all_for, decode_for};
 pub use program::Program;
 
 use core::fmt;
@@ -124,6 +124,51 @@ impl Encoding {
 impl fmt::Display for Encoding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// The instruction set a code stream is decoded for (docs/isa.md §2 "CDNA3").
+///
+/// gfx940 (clang-15's name for the MI300 family, CDNA3; code for it runs on gfx942) keeps
+/// gfx90a's encodings and most opcodes, renames the cache bits (`sc0`, `sc1`, `nt` instead of
+/// `glc`, `scc`, `slc` on FLAT, GLOBAL, SCRATCH and buffers), reads FLAT bit 13 of a scratch
+/// instruction as SVE (a VGPR address is present) and has its own opcode map: new instructions
+/// (`v_mov_b64`, `v_lshl_add_u64`, `buffer_inv`, LDS DMA loads as opcodes, xf32/i8/fp8 MFMA and
+/// `v_smfmac_*`, fp8 conversions, packed bf16 atomics), renamed ones (`v_fmamk_f32`, the bf16 and
+/// f64 MFMA) and removed ones (`v_mac_f32`, `v_mad_f32`, the images, the first bf16 MFMA).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// CDNA2 (MI200).
+    #[default]
+    Gfx90a,
+    /// CDNA3 (MI300: gfx940, gfx941, gfx942).
+    Gfx940,
+}
+
+impl Target {
+    /// The target for an ISA name (`gfx90a`, `gfx940`, `gfx941`, `gfx942`, with or without
+    /// `amdgcn-amd-amdhsa--` and target features such as `:sramecc+:xnack-`).
+    pub fn from_isa_name(name: &str) -> Option<Target> {
+        let name = name.rsplit("--").next().unwrap_or(name);
+        let proc = name.split(':').next().unwrap_or(name);
+        match proc {
+            "gfx90a" => Some(Target::Gfx90a),
+            "gfx940" | "gfx941" | "gfx942" => Some(Target::Gfx940),
+            _ => None,
+        }
+    }
+    /// The `--mcpu` name LLVM uses for it.
+    pub const fn mcpu(self) -> &'static str {
+        match self {
+            Target::Gfx90a => "gfx90a",
+            Target::Gfx940 => "gfx940",
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.mcpu())
     }
 }
 
@@ -211,9 +256,13 @@ impl Op {
     pub fn encoding(self) -> Encoding {
         self.spec().enc
     }
-    /// Number of opcodes the tables know.
+    /// Number of opcodes the tables know (both targets).
     pub fn count() -> usize {
         tables::OPS.len()
+    }
+    /// Whether the opcode exists on `target` (some field value of its encoding decodes to it).
+    pub fn on(self, target: Target) -> bool {
+        decode::maps(target).of(self.encoding()).contains(&self.0)
     }
 }
 
@@ -382,11 +431,12 @@ pub struct Mods {
     pub omod: u8,
     /// Clamp the result.
     pub clamp: bool,
-    /// Memory: GLC (return pre-op value for atomics).
+    /// Memory: GLC (return pre-op value for atomics); gfx940 `sc0` (same bit).
     pub glc: bool,
-    /// Memory: SLC.
+    /// Memory: SLC; gfx940 `nt` (same bit).
     pub slc: bool,
-    /// Memory: SCC (system coherence; MUBUF bit 15, MTBUF bit 53, FLAT bit 25, MIMG bit 7).
+    /// Memory: SCC (system coherence; MUBUF bit 15, MTBUF bit 53, FLAT bit 25, MIMG bit 7); gfx940
+    /// `sc1` (same bits).
     pub scc: bool,
     /// DS: GDS; MUBUF and FLAT: LDS (the load goes to LDS, no VGPR destination).
     pub gds_lds: bool,
@@ -404,6 +454,9 @@ pub struct Mods {
     pub offset: i32,
     /// DPP or SDWA extension.
     pub ext: Ext,
+    /// The instruction set the instruction was decoded for (the printer spells cache bits and
+    /// hardware registers by it; kept here, where it costs no space).
+    pub target: Target,
 }
 
 /// MIMG: unnormalised coordinates.

@@ -38,7 +38,7 @@ use core::fmt;
 use amdhsa::descriptor::SgprInit;
 use amdhsa::KernelDescriptor;
 
-use crate::{decode, DecodeError, Inst};
+use crate::{DecodeError, Inst};
 
 pub use memory::{swizzle_source, SHADER_CLOCKS_PER_TICK};
 pub use wave::{Wave, LANES};
@@ -531,10 +531,20 @@ impl Code {
         Code::decode_at(base, words, &[])
     }
 
+    /// [`Code::decode`] for `target`'s instruction set.
+    pub fn decode_for(target: crate::Target, base: u64, words: &[u32]) -> Code {
+        Code::decode_at_for(target, base, words, &[])
+    }
+
     /// Decodes `words` placed at `base` from the start and from each address of `entries`
     /// (kernel entry points inside a code object's text): each run goes on until a word that
     /// does not decode, and an entry already reached by an earlier run starts nothing.
     pub fn decode_at(base: u64, words: &[u32], entries: &[u64]) -> Code {
+        Code::decode_at_for(crate::Target::Gfx90a, base, words, entries)
+    }
+
+    /// [`Code::decode_at`] for `target`'s instruction set (gfx940 code: docs/executor.md §8).
+    pub fn decode_at_for(target: crate::Target, base: u64, words: &[u32], entries: &[u64]) -> Code {
         let mut runs: Vec<usize> = entries
             .iter()
             .filter_map(|&a| usize::try_from(a.checked_sub(base)? / 4).ok().filter(|&w| w < words.len()))
@@ -551,7 +561,7 @@ impl Code {
             }
             at = run;
             while at < words.len() && u32::try_from(at * 4).is_ok() {
-                match decode(words, at) {
+                match crate::decode_for(target, words, at) {
                     Ok(inst) => {
                         let h = ops::handler(&inst);
                         if h.is_none() && !missing.contains(&inst.op) {
