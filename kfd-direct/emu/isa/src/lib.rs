@@ -1,4 +1,5 @@
-//! gfx90a (CDNA2, MI200) machine-code decoder for aqueduct's emulated GPU.
+//! gfx90a (CDNA2, MI200) and gfx940 (CDNA3, MI300) machine-code decoder for aqueduct's emulated
+//! GPU ([`Target`]; docs/isa.md §2 "CDNA3" lists what gfx940 changes).
 //!
 //! The emulator runs kernels' own machine code (`docs/architecture.md`); this crate is its first
 //! stage: it turns a code object's `.text` words into a pre-decoded [`Inst`] array once, so the
@@ -16,7 +17,7 @@
 //! * **program** ([`Program`]): the decoded array of one code stream with each instruction's
 //!   word offset, so branch targets become array indices at load time.
 //! * **print** ([`Inst::display`]): formats an instruction exactly as `llvm-objdump-15 -d
-//!   --mcpu=gfx90a` does, so the decoder can be checked against LLVM over real binaries (the
+//!   --mcpu=gfx90a` (or `--mcpu=gfx940`) does, so the decoder can be checked against LLVM over real binaries (the
 //!   `llvm_objdump` integration test) and `llvm-mc-15` round trips (`llvm_mc` test).
 //!
 //! ```
@@ -32,7 +33,7 @@
 //! ```
 //!
 //! Who validates what (docs/isa.md §6): the decoder checks that the encoding and opcode exist on
-//! gfx90a, that the instruction fits in the stream and that DPP/SDWA/literal forms are legal for
+//! the target, that the instruction fits in the stream and that DPP/SDWA/literal forms are legal for
 //! the opcode; it does not re-check assembler-level rules the hardware ignores (non-zero unused
 //! fields, constant-bus limits, VGPR tuple alignment): the executor runs what it is given and
 //! reports the faults.
@@ -177,14 +178,14 @@ impl fmt::Display for Target {
 pub enum EncodingClass {
     /// A known encoding family.
     Known(Encoding),
-    /// Top bits that name no gfx90a encoding.
+    /// Top bits that name no gfx90a/gfx940 encoding.
     Unknown,
 }
 
 /// Why an instruction could not be decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DecodeErrorKind {
-    /// The opcode field names no gfx90a instruction of this encoding.
+    /// The opcode field names no instruction of this encoding on the target.
     UnknownOpcode(u16),
     /// The encoding family is not supported or does not exist.
     UnsupportedEncoding,
