@@ -388,3 +388,31 @@ fn flat_float_atomics() {
     assert_eq!(w.vgpr[8][0], 0x3C00 | 0xC000 << 16);
     assert_eq!(u32::from_le_bytes(b[0x104..0x108].try_into().unwrap()), 0x3E00 | 0xBC00 << 16, "(1.5, -1.0)");
 }
+
+/// gfx940's `ds_pk_add_f16` and `ds_pk_add_rtn_f16`: both halves of an LDS dword add with one
+/// f16 rounding each (as the GLOBAL `pk_add_f16` atomic), the `_rtn` form returning the old dword.
+#[test]
+fn lds_packed_f16_add() {
+    let mem = VecMemory::new(BASE, MEM);
+    let code = code("ds_pk_add_f16 v0, v1\nds_pk_add_rtn_f16 v2, v0, v1 offset:4\ns_waitcnt lgkmcnt(0)");
+    assert!(code.unimplemented().is_empty(), "{:?}", code.unimplemented());
+    let mut w = wave();
+    let mut lds = vec![0u8; 4096];
+    for l in 0..LANES {
+        w.vgpr[0][l] = 8 * l as u32;
+        // Dword 0: (1.0, -2.0); dword 1: (2048.0, the smallest subnormal).
+        lds[8 * l..8 * l + 4].copy_from_slice(&(0x3C00u32 | 0xC000 << 16).to_le_bytes());
+        lds[8 * l + 4..8 * l + 8].copy_from_slice(&(0x6800u32 | 0x0001 << 16).to_le_bytes());
+        w.vgpr[1][l] = 0x3800 | 0x3C00 << 16; // (0.5, 1.0)
+    }
+    w.pc = 0;
+    run_wave(&code, &mut w, &mem, &mut lds, &Limits { wave_instructions: 100 }).unwrap();
+    for l in 0..LANES {
+        let at = |o: usize| u32::from_le_bytes(lds[8 * l + o..8 * l + o + 4].try_into().unwrap());
+        assert_eq!(at(0), 0x3E00 | 0xBC00 << 16, "(1.5, -1.0), lane {l}");
+        // 2048 + 0.5 is a tie at f16 precision (spacing 2): even, 2048; the subnormal 2^-24 + 1.0
+        // rounds to 1.0.
+        assert_eq!(at(4), 0x6800 | 0x3C00 << 16, "lane {l}");
+        assert_eq!(w.vgpr[2][l], 0x6800 | 0x0001 << 16, "the old dword");
+    }
+}

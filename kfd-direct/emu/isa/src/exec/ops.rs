@@ -1312,12 +1312,14 @@ fn ds_atomic_aux(name: &str) -> Option<u32> {
     let base = base.replace("_rtn", "");
     let (op, ty) = base.rsplit_once('_')?;
     let size = match ty {
-        "u32" | "i32" | "b32" | "f32" => 4,
+        // gfx940's ds_pk_add_f16: two f16 in one dword.
+        "u32" | "i32" | "b32" | "f32" | "f16" => 4,
         "u64" | "i64" | "b64" | "f64" => 8,
         _ => return None,
     };
     let i = match (op, ty) {
         ("wrxchg", _) => 0,
+        ("pk_add", "f16") => 15,
         ("cmpst", "b32" | "b64") => 1,
         ("add", "u32" | "u64") => 2,
         ("sub", "u32" | "u64") => 3,
