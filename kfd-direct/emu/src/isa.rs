@@ -1,4 +1,6 @@
-//! Kernels run as their own gfx90a machine code (docs/architecture.md rule 6; docs/executor.md).
+//! Kernels run as their own gfx90a or gfx940 machine code (docs/architecture.md rule 6;
+//! docs/executor.md): a gfx90a device runs gfx90a code, a gfx942 device the gfx940 code clang-15
+//! builds for the MI300 family ([`device_target`]).
 //!
 //! A code-object kernel the registry cannot bind to a host twin — or every code-object kernel
 //! under `AQUEDUCT_EMU_KERNELS=isa` — becomes an `isa_twin`: its code is read from device
@@ -13,9 +15,21 @@
 use std::sync::Arc;
 
 use aqueduct_isa::exec::{self, AtomicOp, MemFault, Memory};
+use aqueduct_isa::Target;
 
 use crate::memory::{KernelError, MemView};
 use crate::twin::{KernelCtx, Twin};
+
+/// The instruction set a device of `profile` runs as machine code: gfx90a's, or for the gfx942
+/// (MI300X) device gfx940's (CDNA3; the loader accepts gfx940 code objects there, `amdhsa`'s
+/// `TargetId::runs_on`); `None` for gfx1100 (RDNA3), whose kernels need twins.
+pub(crate) fn device_target(profile: crate::topology::GpuProfile) -> Option<Target> {
+    match profile {
+        crate::topology::GpuProfile::Gfx90a => Some(Target::Gfx90a),
+        crate::topology::GpuProfile::Gfx942 => Some(Target::Gfx940),
+        crate::topology::GpuProfile::Gfx1100 => None,
+    }
+}
 
 /// Which implementation runs a code-object kernel (`AQUEDUCT_EMU_KERNELS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -156,14 +170,15 @@ fn fnv1a(words: &[u32]) -> u64 {
 impl TextCache {
     /// The whole text containing `entry`, decoded from its start and from `entry`; `None`
     /// when the image or its text cannot be read.
-    fn text(&self, mem: &MemView<'_>, entry: u64) -> Option<exec::Code> {
+    fn text(&self, mem: &MemView<'_>, entry: u64, target: Target) -> Option<exec::Code> {
         let (start, len) = crate::naming::elf_text_segment(mem, entry).filter(|&(_, l)| l <= MAX_TEXT)?;
         let mut bytes = vec![0u8; (len as usize).next_multiple_of(4)];
         mem.read(start, &mut bytes).ok()?;
         let words: Vec<u32> = bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         let hash = fnv1a(&words);
         let mut texts = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = texts.iter().position(|t| t.0 == start && t.1 == len && t.2 == hash) {
+        if let Some(i) = texts.iter().position(|t| t.0 == start && t.1 == len && t.2 == hash && t.3.target() == target)
+        {
             let t = texts.remove(i);
             if t.3.index_at(entry).is_some() {
                 let code = t.3.clone();
@@ -173,7 +188,7 @@ impl TextCache {
         }
         // Decoded from the text's start (a code object's text is all instructions and s_nop
         // padding) and from this entry, should decoding stop before it.
-        let code = exec::Code::decode_at(start, &words, &[entry]);
+        let code = exec::Code::decode_at_for(target, start, &words, &[entry]);
         code.index_at(entry)?;
         if texts.len() >= TEXTS_KEPT {
             texts.remove(0);
@@ -219,6 +234,7 @@ pub(crate) fn machine_code(
     mem: &MemView<'_>,
     watchdog: u64,
     texts: &TextCache,
+    target: Target,
 ) -> Option<MachineCode> {
     let descriptor = match amdhsa::KernelDescriptor::from_bytes(kd) {
         Ok(d) => d,
@@ -230,15 +246,15 @@ pub(crate) fn machine_code(
         }
     };
     if descriptor.wave32() {
-        eprintln!("aqueduct-kfd-emu: kernel `{name}` at {object:#x} is wave32: the executor runs gfx90a only");
+        eprintln!("aqueduct-kfd-emu: kernel `{name}` at {object:#x} is wave32: the executor runs wave64 only");
         return None;
     }
     let entry = object.checked_add_signed(descriptor.kernel_code_entry_byte_offset)?;
-    let mut code = exec::Code::decode(entry, &read_code(mem, entry));
+    let mut code = exec::Code::decode_for(target, entry, &read_code(mem, entry));
     // A kernel that calls device functions (or jumps through a register) runs on its code
     // object's whole text, so the callees are decoded too.
     if code.has_calls() {
-        if let Some(text) = texts.text(mem, entry) {
+        if let Some(text) = texts.text(mem, entry, target) {
             code = text;
         }
     }
@@ -256,8 +272,9 @@ pub(crate) fn isa_twin(
     mem: &MemView<'_>,
     watchdog: u64,
     texts: &TextCache,
+    target: Target,
 ) -> Option<Twin> {
-    let code = machine_code(name, object, kd, mem, watchdog, texts)?;
+    let code = machine_code(name, object, kd, mem, watchdog, texts, target)?;
     let mut twin = Twin::new(name, 0, move |ctx: &KernelCtx<'_>, wg| code(ctx, wg, &Device(ctx.mem, ctx)));
     twin.machine_code = true;
     Some(twin)

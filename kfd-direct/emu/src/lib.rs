@@ -26,7 +26,7 @@
 //!   kernels), [`naming`] (naming a dispatched kernel object from the image in device memory),
 //!   [`c_abi`] (C twins, `AQUEDUCT_TWINS`), `registry` (which twin runs for a kernel object);
 //!   code objects and their metadata are read with `amdhsa` (docs/code-objects.md); [`isa`]
-//!   runs a code-object kernel without a twin as its own gfx90a machine code
+//!   runs a code-object kernel without a twin as its own gfx90a (or, on gfx942, gfx940) machine code
 //!   (`aqueduct-isa`'s executor, docs/executor.md).
 //! - `aql_queue`: an AQL queue as the device sees it, its completion and in-order retirement.
 //!   `sdma`: the SDMA v4 engine and its queues. `device`: one GPU's queues and failure reports.

@@ -587,8 +587,8 @@ fn find_twin<'a>(dev: &Device, cache: &'a mut TwinCache, object: u64, mem: &MemV
     match cache.map.entry(object) {
         hash_map::Entry::Occupied(e) => Some(e.into_mut()),
         hash_map::Entry::Vacant(e) => {
-            let gfx90a = dev.node.profile == crate::topology::GpuProfile::Gfx90a;
-            let t = Arc::new(dev.registry.resolve(object, mem, gfx90a)?);
+            let target = crate::isa::device_target(dev.node.profile);
+            let t = Arc::new(dev.registry.resolve(object, mem, target)?);
             // Ordering: Acquire; see above (resolve may have bumped the generation).
             cache.generation = dev.registry.generation.load(Ordering::Acquire);
             Some(e.insert(t))

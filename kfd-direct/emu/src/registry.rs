@@ -117,10 +117,11 @@ impl Registry {
     }
 
     /// The twin of the kernel object `object`, read through `mem` when it is not registered by
-    /// address: a host twin, or (on a gfx90a device, see [`KernelMode`]) the kernel's machine
-    /// code. A kernel that can run neither way is reported on stderr (the dispatch then fails
+    /// address: a host twin, or (on a device whose instruction set the executor runs, `isa`:
+    /// gfx90a and gfx942, see [`KernelMode`]) the kernel's machine code. A kernel that can run neither way is reported on stderr (the dispatch then fails
     /// with a queue error).
-    pub(crate) fn resolve(&self, object: u64, mem: &MemView<'_>, gfx90a: bool) -> Option<Twin> {
+    pub(crate) fn resolve(&self, object: u64, mem: &MemView<'_>, target: Option<aqueduct_isa::Target>) -> Option<Twin> {
+        let runs_code = target.is_some();
         if let Some(t) = self.lookup(object) {
             return Some(t);
         }
@@ -132,8 +133,8 @@ impl Registry {
             let mut v = vec![0u8; len];
             mem.read(entry, &mut v).ok().map(|()| v)
         };
-        let isa = gfx90a && self.mode != KernelMode::Twin;
-        let found = if self.mode == KernelMode::Isa && gfx90a {
+        let isa = runs_code && self.mode != KernelMode::Twin;
+        let found = if self.mode == KernelMode::Isa && runs_code {
             None
         } else {
             let fps = self.fingerprints.read().unwrap_or_else(|e| e.into_inner());
@@ -145,21 +146,24 @@ impl Registry {
             Some(t) => t,
             None => {
                 let code = code_at(32).unwrap_or_default();
-                let named = if self.mode == KernelMode::Isa && gfx90a {
+                let named = if self.mode == KernelMode::Isa && runs_code {
                     Err(self.kernel_name(object, &kd, &code, mem))
                 } else {
                     self.by_symbol(object, &kd, code, mem, !isa)
                 };
                 match named {
                     Ok(t) => t,
-                    Err(name) if isa => crate::isa::isa_twin(&name, object, &kd, mem, self.watchdog, &self.texts)?,
+                    Err(name) if isa => {
+                        let target = target?;
+                        crate::isa::isa_twin(&name, object, &kd, mem, self.watchdog, &self.texts, target)?
+                    }
                     Err(_) => return None,
                 }
             }
         };
         // Check mode: a kernel that has a twin runs both ways (a machine-code twin is its own).
-        let twin = if self.mode == KernelMode::Check && gfx90a && !twin.machine_code {
-            match crate::isa::machine_code(&twin.name, object, &kd, mem, self.watchdog, &self.texts) {
+        let twin = if let (KernelMode::Check, Some(target), false) = (self.mode, target, twin.machine_code) {
+            match crate::isa::machine_code(&twin.name, object, &kd, mem, self.watchdog, &self.texts, target) {
                 Some(code) => crate::check::checked(twin, code, self.checker.clone()),
                 None => twin,
             }

@@ -1,7 +1,8 @@
-//! Kernels without host twins run their own gfx90a machine code (docs/executor.md;
+//! Kernels without host twins run their own machine code (docs/executor.md;
 //! docs/architecture.md rule 6): the clang-15 fixtures, a hipcc -O3 SAXPY (grid-stride loop)
-//! and an LDS reduction with `__syncthreads` and `atomicAdd`, each checked against the host;
-//! a faulting kernel and an unimplemented instruction fail their dispatch.
+//! and an LDS reduction with `__syncthreads` and `atomicAdd`, each checked against the host on
+//! the gfx90a device and, built for gfx940, on the gfx942 device (`gfx942::…`); a faulting kernel
+//! and an unimplemented instruction fail their dispatch.
 
 #![allow(clippy::needless_range_loop)]
 
@@ -13,17 +14,25 @@ use common::*;
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
 
 fn harness(mode: KernelMode) -> Harness {
-    Harness::with(EmuConfig { kernels: mode, ..EmuConfig::default() })
+    harness_on(mode, Gpu::Mi210)
+}
+
+fn harness_on(mode: KernelMode, gpu: Gpu) -> Harness {
+    Harness::with(gpu.config(EmuConfig { kernels: mode, ..EmuConfig::default() }))
+}
+
+/// The clang-15 OpenCL fixture for `gpu` (`kernels-gfx90a.co`, `kernels-gfx940.co`).
+fn clang_fixture_for(gpu: Gpu) -> Vec<u8> {
+    std::fs::read(format!("{FIXTURES}/kernels-{}.co", gpu.code_target())).expect("fixture")
 }
 
 fn clang_fixture() -> Vec<u8> {
-    std::fs::read(format!("{FIXTURES}/kernels-gfx90a.co")).expect("fixture")
+    clang_fixture_for(Gpu::Mi210)
 }
 
-#[test]
-fn clang_fixtures_run_as_machine_code_without_twins() {
-    let h = harness(KernelMode::Auto);
-    let elf = clang_fixture();
+fn clang_fixtures_run_as_machine_code_without_twins(gpu: Gpu) {
+    let h = harness_on(KernelMode::Auto, gpu);
+    let elf = clang_fixture_for(gpu);
     let objects = place_code_object(&h, &elf, &["fill_u32", "vector_add"]);
     let n = 1000u32;
     let (a, b, c) = (h.alloc(4096, GTT), h.alloc(4096, GTT), h.alloc(8192, VRAM));
@@ -55,10 +64,9 @@ fn clang_fixtures_run_as_machine_code_without_twins() {
     assert_eq!(out[n as usize + 24], 0, "nothing written past the count");
 }
 
-#[test]
-fn hipcc_saxpy_grid_stride_loop_matches_the_host() {
-    let h = harness(KernelMode::Auto);
-    let elf = hipcc_fixture("kernels");
+fn hipcc_saxpy_grid_stride_loop_matches_the_host(gpu: Gpu) {
+    let h = harness_on(KernelMode::Auto, gpu);
+    let elf = hipcc_fixture_for("kernels", gpu);
     let objects = place_code_object(&h, &elf, &["saxpy"]);
     // More elements than work-items: each work-item loops (grid-stride).
     let n = 40_000usize;
@@ -85,10 +93,9 @@ fn hipcc_saxpy_grid_stride_loop_matches_the_host() {
     }
 }
 
-#[test]
-fn hipcc_lds_reduction_with_barriers_and_atomic_add() {
-    let h = harness(KernelMode::Auto);
-    let elf = hipcc_fixture("kernels");
+fn hipcc_lds_reduction_with_barriers_and_atomic_add(gpu: Gpu) {
+    let h = harness_on(KernelMode::Auto, gpu);
+    let elf = hipcc_fixture_for("kernels", gpu);
     let objects = place_code_object(&h, &elf, &["reduce_sum"]);
     let n = 10_000usize;
     let x = h.alloc((4 * n) as u64, GTT);
@@ -183,3 +190,9 @@ fn an_unimplemented_instruction_fails_the_dispatch() {
     assert!(matches!(e, Some(QueueState::Error(_))), "{e:?}");
     assert_eq!(read_slice::<u32>(&c, 1)[0], 0, "nothing was stored");
 }
+
+on_both_gpus!(
+    clang_fixtures_run_as_machine_code_without_twins,
+    hipcc_saxpy_grid_stride_loop_matches_the_host,
+    hipcc_lds_reduction_with_barriers_and_atomic_add
+);

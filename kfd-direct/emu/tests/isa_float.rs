@@ -22,9 +22,9 @@ fn run(h: &Harness, object: u64, kernarg: u64, grid: u32) {
     assert!(wait_signal(signal(&sigs, 0), 0), "the dispatch completes: {:?}", h.emu.queue_state(q.id));
 }
 
-fn harness() -> Harness {
+fn harness(gpu: Gpu) -> Harness {
     // Machine code only: there are no twins for these kernels anyway.
-    Harness::with(EmuConfig { kernels: KernelMode::Isa, ..EmuConfig::default() })
+    Harness::with(gpu.config(EmuConfig { kernels: KernelMode::Isa, ..EmuConfig::default() }))
 }
 
 /// Distance in units in the last place between two floats of the same sign class (NaNs and
@@ -127,25 +127,23 @@ fn f32_inputs(n: usize) -> (Vec<f32>, Vec<f32>) {
     (a, b)
 }
 
-#[test]
-fn hipcc_f32_division_sqrt_and_transcendentals_match_the_host() {
+fn hipcc_f32_division_sqrt_and_transcendentals_match_the_host(gpu: Gpu) {
     let (a, b) = f32_inputs(2048);
-    check_f32_math(&a, &b);
+    check_f32_math(gpu, &a, &b);
 }
 
 /// The same over random bit patterns: every exponent, NaNs and infinities, denormals, the
 /// trigonometric functions' large-argument reduction.
-#[test]
-fn hipcc_f32_math_over_random_bit_patterns_matches_the_host() {
+fn hipcc_f32_math_over_random_bit_patterns_matches_the_host(gpu: Gpu) {
     let mut r = rnd(0xB175);
     let a: Vec<f32> = (0..2048).map(|_| f32::from_bits(r())).collect();
     let b: Vec<f32> = (0..2048).map(|_| f32::from_bits(r())).collect();
-    check_f32_math(&a, &b);
+    check_f32_math(gpu, &a, &b);
 }
 
-fn check_f32_math(xa: &[f32], xb: &[f32]) {
-    let h = harness();
-    let objects = place_code_object(&h, &hipcc_fixture("float"), &["f32_math"]);
+fn check_f32_math(gpu: Gpu, xa: &[f32], xb: &[f32]) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("float", gpu), &["f32_math"]);
     let n = xa.len();
     let (a, b, out) = (h.alloc(4 * n as u64, GTT), h.alloc(4 * n as u64, GTT), h.alloc(28 * n as u64, GTT));
     for i in 0..n {
@@ -188,10 +186,9 @@ fn check_f32_math(xa: &[f32], xb: &[f32]) {
     eprintln!("worst ULP errors (div, sqrt, exp, log, sin, cos, rsqrt): {worst:?}");
 }
 
-#[test]
-fn hipcc_f64_fma_division_and_sqrt_match_the_host() {
-    let h = harness();
-    let objects = place_code_object(&h, &hipcc_fixture("float"), &["f64_math"]);
+fn hipcc_f64_fma_division_and_sqrt_match_the_host(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("float", gpu), &["f64_math"]);
     let n = 1024usize;
     let mut r = rnd(0x64);
     let mut r64 = || u64::from(r()) << 32 | u64::from(r());
@@ -324,10 +321,9 @@ fn f16_inputs(n: usize, seed: u32) -> Vec<u16> {
     v
 }
 
-#[test]
-fn hipcc_half_arithmetic_matches_the_host() {
-    let h = harness();
-    let objects = place_code_object(&h, &hipcc_fixture("float"), &["f16_math", "f16x2_math"]);
+fn hipcc_half_arithmetic_matches_the_host(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("float", gpu), &["f16_math", "f16x2_math"]);
     let n = 1024usize;
     let (xa, xb) = (f16_inputs(n, 5), f16_inputs(n, 9));
     let (a, b, out) = (h.alloc(2 * n as u64, GTT), h.alloc(2 * n as u64, GTT), h.alloc(10 * n as u64, GTT));
@@ -379,3 +375,10 @@ fn hipcc_half_arithmetic_matches_the_host() {
         }
     }
 }
+
+on_both_gpus!(
+    hipcc_f32_division_sqrt_and_transcendentals_match_the_host,
+    hipcc_f32_math_over_random_bit_patterns_matches_the_host,
+    hipcc_f64_fma_division_and_sqrt_match_the_host,
+    hipcc_half_arithmetic_matches_the_host
+);

@@ -10,8 +10,8 @@ mod common;
 use aqueduct_kfd_emu::{EmuConfig, KernelMode};
 use common::*;
 
-fn harness() -> Harness {
-    Harness::with(EmuConfig { kernels: KernelMode::Isa, ..EmuConfig::default() })
+fn harness(gpu: Gpu) -> Harness {
+    Harness::with(gpu.config(EmuConfig { kernels: KernelMode::Isa, ..EmuConfig::default() }))
 }
 
 /// Pseudo-random u32s (xorshift), seeded.
@@ -25,10 +25,9 @@ fn rnd(seed: u32) -> impl FnMut() -> u32 {
     }
 }
 
-#[test]
-fn warp_shuffles_match_the_host() {
-    let h = harness();
-    let objects = place_code_object(&h, &hipcc_fixture("lanes"), &["shuffles"]);
+fn warp_shuffles_match_the_host(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("lanes", gpu), &["shuffles"]);
     let n = 256usize;
     let mut r = rnd(7);
     let xs: Vec<i32> = (0..n).map(|_| r() as i32).collect();
@@ -49,10 +48,9 @@ fn warp_shuffles_match_the_host() {
     }
 }
 
-#[test]
-fn dpp_wave_reductions_and_scans_match_the_host() {
-    let h = harness();
-    let objects = place_code_object(&h, &hipcc_fixture("lanes"), &["wave_reduce"]);
+fn dpp_wave_reductions_and_scans_match_the_host(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("lanes", gpu), &["wave_reduce"]);
     let n = 512usize;
     let mut r = rnd(11);
     let xs: Vec<i32> = (0..n).map(|_| (r() % 2001) as i32 - 1000).collect();
@@ -79,10 +77,9 @@ fn dpp_wave_reductions_and_scans_match_the_host() {
     }
 }
 
-#[test]
-fn mfma_16x16x4f32_loop_matches_a_host_matmul() {
-    let h = harness();
-    let objects = place_code_object(&h, &hipcc_fixture("lanes"), &["mfma_16x16"]);
+fn mfma_16x16x4f32_loop_matches_a_host_matmul(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("lanes", gpu), &["mfma_16x16"]);
     let kd = 64usize;
     let mut r = rnd(13);
     // Small integers: every summation order gives the same f32.
@@ -119,10 +116,9 @@ fn f16_bits(x: i32) -> u16 {
     s | ((e + 15) as u16) << 10 | ((a << (10 - e)) & 0x3FF) as u16
 }
 
-#[test]
-fn mfma_32x32x8f16_matches_a_host_matmul() {
-    let h = harness();
-    let objects = place_code_object(&h, &hipcc_fixture("lanes"), &["mfma_32x32_f16"]);
+fn mfma_32x32x8f16_matches_a_host_matmul(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("lanes", gpu), &["mfma_32x32_f16"]);
     let mut r = rnd(17);
     let a: Vec<i32> = (0..32 * 8).map(|_| (r() % 15) as i32 - 7).collect();
     let b: Vec<i32> = (0..8 * 32).map(|_| (r() % 15) as i32 - 7).collect();
@@ -161,10 +157,9 @@ pub fn host_sgemm_tiled(n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
     }
 }
 
-#[test]
-fn lds_tiled_sgemm_is_bit_equal_to_the_host() {
-    let h = harness();
-    let objects = place_code_object(&h, &hipcc_fixture("lanes"), &["sgemm_tiled"]);
+fn lds_tiled_sgemm_is_bit_equal_to_the_host(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("lanes", gpu), &["sgemm_tiled"]);
     let n = 64usize;
     let mut r = rnd(19);
     let a: Vec<f32> = (0..n * n).map(|_| r() as f32 / u32::MAX as f32 - 0.5).collect();
@@ -191,3 +186,11 @@ fn lds_tiled_sgemm_is_bit_equal_to_the_host() {
         assert_eq!(got[i].to_bits(), want[i].to_bits(), "C[{}][{}] = {} want {}", i / n, i % n, got[i], want[i]);
     }
 }
+
+on_both_gpus!(
+    warp_shuffles_match_the_host,
+    dpp_wave_reductions_and_scans_match_the_host,
+    mfma_16x16x4f32_loop_matches_a_host_matmul,
+    mfma_32x32x8f16_matches_a_host_matmul,
+    lds_tiled_sgemm_is_bit_equal_to_the_host
+);

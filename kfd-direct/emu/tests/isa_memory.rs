@@ -14,8 +14,8 @@ use aqueduct_kfd_emu::{EmuConfig, KernelMode, QueueState};
 use common::*;
 
 /// Two compute-unit workers: work-groups use scratch slots 0..32.
-fn harness() -> Harness {
-    Harness::with(EmuConfig { kernels: KernelMode::Isa, cus: 2, ..EmuConfig::default() })
+fn harness(gpu: Gpu) -> Harness {
+    Harness::with(gpu.config(EmuConfig { kernels: KernelMode::Isa, cus: 2, ..EmuConfig::default() }))
 }
 
 /// Bytes of scratch per work-item the test queues get.
@@ -68,10 +68,9 @@ fn packet(object: u64, kernarg: u64, grid: u32, wg: u16, private: u32) -> aquedu
     p
 }
 
-#[test]
-fn recursive_device_function_calls_use_the_scratch_stack() {
-    let h = harness();
-    let objects = place_code_object(&h, &hipcc_fixture("memory"), &["fib_kernel"]);
+fn recursive_device_function_calls_use_the_scratch_stack(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("memory", gpu), &["fib_kernel"]);
     let (q, _scratch) = queue_with_scratch(&h);
     let n = 200usize;
     let out = h.alloc(4 * n as u64, GTT);
@@ -93,10 +92,9 @@ fn recursive_device_function_calls_use_the_scratch_stack() {
     }
 }
 
-#[test]
-fn a_private_array_indexed_dynamically_lives_in_scratch() {
-    let h = harness();
-    let objects = place_code_object(&h, &hipcc_fixture("memory"), &["private_array"]);
+fn a_private_array_indexed_dynamically_lives_in_scratch(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("memory", gpu), &["private_array"]);
     let (q, _scratch) = queue_with_scratch(&h);
     let n = 1000usize;
     let (idx, out) = (h.alloc(4 * n as u64, GTT), h.alloc(4 * n as u64, GTT));
@@ -118,10 +116,9 @@ fn a_private_array_indexed_dynamically_lives_in_scratch() {
     }
 }
 
-#[test]
-fn builtin_trap_fails_the_dispatch_with_the_trap_error() {
-    let h = harness();
-    let objects = place_code_object(&h, &hipcc_fixture("memory"), &["trap_kernel"]);
+fn builtin_trap_fails_the_dispatch_with_the_trap_error(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("memory", gpu), &["trap_kernel"]);
     let q = h.create_queue();
     let out = h.alloc(4096, GTT);
     let k = h.alloc(4096, GTT);
@@ -133,10 +130,9 @@ fn builtin_trap_fails_the_dispatch_with_the_trap_error() {
     assert_eq!(read_slice::<u32>(&out, 64), vec![1u32; 64]);
 }
 
-#[test]
-fn assert_that_holds_completes_and_one_that_fails_stops_the_queue() {
-    let h = harness();
-    let objects = place_code_object(&h, &hipcc_fixture("memory"), &["assert_kernel"]);
+fn assert_that_holds_completes_and_one_that_fails_stops_the_queue(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("memory", gpu), &["assert_kernel"]);
     let (q, _scratch) = queue_with_scratch(&h);
     let out = h.alloc(4096, GTT);
     // kernarg: out, v, then the hidden arguments (the hostcall buffer among them, 0 here).
@@ -153,10 +149,9 @@ fn assert_that_holds_completes_and_one_that_fails_stops_the_queue() {
     assert!(matches!(e, Some(QueueState::Error(_) | QueueState::Evicted(_))), "{e:?}");
 }
 
-#[test]
-fn clock64_and_wall_clock64_read_the_device_clocks() {
-    let h = harness();
-    let objects = place_code_object(&h, &hipcc_fixture("memory"), &["clocks"]);
+fn clock64_and_wall_clock64_read_the_device_clocks(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("memory", gpu), &["clocks"]);
     let q = h.create_queue();
     let out = h.alloc(4096, GTT);
     let k = h.alloc(4096, GTT);
@@ -175,3 +170,11 @@ fn clock64_and_wall_clock64_read_the_device_clocks() {
     // The clocks never go back between dispatches.
     assert!(second[0] >= first[1] && second[2] >= first[3], "{first:?} then {second:?}");
 }
+
+on_both_gpus!(
+    recursive_device_function_calls_use_the_scratch_stack,
+    a_private_array_indexed_dynamically_lives_in_scratch,
+    builtin_trap_fails_the_dispatch_with_the_trap_error,
+    assert_that_holds_completes_and_one_that_fails_stops_the_queue,
+    clock64_and_wall_clock64_read_the_device_clocks
+);

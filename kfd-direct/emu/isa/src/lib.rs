@@ -1,4 +1,5 @@
-//! gfx90a (CDNA2, MI200) machine-code decoder for aqueduct's emulated GPU.
+//! gfx90a (CDNA2, MI200) and gfx940 (CDNA3, MI300) machine-code decoder for aqueduct's emulated
+//! GPU ([`Target`]; docs/isa.md §2 "CDNA3" lists what gfx940 changes).
 //!
 //! The emulator runs kernels' own machine code (`docs/architecture.md`); this crate is its first
 //! stage: it turns a code object's `.text` words into a pre-decoded [`Inst`] array once, so the
@@ -16,7 +17,7 @@
 //! * **program** ([`Program`]): the decoded array of one code stream with each instruction's
 //!   word offset, so branch targets become array indices at load time.
 //! * **print** ([`Inst::display`]): formats an instruction exactly as `llvm-objdump-15 -d
-//!   --mcpu=gfx90a` does, so the decoder can be checked against LLVM over real binaries (the
+//!   --mcpu=gfx90a` (or `--mcpu=gfx940`) does, so the decoder can be checked against LLVM over real binaries (the
 //!   `llvm_objdump` integration test) and `llvm-mc-15` round trips (`llvm_mc` test).
 //!
 //! ```
@@ -32,7 +33,7 @@
 //! ```
 //!
 //! Who validates what (docs/isa.md §6): the decoder checks that the encoding and opcode exist on
-//! gfx90a, that the instruction fits in the stream and that DPP/SDWA/literal forms are legal for
+//! the target, that the instruction fits in the stream and that DPP/SDWA/literal forms are legal for
 //! the opcode; it does not re-check assembler-level rules the hardware ignores (non-zero unused
 //! fields, constant-bus limits, VGPR tuple alignment): the executor runs what it is given and
 //! reports the faults.
@@ -49,7 +50,7 @@ mod program;
 pub mod spec;
 mod tables;
 
-pub use decode::{decode, decode_all};
+pub use decode::{decode, decode_all, decode_all_for, decode_for};
 pub use program::Program;
 
 use core::fmt;
@@ -127,19 +128,64 @@ impl fmt::Display for Encoding {
     }
 }
 
+/// The instruction set a code stream is decoded for (docs/isa.md §2 "CDNA3").
+///
+/// gfx940 (clang-15's name for the MI300 family, CDNA3; code for it runs on gfx942) keeps
+/// gfx90a's encodings and most opcodes, renames the cache bits (`sc0`, `sc1`, `nt` instead of
+/// `glc`, `scc`, `slc` on FLAT, GLOBAL, SCRATCH and buffers), reads FLAT bit 13 of a scratch
+/// instruction as SVE (a VGPR address is present) and has its own opcode map: new instructions
+/// (`v_mov_b64`, `v_lshl_add_u64`, `buffer_inv`, LDS DMA loads as opcodes, xf32/i8/fp8 MFMA and
+/// `v_smfmac_*`, fp8 conversions, packed bf16 atomics), renamed ones (`v_fmamk_f32`, the bf16 and
+/// f64 MFMA) and removed ones (`v_mac_f32`, `v_mad_f32`, the images, the first bf16 MFMA).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// CDNA2 (MI200).
+    #[default]
+    Gfx90a,
+    /// CDNA3 (MI300: gfx940, gfx941, gfx942).
+    Gfx940,
+}
+
+impl Target {
+    /// The target for an ISA name (`gfx90a`, `gfx940`, `gfx941`, `gfx942`, with or without
+    /// `amdgcn-amd-amdhsa--` and target features such as `:sramecc+:xnack-`).
+    pub fn from_isa_name(name: &str) -> Option<Target> {
+        let name = name.rsplit("--").next().unwrap_or(name);
+        let proc = name.split(':').next().unwrap_or(name);
+        match proc {
+            "gfx90a" => Some(Target::Gfx90a),
+            "gfx940" | "gfx941" | "gfx942" => Some(Target::Gfx940),
+            _ => None,
+        }
+    }
+    /// The `--mcpu` name LLVM uses for it.
+    pub const fn mcpu(self) -> &'static str {
+        match self {
+            Target::Gfx90a => "gfx90a",
+            Target::Gfx940 => "gfx940",
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.mcpu())
+    }
+}
+
 /// What the first dword looked like when decoding failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EncodingClass {
     /// A known encoding family.
     Known(Encoding),
-    /// Top bits that name no gfx90a encoding.
+    /// Top bits that name no gfx90a/gfx940 encoding.
     Unknown,
 }
 
 /// Why an instruction could not be decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DecodeErrorKind {
-    /// The opcode field names no gfx90a instruction of this encoding.
+    /// The opcode field names no instruction of this encoding on the target.
     UnknownOpcode(u16),
     /// The encoding family is not supported or does not exist.
     UnsupportedEncoding,
@@ -211,9 +257,13 @@ impl Op {
     pub fn encoding(self) -> Encoding {
         self.spec().enc
     }
-    /// Number of opcodes the tables know.
+    /// Number of opcodes the tables know (both targets).
     pub fn count() -> usize {
         tables::OPS.len()
+    }
+    /// Whether the opcode exists on `target` (some field value of its encoding decodes to it).
+    pub fn on(self, target: Target) -> bool {
+        decode::maps(target).of(self.encoding()).contains(&self.0)
     }
 }
 
@@ -382,11 +432,12 @@ pub struct Mods {
     pub omod: u8,
     /// Clamp the result.
     pub clamp: bool,
-    /// Memory: GLC (return pre-op value for atomics).
+    /// Memory: GLC (return pre-op value for atomics); gfx940 `sc0` (same bit).
     pub glc: bool,
-    /// Memory: SLC.
+    /// Memory: SLC; gfx940 `nt` (same bit).
     pub slc: bool,
-    /// Memory: SCC (system coherence; MUBUF bit 15, MTBUF bit 53, FLAT bit 25, MIMG bit 7).
+    /// Memory: SCC (system coherence; MUBUF bit 15, MTBUF bit 53, FLAT bit 25, MIMG bit 7); gfx940
+    /// `sc1` (same bits).
     pub scc: bool,
     /// DS: GDS; MUBUF and FLAT: LDS (the load goes to LDS, no VGPR destination).
     pub gds_lds: bool,
@@ -404,6 +455,9 @@ pub struct Mods {
     pub offset: i32,
     /// DPP or SDWA extension.
     pub ext: Ext,
+    /// The instruction set the instruction was decoded for (the printer spells cache bits and
+    /// hardware registers by it; kept here, where it costs no space).
+    pub target: Target,
 }
 
 /// MIMG: unnormalised coordinates.

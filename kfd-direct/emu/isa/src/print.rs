@@ -155,7 +155,7 @@ fn hex_or_small(f: &mut fmt::Formatter<'_>, v: u32) -> fmt::Result {
 fn imm(f: &mut fmt::Formatter<'_>, v: u32, ty: Ty) -> fmt::Result {
     match ty {
         Ty::Waitcnt => waitcnt(f, v),
-        Ty::Hwreg => hwreg(f, v),
+        Ty::Hwreg => hwreg(f, v, false),
         Ty::Sendmsg => sendmsg(f, v),
         Ty::GprIdxMode if v <= 15 => gpr_idx(f, v),
         Ty::GprIdxMode => write!(f, "{v:#x}"),
@@ -193,7 +193,7 @@ fn waitcnt(f: &mut fmt::Formatter<'_>, v: u32) -> fmt::Result {
     Ok(())
 }
 
-fn hwreg(f: &mut fmt::Formatter<'_>, v: u32) -> fmt::Result {
+fn hwreg(f: &mut fmt::Formatter<'_>, v: u32, gfx940: bool) -> fmt::Result {
     let id = v & 0x3f;
     let offset = (v >> 6) & 0x1f;
     let size = ((v >> 11) & 0x1f) + 1;
@@ -210,6 +210,12 @@ fn hwreg(f: &mut fmt::Formatter<'_>, v: u32) -> fmt::Result {
         17 => "HW_REG_TBA_HI",
         18 => "HW_REG_TMA_LO",
         19 => "HW_REG_TMA_HI",
+        // gfx940's registers (docs/isa.md §2 "CDNA3").
+        20 if gfx940 => "HW_REG_XCC_ID",
+        21 if gfx940 => "HW_REG_SQ_PERF_SNAPSHOT_DATA",
+        22 if gfx940 => "HW_REG_SQ_PERF_SNAPSHOT_DATA1",
+        23 if gfx940 => "HW_REG_SQ_PERF_SNAPSHOT_PC_LO",
+        24 if gfx940 => "HW_REG_SQ_PERF_SNAPSHOT_PC_HI",
         _ => "",
     };
     f.write_str("hwreg(")?;
@@ -330,7 +336,10 @@ fn scalar(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
         }
         f.write_str(if first { " " } else { ", " })?;
         first = false;
-        operand(f, o, s.ty)?;
+        match (s.ty, o) {
+            (Ty::Hwreg, Operand::Imm(v)) => hwreg(f, *v, inst.mods.target == crate::Target::Gfx940)?,
+            _ => operand(f, o, s.ty)?,
+        }
     }
     Ok(())
 }
@@ -408,11 +417,15 @@ fn vop32(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
     let spec = inst.op.spec();
     let m = &inst.mods;
     match m.ext {
-        // With a mandatory K literal (v_madmk/madak_f16), a literal src0 is that same dword
-        // and LLVM prints all 32 bits of it.
+        // With a mandatory K literal (v_madmk_f16), a literal src0 is that same dword and LLVM
+        // prints all 32 bits of it.
         Ext::None if spec.slots.iter().any(|s| s.field == Field::Literal) => {
+            // (v_madak_f16's src0 literal prints as any f16 source: its low half.)
             operands(f, spec.name, inst, |f, s, o| match o {
-                Operand::Literal(_) => operand(f, o, Ty::B32),
+                // The K constant, and a madmk's literal src0, print in hex even when inline-valued.
+                Operand::Literal(v) if !spec.name.starts_with("v_madak") || s.field != Field::Src0 => {
+                    write!(f, "{v:#x}")
+                }
                 _ => plain(f, s, o),
             })
         }
@@ -421,10 +434,26 @@ fn vop32(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
             f.write_str(base_name(spec.name))?;
             f.write_str("_dpp")?;
             let mut first = true;
+            // LLVM reads the DPP neg/abs bits of integer sources as none (v_cndmask_b32, the
+            // integer dot products) or as `sext` (v_ldexp_f16's exponent).
+            let base = base_name(spec.name);
+            let int_srcs = matches!(base, "v_cndmask_b32" | "v_dot2c_i32_i16" | "v_dot4c_i32_i8" | "v_dot8c_i32_i4");
             for (s, o) in spec.slots.iter().zip(inst.operands()) {
                 f.write_str(if first { " " } else { ", " })?;
                 first = false;
-                with_mods(f, s, o, m.neg, m.abs)?;
+                if int_srcs {
+                    operand(f, o, s.ty)?;
+                } else if base == "v_ldexp_f16" && s.field == Field::Src1 {
+                    if m.neg & 2 != 0 {
+                        f.write_str("sext(")?;
+                        operand(f, o, s.ty)?;
+                        f.write_str(")")?;
+                    } else {
+                        operand(f, o, s.ty)?;
+                    }
+                } else {
+                    with_mods(f, s, o, m.neg, m.abs)?;
+                }
             }
             f.write_char(' ')?;
             dpp_ctrl(f, d.ctrl)?;
@@ -650,22 +679,29 @@ fn flat(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
     if m.offset != 0 {
         write!(f, " offset:{}", m.offset)?;
     }
-    cache_bits(f, m)?;
+    cache_bits(f, inst)?;
     if m.gds_lds {
         f.write_str(" lds")?;
     }
     Ok(())
 }
 
-fn cache_bits(f: &mut fmt::Formatter<'_>, m: &crate::Mods) -> fmt::Result {
+/// The cache bits of FLAT, GLOBAL, SCRATCH and buffer instructions: gfx90a's `glc slc scc`, or
+/// gfx940's names for the same three bits, `sc0 nt sc1` (docs/isa.md §5).
+fn cache_bits(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
+    let m = &inst.mods;
+    let [glc, slc, scc] = match inst.mods.target {
+        crate::Target::Gfx90a => [" glc", " slc", " scc"],
+        crate::Target::Gfx940 => [" sc0", " nt", " sc1"],
+    };
     if m.glc {
-        f.write_str(" glc")?;
+        f.write_str(glc)?;
     }
     if m.slc {
-        f.write_str(" slc")?;
+        f.write_str(slc)?;
     }
     if m.scc {
-        f.write_str(" scc")?;
+        f.write_str(scc)?;
     }
     Ok(())
 }
@@ -727,7 +763,16 @@ fn buffer(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
     let spec = inst.op.spec();
     f.write_str(spec.name)?;
     if spec.enc == Encoding::Mubuf && spec.flags & spec::NO_ADDR != 0 {
-        // Cache-maintenance ops (buffer_wbl2, buffer_invl2, buffer_wbinvl1*) print no operands.
+        // Cache-maintenance ops (buffer_wbl2, buffer_invl2, buffer_wbinvl1*) print no operands;
+        // on gfx940 `buffer_wbl2` and `buffer_inv` print their scope bits (`sc0 sc1`, not `nt`).
+        if inst.mods.target == crate::Target::Gfx940 && matches!(spec.name, "buffer_wbl2" | "buffer_inv") {
+            if m.glc {
+                f.write_str(" sc0")?;
+            }
+            if m.scc {
+                f.write_str(" sc1")?;
+            }
+        }
         return Ok(());
     }
     for (i, o) in inst.operands().iter().enumerate() {
@@ -754,7 +799,7 @@ fn buffer(f: &mut fmt::Formatter<'_>, inst: &Inst) -> fmt::Result {
     if m.offset != 0 {
         write!(f, " offset:{}", m.offset)?;
     }
-    cache_bits(f, m)?;
+    cache_bits(f, inst)?;
     if m.gds_lds {
         f.write_str(" lds")?;
     }

@@ -3,7 +3,7 @@
 
 use alloc::vec::Vec;
 
-use crate::{decode, DecodeError, Encoding, Inst, Operand};
+use crate::{decode_for, DecodeError, Encoding, Inst, Operand, Target};
 
 /// The pre-decoded instructions of one code stream (a code object's `.text`).
 #[derive(Clone, Debug, Default)]
@@ -14,12 +14,17 @@ pub struct Program {
 }
 
 impl Program {
-    /// Decodes `words` from the start, stopping at the first error.
+    /// Decodes gfx90a `words` from the start, stopping at the first error.
     pub fn decode(words: &[u32]) -> Result<Program, DecodeError> {
+        Program::decode_for(Target::Gfx90a, words)
+    }
+
+    /// Decodes `words` of `target`'s instruction set from the start, stopping at the first error.
+    pub fn decode_for(target: Target, words: &[u32]) -> Result<Program, DecodeError> {
         let mut p = Program::default();
         let mut at = 0;
         while at < words.len() {
-            let inst = decode(words, at)?;
+            let inst = decode_for(target, words, at)?;
             p.starts.push(at as u32);
             p.insts.push(inst);
             at += usize::from(inst.len);

@@ -3,7 +3,10 @@
 Each row is a fact measured from the disassembler: mnemonic, which encoding fields are operands,
 their register widths and how inline constants print for them."""
 import json, re, sys
-db = json.load(open(sys.argv[1]))
+db90 = json.load(open(sys.argv[1]))
+# The gfx940 sweep (tables/sweep.py gfx940), when given: its rows that differ from gfx90a's are
+# appended after them, and each encoding gets a second opcode map (docs/isa.md §4).
+db940 = json.load(open(sys.argv[2])) if len(sys.argv) > 2 else None
 
 def split_ops(rest):
     out, depth, cur = [], 0, ''
@@ -37,7 +40,6 @@ def reg(tok):
     lo, hi = int(m.group(4)), int(m.group(5))
     return cls, lo, hi - lo + 1
 
-rows = []   # (enc, code, name, slots, flags)
 def slot(field, width, cls, ty): return (field, width, cls, ty)
 
 def pick(d, names):
@@ -265,34 +267,55 @@ def mimg(code, d):
     return name, [slot('DATA0', 4, 'V', 'B32'), slot('ADDR', 1, 'V', 'B32')], fl
 
 order = ['SOP2', 'SOPK', 'SOP1', 'SOPC', 'SOPP', 'SMEM', 'VOP1', 'VOP2', 'VOPC', 'VOP3', 'VOP3P', 'DS', 'FLAT0', 'FLAT1', 'FLAT2', 'MUBUF', 'MTBUF', 'MIMG']
-for enc in order:
-    for code in sorted(db.get(enc, {}), key=int):
-        d = db[enc][code]; c = int(code)
-        if enc in ('SOP2', 'SOPK', 'SOP1', 'SOPC', 'SOPP'): r = scalar(enc, c, d)
-        elif enc == 'SMEM': r = smem(c, d)
-        elif enc in ('VOP1', 'VOP2', 'VOPC', 'VOP3', 'VOP3P'): r = vop(enc, c, d)
-        elif enc == 'DS': r = ds(c, d)
-        elif enc.startswith('FLAT'): r = flat(int(enc[4]), c, d)
-        elif enc == 'MIMG': r = mimg(c, d)
-        else: r = mubuf(enc, c, d)
-        if r is None: continue
-        name, slots, flags = r
-        if enc == 'VOP3P' and name.startswith('v_mfma'):
-            t = d.get('a')
-            n2, ops = parse(t)
-            slots = []
-            for f, o in zip(['D', 'S0', 'S1', 'S2'], ops):
-                rr = reg(o); slots.append(slot(f, rr[2], 'X' if f != 'D' else 'V', 'B32'))
-            flags = flags + ['MAI']
-        rows.append((enc, c, name, slots, flags))
+def build(db):
+    rows = []
+    for enc in order:
+        for code in sorted(db.get(enc, {}), key=int):
+            d = db[enc][code]; c = int(code)
+            if enc in ('SOP2', 'SOPK', 'SOP1', 'SOPC', 'SOPP'): r = scalar(enc, c, d)
+            elif enc == 'SMEM': r = smem(c, d)
+            elif enc in ('VOP1', 'VOP2', 'VOPC', 'VOP3', 'VOP3P'): r = vop(enc, c, d)
+            elif enc == 'DS': r = ds(c, d)
+            elif enc.startswith('FLAT'): r = flat(int(enc[4]), c, d)
+            elif enc == 'MIMG': r = mimg(c, d)
+            else: r = mubuf(enc, c, d)
+            if r is None: continue
+            name, slots, flags = r
+            if enc == 'VOP3P' and name.startswith(('v_mfma', 'v_smfmac')):
+                t = d.get('a')
+                n2, ops = parse(t)
+                slots = []
+                for f, o in zip(['D', 'S0', 'S1', 'S2'], ops):
+                    rr = reg(o); slots.append(slot(f, rr[2], 'X' if f != 'D' else 'V', 'B32'))
+                flags = flags + ['MAI']
+            rows.append((enc, c, name, slots, flags))
+    return rows
 
 encname = {'FLAT0': 'Flat', 'FLAT1': 'Scratch', 'FLAT2': 'Global', 'SOP2': 'Sop2', 'SOPK': 'Sopk', 'SOP1': 'Sop1', 'SOPC': 'Sopc', 'SOPP': 'Sopp', 'SMEM': 'Smem', 'VOP1': 'Vop1', 'VOP2': 'Vop2', 'VOPC': 'Vopc', 'VOP3': 'Vop3', 'VOP3P': 'Vop3p', 'DS': 'Ds', 'MUBUF': 'Mubuf', 'MTBUF': 'Mtbuf', 'MIMG': 'Mimg'}
 fieldname = {'D': 'Dst', 'SD': 'Sdst', 'S0': 'Src0', 'S1': 'Src1', 'S2': 'Src2', 'VCC': 'Vcc', 'K': 'Literal', 'SIMM16': 'Simm16', 'SBASE': 'Sbase', 'OFFSET': 'Offset', 'ADDR': 'Addr', 'DATA0': 'Data0', 'DATA1': 'Data1', 'DATA': 'Data0', 'VDATA': 'Data0'}
 clsname = {'V': 'Vgpr', 'S': 'Scalar', 'A': 'Agpr', 'X': 'Any', 'K': 'Imm'}
 tyname = {'B32': 'B32', 'B64': 'B64', 'F64': 'F64', 'F16': 'F16', 'I16': 'I16', 'WAITCNT': 'Waitcnt', 'SENDMSG': 'Sendmsg', 'GPRIDX': 'GprIdxMode', 'OPT16': 'Optional16', 'BRANCH': 'Branch', 'IMM16': 'Imm16', 'HWREG': 'Hwreg', 'IMM8': 'Imm8', 'IMM7': 'Imm7', 'HEX16': 'Hex16'}
 sizes = {'SOP2': 128, 'SOPK': 32, 'SOP1': 256, 'SOPC': 128, 'SOPP': 128, 'SMEM': 256, 'VOP1': 256, 'VOP2': 64, 'VOPC': 256, 'VOP3': 1024, 'VOP3P': 128, 'DS': 256, 'FLAT0': 128, 'FLAT1': 128, 'FLAT2': 128, 'MUBUF': 128, 'MTBUF': 16, 'MIMG': 128}
+rows = build(db90)
+key90 = {(r[0], r[1]): i for i, r in enumerate(rows)}
+map940 = None
+if db940 is not None:
+    map940 = {}
+    for r in build(db940):
+        k = (r[0], r[1])
+        i = key90.get(k)
+        same = i is not None and rows[i] == r
+        # gfx940's scratch rows print no vaddr without the SVE bit, which the decoder reads; the
+        # slots are gfx90a's (docs/isa.md §2 "CDNA3").
+        if i is not None and r[0] == 'FLAT1' and rows[i][2] == r[2]: same = True
+        if r[0] == 'FLAT1' and not any(sl[0] == 'ADDR' for sl in r[3]):
+            at = 1 if r[3] and r[3][0][0] == 'D' else 0
+            r = (r[0], r[1], r[2], r[3][:at] + [slot('ADDR', 1, 'V', 'B32')] + r[3][at:], r[4])
+        if not same:
+            rows.append(r); i = len(rows) - 1
+        map940[k] = i
 o = []
-o.append('// @generated by tables/gen.py from an llvm-mc-15 sweep (tables/sweep.py); see docs/isa.md §4.')
+o.append('// @generated by tables/gen.py from llvm-mc-15 sweeps (tables/sweep.py); see docs/isa.md §4.')
 o.append('// Do not edit by hand: rerun tables/sweep.py and tables/gen.py as docs/isa.md §4 says.')
 o.append('')
 o.append('use crate::spec::{Class::*, Field::*, OpSpec, Slot, Ty::*};')
@@ -302,24 +325,31 @@ o.append('const fn s(field: crate::spec::Field, width: u8, class: crate::spec::C
 o.append('    Slot { field, width, class, ty }')
 o.append('}')
 o.append('')
-o.append('/// Every opcode the tables know, in encoding order; an [`crate::Op`] indexes this array.')
+o.append('/// Every opcode the tables know, in encoding order: gfx90a\'s rows, then the gfx940 rows that differ')
+o.append('/// from them; an [`crate::Op`] indexes this array.')
 o.append('pub(crate) static OPS: [OpSpec; %d] = [' % len(rows))
-idx = {}
 for i, (enc, c, name, slots, flags) in enumerate(rows):
-    idx[(enc, c)] = i
     sl = ', '.join('s(%s, %d, %s, %s)' % (fieldname.get(f, f), w, clsname[cl], tyname[ty]) for f, w, cl, ty in slots)
     fl = ' | '.join('crate::spec::%s' % f for f in flags) or '0'
     o.append('    OpSpec { name: "%s", enc: Encoding::%s, code: 0x%x, slots: &[%s], flags: %s },' % (name, encname[enc], c, sl, fl))
 o.append('];')
 o.append('')
-for enc in order:
-    n = sizes[enc]
-    arr = [idx.get((enc, c), 0xffff) for c in range(n)]
-    o.append('/// Opcode field → index into [`OPS`] for %s (`u16::MAX`: no such opcode).' % encname[enc])
-    o.append('pub(crate) static %s: [u16; %d] = [' % (enc + '_MAP', n))
-    for i in range(0, n, 16):
-        o.append('    ' + ', '.join(str(x) if x != 0xffff else 'N' for x in arr[i:i+16]) + ',')
-    o.append('];')
+o.append('/// The number of gfx90a rows at the start of [`OPS`].')
+o.append('#[cfg(test)]')
+o.append('pub(crate) const GFX90A_ROWS: usize = %d;' % len(key90))
+o.append('')
+def emit(prefix, suffix, m, what):
+    for enc in order:
+        n = sizes[enc]
+        arr = [m.get((enc, c), 0xffff) for c in range(n)]
+        o.append('/// %s opcode field → index into [`OPS`] for %s (`u16::MAX`: no such opcode).' % (what, encname[enc]))
+        o.append('pub(crate) static %s%s_MAP%s: [u16; %d] = [' % (prefix, enc, suffix, n))
+        for i in range(0, n, 16):
+            o.append('    ' + ', '.join(str(x) if x != 0xffff else 'N' for x in arr[i:i+16]) + ',')
+        o.append('];')
+emit('', '', key90, 'gfx90a:')
+if map940 is not None:
+    emit('', '_GFX940', map940, 'gfx940:')
 o.insert(4, 'const N: u16 = u16::MAX;')
 print('\n'.join(o))
 print(len(rows), file=sys.stderr)

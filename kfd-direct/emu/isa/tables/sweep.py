@@ -1,5 +1,9 @@
 import subprocess, json, sys, re
-MC=['llvm-mc-15','-disassemble','-show-encoding','-triple=amdgcn-amd-amdhsa','-mcpu=gfx90a']
+# The target is the first argument (gfx90a, the default, or gfx940); the answers go to db.json
+# for gfx90a and db-<target>.json otherwise (docs/isa.md §4).
+MCPU = sys.argv[1] if len(sys.argv) > 1 else 'gfx90a'
+OUT = 'db.json' if MCPU == 'gfx90a' else 'db-%s.json' % MCPU
+MC=['llvm-mc-15','-disassemble','-show-encoding','-triple=amdgcn-amd-amdhsa','-mcpu=' + MCPU]
 def run1(words_list):
     lines=[]
     def enc(ws):
@@ -130,5 +134,5 @@ for enc,lst in probes.items():
     for op,pr,w in lst:
         if w in res:
             db.setdefault(enc,{}).setdefault(str(op),{})[pr]=res[w]
-json.dump(db,open('db.json','w'),indent=0,sort_keys=True)
+json.dump(db,open(OUT,'w'),indent=0,sort_keys=True)
 for enc in db: print(enc,len(db[enc]))

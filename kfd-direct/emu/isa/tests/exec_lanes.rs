@@ -8,6 +8,7 @@
 mod common;
 
 use aqueduct_isa::exec::{run_wave, Code, ExecErrorKind, Limits, VecMemory, Wave};
+use aqueduct_isa::Target;
 
 const BASE: u64 = 0x1_0000_0000;
 
@@ -30,6 +31,18 @@ fn run_words(words: &[u32], w: &mut Wave) -> Result<(), aqueduct_isa::exec::Exec
 
 fn run(asm: &str, w: &mut Wave) {
     run_words(&common::assemble(asm), w).unwrap_or_else(|e| panic!("{asm}: {e}"));
+}
+
+/// `asm` assembled and decoded for `target`, run on `w`.
+fn run_for(target: Target, asm: &str, w: &mut Wave) {
+    let mut words = common::assemble_for(target, asm);
+    words.extend(common::assemble_for(target, "s_endpgm"));
+    let code = Code::decode_for(target, BASE, &words);
+    assert!(code.unimplemented().is_empty(), "{asm}: {:?}", code.unimplemented());
+    w.pc = 0;
+    let mem = VecMemory::new(BASE, 0);
+    let mut lds = vec![0u8; 64];
+    run_wave(&code, w, &mem, &mut lds, &Limits { wave_instructions: 1000 }).unwrap_or_else(|e| panic!("{asm}: {e}"));
 }
 
 /// Pseudo-random u32s (xorshift), seeded.
@@ -409,6 +422,23 @@ const fn mf(name: &'static str, m: usize, k: usize, blocks: usize, t: T) -> Mfma
     Mfma { name, m, k, blocks, t }
 }
 
+/// gfx940's own matrix instructions (docs/executor.md §8), and three it shares with gfx90a
+/// (under the gfx908 spellings llvm-mc-15 accepts for gfx940 too).
+const MFMAS_GFX940: [Mfma; 12] = [
+    mf("v_mfma_f32_32x32x4_2b_bf16", 32, 4, 2, T::Bf16),
+    mf("v_mfma_f32_16x16x4_4b_bf16", 16, 4, 4, T::Bf16),
+    mf("v_mfma_f32_4x4x4_16b_bf16", 4, 4, 16, T::Bf16),
+    mf("v_mfma_f32_32x32x8_bf16", 32, 8, 1, T::Bf16),
+    mf("v_mfma_f32_16x16x16_bf16", 16, 16, 1, T::Bf16),
+    mf("v_mfma_f64_16x16x4_f64", 16, 4, 1, T::F64),
+    mf("v_mfma_f64_4x4x4_4b_f64", 4, 4, 4, T::F64),
+    mf("v_mfma_i32_32x32x16_i8", 32, 16, 1, T::I8),
+    mf("v_mfma_i32_16x16x32_i8", 16, 32, 1, T::I8),
+    mf("v_mfma_f32_16x16x4f32", 16, 4, 1, T::F32),
+    mf("v_mfma_f32_32x32x8f16", 32, 8, 1, T::F16),
+    mf("v_mfma_i32_4x4x4i8", 4, 4, 16, T::I8),
+];
+
 const MFMAS: [Mfma; 27] = [
     mf("v_mfma_f32_32x32x1f32", 32, 1, 2, T::F32),
     mf("v_mfma_f32_16x16x1f32", 16, 1, 4, T::F32),
@@ -521,6 +551,11 @@ fn encode(t: T, x: i32) -> u64 {
 /// Runs `s` on random A, B, C (VGPR or AGPR destination and C, C a constant 0 once) and
 /// compares with the host product, for cbsz/abid/blgp.
 fn check_mfma(s: &Mfma, seed: u32, acc: bool, c_zero: bool, cbsz: u32, abid: u32, blgp: u32) {
+    check_mfma_on(Target::Gfx90a, s, seed, acc, c_zero, cbsz, abid, blgp)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_mfma_on(target: Target, s: &Mfma, seed: u32, acc: bool, c_zero: bool, cbsz: u32, abid: u32, blgp: u32) {
     let mut r = rnd(seed);
     let bits = s.bits();
     let pl = s.per_lane();
@@ -609,7 +644,7 @@ fn check_mfma(s: &Mfma, seed: u32, acc: bool, c_zero: bool, cbsz: u32, abid: u32
         _ => format!(" cbsz:{cbsz} abid:{abid} blgp:{blgp}"),
     };
     let asm = format!("{} {d}, {}, {}, {cs}{mods}", s.name, reg("v", 0, ri), reg("v", 8, ri));
-    run(&asm, &mut w);
+    run_for(target, &asm, &mut w);
     // B's value for (block, k, j) after BLGP: the lane the pattern maps its lane to.
     let blgp_lane = |lane: usize| -> usize {
         match blgp {
@@ -688,6 +723,19 @@ fn mfma_matches_a_host_matrix_product() {
 }
 
 /// cbsz/abid broadcast one block of A to its group; blgp swizzles B's lanes.
+#[test]
+fn gfx940_mfma_matches_a_host_matrix_product() {
+    for (n, s) in MFMAS_GFX940.iter().enumerate() {
+        let seed = 900 + n as u32;
+        check_mfma_on(Target::Gfx940, s, seed, true, false, 0, 0, 0);
+        check_mfma_on(Target::Gfx940, s, seed + 50, false, false, 0, 0, 0);
+        check_mfma_on(Target::Gfx940, s, seed + 100, true, true, 0, 0, 0);
+        if s.t != T::F64 && s.blocks > 1 {
+            check_mfma_on(Target::Gfx940, s, seed + 150, false, false, 1, 1, 2);
+        }
+    }
+}
+
 #[test]
 fn mfma_broadcast_and_lane_group_modifiers() {
     let mut r = rnd(0xB1);

@@ -9,7 +9,7 @@ mod common;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use aqueduct_isa::{decode, Encoding, Op};
+use aqueduct_isa::{decode_for, Encoding, Op, Target};
 
 struct XorShift(u64);
 
@@ -87,10 +87,20 @@ fn bytes(ws: &[u32]) -> String {
 
 #[test]
 fn random_fields_match_llvm() {
+    random_fields(Target::Gfx90a);
+}
+
+/// The same over gfx940's opcodes against `llvm-mc-15 -mcpu=gfx940` (docs/isa.md §2 "CDNA3").
+#[test]
+fn random_fields_match_llvm_gfx940() {
+    random_fields(Target::Gfx940);
+}
+
+fn random_fields(target: Target) {
     let mc = common::tool("llvm-mc-15", "llvm-15");
     let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
     let mut probes: Vec<[u32; 3]> = Vec::new();
-    let ops: Vec<Op> = Op::all().collect();
+    let ops: Vec<Op> = Op::all().filter(|o| o.on(target)).collect();
     for _ in 0..40 {
         for &op in &ops {
             let s = op.spec();
@@ -103,12 +113,12 @@ fn random_fields_match_llvm() {
     let mut crashed = 0;
     let mut llvm = Vec::new();
     for chunk in probes.chunks(1024) {
-        llvm.extend(llvm_decode_all(&mc, chunk, &mut crashed));
+        llvm.extend(llvm_decode_all(&mc, target, chunk, &mut crashed));
     }
     let mut mismatches = Vec::new();
     let (mut agree, mut lenient, mut both_reject) = (0, 0, 0);
     for (i, p) in probes.iter().enumerate() {
-        let ours = decode(p, 0);
+        let ours = decode_for(target, p, 0);
         match (llvm[i].as_ref(), ours) {
             (Some((text, _)), _) if text.contains("/*") => both_reject += 1,
             (Some((text, len)), Ok(inst)) => {
@@ -127,7 +137,7 @@ fn random_fields_match_llvm() {
         }
     }
     println!(
-        "{} probes: {agree} identical, {lenient} accepted only by us, {both_reject} rejected by LLVM \
+        "{target}: {} probes: {agree} identical, {lenient} accepted only by us, {both_reject} rejected by LLVM \
          ({crashed} crash llvm-mc-15), {} mismatches",
         probes.len(),
         mismatches.len()
@@ -140,7 +150,7 @@ fn random_fields_match_llvm() {
 }
 
 /// LLVM's decoding of each probe (`None`: rejected), or `None` if llvm-mc-15 crashed on the batch.
-fn llvm_decode(mc: &std::path::Path, probes: &[[u32; 3]]) -> Option<Vec<Option<(String, usize)>>> {
+fn llvm_decode(mc: &std::path::Path, target: Target, probes: &[[u32; 3]]) -> Option<Vec<Option<(String, usize)>>> {
     // Each probe on its own line, then two `s_nop <i>` markers (a leftover word that starts a
     // 64-bit instruction can swallow one).
     let mut input = String::new();
@@ -149,7 +159,8 @@ fn llvm_decode(mc: &std::path::Path, probes: &[[u32; 3]]) -> Option<Vec<Option<(
         input.push_str(&format!("{}\n{}\n{}\n", bytes(p), bytes(&[marker]), bytes(&[marker])));
     }
     let mut child = Command::new(mc)
-        .args(["-disassemble", "-show-encoding", "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx90a"])
+        .args(["-disassemble", "-show-encoding", "-triple=amdgcn-amd-amdhsa"])
+        .arg(format!("-mcpu={}", target.mcpu()))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -206,11 +217,16 @@ fn llvm_decode(mc: &std::path::Path, probes: &[[u32; 3]]) -> Option<Vec<Option<(
 }
 
 /// Runs [`llvm_decode`] in batches, isolating probes that crash llvm-mc-15 (reported as `Err`).
-fn llvm_decode_all(mc: &std::path::Path, probes: &[[u32; 3]], crashed: &mut usize) -> Vec<Option<(String, usize)>> {
+fn llvm_decode_all(
+    mc: &std::path::Path,
+    target: Target,
+    probes: &[[u32; 3]],
+    crashed: &mut usize,
+) -> Vec<Option<(String, usize)>> {
     if probes.is_empty() {
         return Vec::new();
     }
-    if let Some(v) = llvm_decode(mc, probes) {
+    if let Some(v) = llvm_decode(mc, target, probes) {
         return v;
     }
     if probes.len() == 1 {
@@ -218,7 +234,7 @@ fn llvm_decode_all(mc: &std::path::Path, probes: &[[u32; 3]], crashed: &mut usiz
         return vec![Some(("/* llvm-mc crashed */".to_string(), 0))];
     }
     let (a, b) = probes.split_at(probes.len() / 2);
-    let mut v = llvm_decode_all(mc, a, crashed);
-    v.extend(llvm_decode_all(mc, b, crashed));
+    let mut v = llvm_decode_all(mc, target, a, crashed);
+    v.extend(llvm_decode_all(mc, target, b, crashed));
     v
 }

@@ -7,13 +7,19 @@ mod common;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use aqueduct_isa::{decode, Encoding};
+use aqueduct_isa::{decode, decode_for, Encoding, Target};
 
 /// Assembles `lines` and checks every instruction; `enc` is the encoding each must decode as.
 fn round_trip(enc: Encoding, lines: &[&str]) {
+    round_trip_for(Target::Gfx90a, enc, lines)
+}
+
+/// [`round_trip`] for `target` (`-mcpu=gfx940` for gfx940).
+fn round_trip_for(target: Target, enc: Encoding, lines: &[&str]) {
     let mc = common::tool("llvm-mc-15", "llvm-15");
     let mut child = Command::new(mc)
-        .args(["-arch=amdgcn", "-mcpu=gfx90a", "-show-encoding"])
+        .args(["-arch=amdgcn", "-show-encoding"])
+        .arg(format!("-mcpu={}", target.mcpu()))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -36,7 +42,7 @@ fn round_trip(enc: Encoding, lines: &[&str]) {
             .collect();
         let words: Vec<u32> = bytes.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
         n += 1;
-        match decode(&words, 0) {
+        match decode_for(target, &words, 0) {
             Ok(inst) => {
                 let got = inst.display().to_string();
                 if got != want || usize::from(inst.len) != words.len() || inst.encoding() != enc {
@@ -476,4 +482,157 @@ fn errors_are_values() {
     assert_eq!((e.word, e.kind), (1, DecodeErrorKind::UnknownOpcode(0x7f)));
     // Past the end.
     assert_eq!(decode(&[], 0).unwrap_err().kind, DecodeErrorKind::Truncated);
+}
+
+/// gfx940 (docs/isa.md §2 "CDNA3"): its new instructions, its cache-bit names, SCRATCH's SVE bit and
+/// its hardware registers. (MFMA opcodes gfx908 already had are left out: llvm-mc-15 spells them
+/// `v_mfma_f32_16x16x4_f32` when assembling and `v_mfma_f32_16x16x4f32` when disassembling, and
+/// this crate, like llvm-objdump-15, uses the latter.)
+#[test]
+fn gfx940() {
+    let t = Target::Gfx940;
+    round_trip_for(
+        t,
+        Encoding::Vop1,
+        &[
+            "v_mov_b64_e32 v[0:1], v[2:3]",
+            "v_mov_b64_e32 v[0:1], s[2:3]",
+            "v_mov_b64_e32 v[4:5], 1.0",
+            "v_mov_b64_e32 v[4:5], 0x3f800000",
+            "v_mov_b64_dpp v[0:1], v[2:3] row_newbcast:1 row_mask:0xf bank_mask:0xf",
+            "v_cvt_f32_fp8_e32 v1, v2",
+            "v_cvt_pk_f32_bf8_e32 v[2:3], v4",
+        ],
+    );
+    round_trip_for(
+        t,
+        Encoding::Vop2,
+        &["v_fmamk_f32 v1, v2, 0x3f800000, v3", "v_fmaak_f32 v1, v2, v3, 0x3f800000", "v_fmac_f32_e32 v1, v2, v3"],
+    );
+    round_trip_for(
+        t,
+        Encoding::Vop3,
+        &[
+            "v_lshl_add_u64 v[0:1], v[2:3], 2, v[4:5]",
+            "v_lshl_add_u64 v[0:1], s[2:3], v4, 0",
+            "v_mov_b64_e64 v[0:1], s[2:3]",
+            "v_cvt_pk_fp8_f32 v1, v2, v3",
+            "v_cvt_sr_bf8_f32 v1, v2, v3",
+        ],
+    );
+    round_trip_for(
+        t,
+        Encoding::Vop3p,
+        &[
+            "v_mfma_f32_16x16x8_xf32 a[0:3], v[4:5], v[6:7], a[0:3]",
+            "v_mfma_f32_32x32x4_xf32 v[0:15], v[2:3], v[4:5], v[0:15]",
+            "v_mfma_i32_16x16x32_i8 v[0:3], v[4:5], v[6:7], v[0:3]",
+            "v_mfma_i32_32x32x16_i8 a[0:15], v[4:5], v[6:7], a[0:15] cbsz:1 abid:1 blgp:2",
+            "v_mfma_f32_32x32x4_2b_bf16 v[0:31], v[4:5], v[6:7], v[0:31]",
+            "v_mfma_f32_16x16x16_bf16 v[0:3], v[4:5], v[6:7], 0",
+            "v_mfma_f64_16x16x4_f64 v[0:7], v[4:5], v[6:7], v[0:7]",
+            "v_mfma_f64_4x4x4_4b_f64 a[0:1], v[2:3], v[4:5], a[0:1]",
+            "v_smfmac_f32_16x16x32_f16 a[0:3], v[4:5], v[6:9], v10",
+            "v_smfmac_f32_16x16x32_f16 v[0:3], v[4:5], v[6:9], v10 cbsz:1 abid:2",
+            "v_smfmac_i32_32x32x32_i8 v[0:15], v[16:17], v[20:23], v24",
+            "v_mfma_f32_16x16x32_fp8_bf8 v[0:3], v[4:5], v[6:7], v[0:3]",
+            "v_pk_fma_f32 v[0:1], v[2:3], v[4:5], v[6:7]",
+        ],
+    );
+    round_trip_for(
+        t,
+        Encoding::Global,
+        &[
+            "global_load_dword v1, v[2:3], off sc0 nt sc1",
+            "global_load_dword v1, v2, s[4:5] offset:-8 nt",
+            "global_store_dword v[2:3], v1, off sc0 sc1",
+            "global_load_lds_dword v[2:3], off",
+            "global_load_lds_ubyte v2, s[2:3] offset:4",
+            "global_atomic_add_f32 v1, v[2:3], v4, off sc0",
+            "global_atomic_add_f32 v[2:3], v4, off",
+            "global_atomic_pk_add_bf16 v1, v[2:3], v4, off sc0",
+            "global_atomic_cmpswap_x2 v[0:1], v[2:3], v[4:7], off sc0 sc1",
+        ],
+    );
+    round_trip_for(
+        t,
+        Encoding::Flat,
+        &[
+            "flat_load_dword v1, v[2:3] sc1",
+            "flat_atomic_add v1, v[2:3], v4 sc0",
+            "flat_atomic_add_f32 v[2:3], v4",
+            "flat_atomic_pk_add_f16 v1, v[2:3], v4 sc0 nt",
+        ],
+    );
+    round_trip_for(
+        t,
+        Encoding::Scratch,
+        &[
+            "scratch_load_dword v1, v2, off",
+            "scratch_load_dword v1, off, s2",
+            "scratch_load_dword v1, v2, s2 offset:-16",
+            "scratch_load_dword v1, off, off offset:8",
+            "scratch_store_dword v2, v1, off nt",
+            "scratch_store_dwordx2 off, v[4:5], s3 sc0 sc1",
+            "scratch_load_lds_dword v2, off",
+            "scratch_load_lds_sshort off, s4",
+        ],
+    );
+    round_trip_for(
+        t,
+        Encoding::Mubuf,
+        &[
+            "buffer_load_dword v1, off, s[4:7], 0 sc0 nt sc1",
+            "buffer_store_dword v1, v2, s[4:7], s5 offen offset:16 nt",
+            "buffer_load_dword off, s[4:7], 0 lds",
+            "buffer_inv sc0 sc1",
+            "buffer_inv",
+            "buffer_wbl2 sc1",
+            "buffer_wbl2",
+            "buffer_wbinvl1",
+        ],
+    );
+    round_trip_for(
+        t,
+        Encoding::Mtbuf,
+        &["tbuffer_load_format_x v1, off, s[4:7], 0 format:[BUF_DATA_FORMAT_32] sc0 sc1"],
+    );
+    round_trip_for(t, Encoding::Ds, &["ds_pk_add_f16 v1, v2", "ds_pk_add_rtn_bf16 v3, v1, v2 offset:8"]);
+    round_trip_for(
+        t,
+        Encoding::Sopk,
+        &["s_getreg_b32 s1, hwreg(HW_REG_XCC_ID)", "s_setreg_b32 hwreg(HW_REG_SQ_PERF_SNAPSHOT_PC_HI, 4, 7), s52"],
+    );
+    round_trip_for(t, Encoding::Smem, &["s_load_dword s1, s[2:3], 0x0 glc", "s_load_dwordx4 s[4:7], s[2:3], 0x10"]);
+}
+
+#[test]
+fn gfx940_errors_are_values() {
+    use aqueduct_isa::{DecodeErrorKind, EncodingClass};
+    let t = Target::Gfx940;
+    // v_mac_f32 (VOP2 0x16) and v_mad_f32 (VOP3 0x1c1) are gone on gfx940; v_madmk_f32's code is
+    // v_fmamk_f32 there.
+    let e = decode_for(t, &[0x2C02_0702], 0).unwrap_err();
+    assert_eq!((e.encoding, e.kind), (EncodingClass::Known(Encoding::Vop2), DecodeErrorKind::UnknownOpcode(0x16)));
+    assert!(decode_for(t, &[0xD1C1_0001, 0x040E_0502], 0).is_err());
+    assert!(decode(&[0xD1C1_0001, 0x040E_0502], 0).is_ok());
+    assert_eq!(decode_for(t, &[0x2E02_0702, 0x3F80_0000], 0).unwrap().op.name(), "v_fmamk_f32");
+    assert_eq!(decode(&[0x2E02_0702, 0x3F80_0000], 0).unwrap().op.name(), "v_madmk_f32");
+    // No images.
+    let e = decode_for(t, &[0xF000_0F00, 0x0002_000A], 0).unwrap_err();
+    assert_eq!((e.encoding, e.kind), (EncodingClass::Known(Encoding::Mimg), DecodeErrorKind::UnknownOpcode(0)));
+    // Bit 13 of a GLOBAL instruction (gfx90a's `lds`) is not defined on gfx940.
+    let e = decode_for(t, &[0xDC50_A000, 0x017F_0002], 0).unwrap_err();
+    assert_eq!(e.kind, DecodeErrorKind::IllegalForm);
+    assert!(decode(&[0xDC50_A000, 0x007F_0002], 0).unwrap().mods.gds_lds);
+    // v_mov_b64 and v_lshl_add_u64 are gfx940's own.
+    assert!(decode(&[0x7E00_7102], 0).is_err());
+    assert_eq!(decode_for(t, &[0x7E00_7102], 0).unwrap().display().to_string(), "v_mov_b64_e32 v[0:1], v[2:3]");
+    assert!(decode(&[0xD208_0000, 0x0411_0502], 0).is_err());
+    // The ISA names that select gfx940.
+    for name in ["gfx940", "gfx941", "gfx942", "amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"] {
+        assert_eq!(Target::from_isa_name(name), Some(Target::Gfx940), "{name}");
+    }
+    assert_eq!(Target::from_isa_name("gfx90a:xnack+"), Some(Target::Gfx90a));
+    assert_eq!(Target::from_isa_name("gfx1100"), None);
 }

@@ -3,6 +3,7 @@
 
 mod common;
 
+use aqueduct_isa::Target;
 use common::{compare, repo_root, Report};
 
 #[test]
@@ -71,6 +72,62 @@ fn rocsparse() {
 /// packed-math, f16/f64, atomic, LDS, scratch, printf and clock code.
 #[test]
 fn compiled_kernels() {
+    let (dir, objects) = compile_test_kernels(Target::Gfx90a);
+    let mut report = Report::default();
+    for p in &objects {
+        compare(p, &mut report);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    report.print("test kernels (clang-15 OpenCL, hipcc HIP)");
+    report.assert_clean();
+}
+
+/// gfx940 (CDNA3, docs/isa.md §2 "CDNA3") against `llvm-objdump-15 -d --mcpu=gfx940`: the
+/// repository's gfx940 fixtures (`kernels-gfx940.co`, the gfx940 images of the executor's hipcc
+/// bundles `fixtures/isa/*-gfx940.bundle`) and the test kernels compiled now for gfx940 (the
+/// OpenCL image kernel left out: gfx940 has no image instructions).
+#[test]
+fn gfx940_code_objects() {
+    let root = repo_root();
+    let (dir, mut objects) = compile_test_kernels(Target::Gfx940);
+    objects.push(root.join("kfd-direct/emu/fixtures/kernels-gfx940.co"));
+    let isa = root.join("kfd-direct/emu/fixtures/isa");
+    let mut bundles: Vec<_> = std::fs::read_dir(&isa)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with("-gfx940.bundle"))
+        .collect();
+    bundles.sort();
+    assert_eq!(bundles.len(), 5, "the five gfx940 bundles of fixtures/isa/build.sh");
+    for b in &bundles {
+        let data = std::fs::read(b).unwrap();
+        let bundle = amdhsa::Bundle::parse(&data).expect("an offload bundle");
+        let e = bundle
+            .entries()
+            .find(|e| e.target().is_some_and(|t| t.processor.name == "gfx940"))
+            .expect("a gfx940 entry");
+        let out = dir.join(b.file_name().unwrap()).with_extension("co");
+        std::fs::write(&out, e.code).unwrap();
+        objects.push(out);
+    }
+    let mut report = Report { target: Target::Gfx940, ..Report::default() };
+    for p in &objects {
+        compare(p, &mut report);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    report.print("gfx940: fixtures and test kernels (clang-15 OpenCL, hipcc HIP)");
+    report.assert_clean();
+    // The corpus reaches gfx940's own spellings and opcodes, not only what gfx90a shares.
+    let seen: std::collections::BTreeSet<&str> =
+        report.seen.values().flat_map(|(ops, _)| ops.iter().map(|o| o.name())).collect();
+    for name in ["v_mov_b64_e32", "v_fmac_f32_e32", "buffer_inv", "buffer_wbl2"] {
+        assert!(seen.contains(name), "{name} not in the gfx940 corpus");
+    }
+}
+
+/// Compiles `tests/kernels/isa-test.{cl,hip}` for `target` into a temporary directory: clang-15
+/// OpenCL at -O3 and -O1, hipcc at -O3, -O0 and -O2 with code object v5.
+fn compile_test_kernels(target: Target) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
     let clang = common::tool("clang-15", "clang-15");
     let hipcc = common::tool("hipcc", "hipcc");
     common::tool("ld.lld-15", "lld-15");
@@ -79,40 +136,35 @@ fn compiled_kernels() {
         libs.join("ockl.bc").is_file(),
         "ROCm device libraries missing: install the Debian package `rocm-device-libs`"
     );
+    let mcpu = target.mcpu();
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernels");
-    let dir = std::env::temp_dir().join(format!("aqueduct-isa-kernels-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("aqueduct-isa-kernels-{mcpu}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut objects = Vec::new();
     for opt in ["-O3", "-O1"] {
         let out = dir.join(format!("cl{opt}.co"));
-        let st = std::process::Command::new(&clang)
-            .args(["-x", "cl", "-Xclang", "-finclude-default-header", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx90a"])
-            .arg(format!("--rocm-device-lib-path={}", libs.display()))
-            .arg(opt)
-            .arg(src.join("isa-test.cl"))
-            .arg("-o")
-            .arg(&out)
-            .status()
-            .expect("run clang-15");
-        assert!(st.success(), "clang-15 failed on isa-test.cl {opt}");
+        let mut cmd = std::process::Command::new(&clang);
+        cmd.args(["-x", "cl", "-Xclang", "-finclude-default-header", "-target", "amdgcn-amd-amdhsa"])
+            .arg(format!("-mcpu={mcpu}"))
+            .arg(format!("--rocm-device-lib-path={}", libs.display()));
+        if target == Target::Gfx940 {
+            cmd.arg("-DAQUEDUCT_NO_IMAGES");
+        }
+        let st = cmd.arg(opt).arg(src.join("isa-test.cl")).arg("-o").arg(&out).status().expect("run clang-15");
+        assert!(st.success(), "clang-15 failed on isa-test.cl {opt} for {mcpu}");
         objects.push(out);
     }
     for (opt, extra) in [("-O3", ""), ("-O0", ""), ("-O2", "-mcode-object-version=5")] {
         let out = dir.join(format!("hip{opt}{extra}.co"));
         let mut cmd = std::process::Command::new(&hipcc);
-        cmd.args(["--offload-arch=gfx90a", "--cuda-device-only", "--no-gpu-bundle-output", "-c", "-w", opt]);
+        cmd.arg(format!("--offload-arch={mcpu}"));
+        cmd.args(["--cuda-device-only", "--no-gpu-bundle-output", "-c", "-w", opt]);
         if !extra.is_empty() {
             cmd.arg(extra);
         }
         let st = cmd.arg(src.join("isa-test.hip")).arg("-o").arg(&out).status().expect("run hipcc");
-        assert!(st.success(), "hipcc failed on isa-test.hip {opt} {extra}");
+        assert!(st.success(), "hipcc failed on isa-test.hip {opt} {extra} for {mcpu}");
         objects.push(out);
     }
-    let mut report = Report::default();
-    for p in &objects {
-        compare(p, &mut report);
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    report.print("test kernels (clang-15 OpenCL, hipcc HIP)");
-    report.assert_clean();
+    (dir, objects)
 }

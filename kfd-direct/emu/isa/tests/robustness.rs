@@ -1,9 +1,9 @@
 //! Deterministic stand-in for the `isa_decode` fuzz target (fuzz/fuzz_targets/isa_decode.rs):
-//! random words, decoded at every offset and printed, never panic; plus the size budget of `Inst`.
+//! random words, decoded for gfx90a and gfx940 at every offset and printed, never panic; plus the size budget of `Inst`.
 
 use std::fmt::Write;
 
-use aqueduct_isa::{decode, decode_all, Inst};
+use aqueduct_isa::{decode_all_for, decode_for, Inst, Target};
 
 struct XorShift(u64);
 
@@ -52,10 +52,12 @@ fn random_words_never_panic() {
     let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
     let mut text = String::new();
     let (mut ok, mut err) = (0usize, 0usize);
-    for _ in 0..200 {
+    for round in 0..200 {
+        // Both instruction sets, alternately (docs/isa.md §2 "CDNA3").
+        let target = if round % 2 == 0 { Target::Gfx90a } else { Target::Gfx940 };
         let w = words(&mut rng, 1000);
         for at in 0..w.len() {
-            match decode(&w, at) {
+            match decode_for(target, &w, at) {
                 Ok(inst) => {
                     assert!(at + usize::from(inst.len) <= w.len());
                     text.clear();
@@ -71,7 +73,7 @@ fn random_words_never_panic() {
                 }
             }
         }
-        let _ = decode_all(&w);
+        let _ = decode_all_for(target, &w);
     }
     println!("random words: {ok} decoded, {err} errors");
     assert!(ok > err / 4, "the bias toward real prefixes should make many words decode");

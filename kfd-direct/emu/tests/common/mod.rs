@@ -438,12 +438,66 @@ pub fn read_slice<T: Copy>(b: &Buffer, n: usize) -> Vec<T> {
 /// offload bundle `build.sh` wrote (`<name>-gfx90a.bundle`).
 #[allow(dead_code)]
 pub fn hipcc_fixture(name: &str) -> Vec<u8> {
-    let path = format!("{}/fixtures/isa/{name}-gfx90a.bundle", env!("CARGO_MANIFEST_DIR"));
+    hipcc_fixture_for(name, Gpu::Mi210)
+}
+
+/// The emulated GPU a machine-code test runs on: the MI210 (gfx90a) or the MI300X (gfx942,
+/// which runs the gfx940 code clang-15 builds for the MI300 family; docs/executor.md §8).
+#[allow(dead_code)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gpu {
+    Mi210,
+    Mi300x,
+}
+
+#[allow(dead_code)]
+impl Gpu {
+    pub fn profile(self) -> GpuProfile {
+        match self {
+            Gpu::Mi210 => GpuProfile::Gfx90a,
+            Gpu::Mi300x => GpuProfile::Gfx942,
+        }
+    }
+    /// The processor the fixtures are built for (`gfx90a`, `gfx940`).
+    pub fn code_target(self) -> &'static str {
+        match self {
+            Gpu::Mi210 => "gfx90a",
+            Gpu::Mi300x => "gfx940",
+        }
+    }
+    /// `config` with this GPU as the only device.
+    pub fn config(self, config: EmuConfig) -> EmuConfig {
+        EmuConfig { gpus: vec![self.profile()], ..config }
+    }
+}
+
+/// The code object of the hipcc fixture `fixtures/isa/<name>.hip` for `gpu`, extracted from the
+/// offload bundle `build.sh` wrote (`<name>-gfx90a.bundle`, `<name>-gfx940.bundle`).
+#[allow(dead_code)]
+pub fn hipcc_fixture_for(name: &str, gpu: Gpu) -> Vec<u8> {
+    let t = gpu.code_target();
+    let path = format!("{}/fixtures/isa/{name}-{t}.bundle", env!("CARGO_MANIFEST_DIR"));
     let bundle = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let b = amdhsa::Bundle::parse(&bundle).expect("an offload bundle");
-    let e = b.entries().find(|e| e.target().is_some_and(|t| t.processor.name == "gfx90a")).expect("a gfx90a entry");
+    let e = b.entries().find(|e| e.target().is_some_and(|p| p.processor.name == t)).expect("an entry for the target");
     e.code.to_vec()
 }
+
+/// Runs a test body `fn name(gpu: Gpu)` on both machine-code GPUs: `gfx90a::name` on the MI210
+/// and `gfx942::name` on the MI300X with the gfx940 build of the same fixture.
+#[allow(unused_macros)]
+macro_rules! on_both_gpus {
+    ($($name:ident),* $(,)?) => {
+        mod gfx90a {
+            $(#[test] fn $name() { super::$name(super::common::Gpu::Mi210) })*
+        }
+        mod gfx942 {
+            $(#[test] fn $name() { super::$name(super::common::Gpu::Mi300x) })*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use on_both_gpus;
 
 /// Runs `packets` on a fresh queue; `Ok` when their signal reached 0, else the queue's state.
 #[allow(dead_code)]

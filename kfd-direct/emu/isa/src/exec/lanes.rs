@@ -253,8 +253,9 @@ const fn sh(name: &'static str, m: usize, n: usize, k: usize, blocks: usize, ty:
     Shape { name, m, n, k, blocks, ty }
 }
 
-/// gfx90a's matrix instructions.
-const SHAPES: [Shape; 27] = [
+/// gfx90a's matrix instructions, then gfx940's new ones and new names (docs/executor.md §8: the
+/// bf16 and f64 shapes renamed, the i8 shapes of twice the depth).
+const SHAPES: [Shape; 36] = [
     sh("v_mfma_f32_32x32x1f32", 32, 32, 1, 2, In::F32),
     sh("v_mfma_f32_16x16x1f32", 16, 16, 1, 4, In::F32),
     sh("v_mfma_f32_4x4x1f32", 4, 4, 1, 16, In::F32),
@@ -282,6 +283,15 @@ const SHAPES: [Shape; 27] = [
     sh("v_mfma_f32_16x16x16bf16_1k", 16, 16, 16, 1, In::Bf16),
     sh("v_mfma_f64_16x16x4f64", 16, 16, 4, 1, In::F64),
     sh("v_mfma_f64_4x4x4f64", 4, 4, 4, 4, In::F64),
+    sh("v_mfma_f32_32x32x4_2b_bf16", 32, 32, 4, 2, In::Bf16),
+    sh("v_mfma_f32_16x16x4_4b_bf16", 16, 16, 4, 4, In::Bf16),
+    sh("v_mfma_f32_4x4x4_16b_bf16", 4, 4, 4, 16, In::Bf16),
+    sh("v_mfma_f32_32x32x8_bf16", 32, 32, 8, 1, In::Bf16),
+    sh("v_mfma_f32_16x16x16_bf16", 16, 16, 16, 1, In::Bf16),
+    sh("v_mfma_f64_16x16x4_f64", 16, 16, 4, 1, In::F64),
+    sh("v_mfma_f64_4x4x4_4b_f64", 4, 4, 4, 4, In::F64),
+    sh("v_mfma_i32_32x32x16_i8", 32, 32, 16, 1, In::I8),
+    sh("v_mfma_i32_16x16x32_i8", 16, 16, 32, 1, In::I8),
 ];
 
 /// The handler of a matrix instruction (aux: its index in [`SHAPES`]).
@@ -394,8 +404,8 @@ fn mfma(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
                 let (rlo, rhi) = if wide { (2 * reg, 2 * reg + 1) } else { (reg, reg) };
                 let lo = acc.get(rlo).map(|x| x[lane]).ok_or(ExecErrorKind::Unimplemented)?;
                 let hi = acc.get(rhi).map(|x| x[lane]).ok_or(ExecErrorKind::Unimplemented)?;
-                let mut prods = [0u64; 16];
-                for k in 0..s.k.min(16) {
+                let mut prods = [0u64; 32];
+                for k in 0..s.k.min(32) {
                     let (la, ia) = in_pos(s.m, i, k, ablk);
                     let (lb, ib) = in_pos(s.n, j, k, blk);
                     let (x, y) = (elem(&a, la, ia), elem(&b, blgp_lane(lb, blgp), ib));
@@ -411,7 +421,7 @@ fn mfma(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
                         In::F64 => (f64::from_bits(x) * f64::from_bits(y)).to_bits(),
                     };
                 }
-                let ks = &prods[..s.k.min(16)];
+                let ks = &prods[..s.k.min(32)];
                 let (nlo, nhi) = match s.ty {
                     In::I8 => {
                         let sum = ks.iter().fold(lo as i32, |t, &p| t.wrapping_add(p as i64 as i32));

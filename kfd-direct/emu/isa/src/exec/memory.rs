@@ -247,10 +247,18 @@ fn flat_d16_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
 // SCRATCH
 
 /// The private addresses of a `scratch_*` access: SGPR offset (SADDR), else VGPR offset, plus
-/// the signed 13-bit instruction offset.
+/// the signed 13-bit instruction offset; on gfx940 both when both are present (SVS: SADDR and
+/// a VGPR address with the SVE bit, docs/isa.md §2 "CDNA3").
 fn scratch_offsets(w: &Wave, e: &Exe, addr: &Operand, saddr: Option<Operand>) -> Result<Lanes, ExecErrorKind> {
     let off = e.inst.mods.offset as u32;
     Ok(match (saddr, addr) {
+        (
+            Some(s @ (Operand::Sgpr { .. } | Operand::Ttmp { .. } | Operand::Special { .. })),
+            a @ (Operand::Vgpr { .. } | Operand::Agpr { .. }),
+        ) => {
+            let (s, v) = (w.s32(&s)?.wrapping_add(off), w.v32(a)?);
+            core::array::from_fn(|l| s.wrapping_add(v[l]))
+        }
         (Some(s @ (Operand::Sgpr { .. } | Operand::Ttmp { .. } | Operand::Special { .. })), _) => {
             [w.s32(&s)?.wrapping_add(off); LANES]
         }
@@ -775,8 +783,10 @@ pub(crate) fn handler_for_name(base: &str) -> Option<(Handler, u32)> {
         if let Some(k) = rest.strip_prefix("store_") {
             return store_aux(k).map(|a| (buffer_store as Handler, a));
         }
-        // Cache write-backs and invalidations: every access completes before the next one.
-        return matches!(rest, "wbl2" | "invl2" | "wbinvl1" | "wbinvl1_vol").then_some((|_, _, _| NEXT, 0));
+        // Cache write-backs and invalidations (gfx940's `buffer_inv` and `buffer_wbl2` with their
+        // sc0/sc1 scopes too): the emulator's memory is coherent and every access completes
+        // before the next one, so each runs and changes nothing (docs/executor.md §8).
+        return matches!(rest, "wbl2" | "invl2" | "inv" | "wbinvl1" | "wbinvl1_vol").then_some((|_, _, _| NEXT, 0));
     }
     if let Some(f) = base.strip_prefix("tbuffer_load_format_") {
         return format_aux(f).map(|a| (format_access as Handler, a));

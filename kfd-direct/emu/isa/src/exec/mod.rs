@@ -38,7 +38,7 @@ use core::fmt;
 use amdhsa::descriptor::SgprInit;
 use amdhsa::KernelDescriptor;
 
-use crate::{decode, DecodeError, Inst};
+use crate::{DecodeError, Inst};
 
 pub use memory::{swizzle_source, SHADER_CLOCKS_PER_TICK};
 pub use wave::{Wave, LANES};
@@ -516,6 +516,9 @@ pub struct Code {
     stops: Vec<DecodeError>,
     /// Instructions without a handler (by table index, deduplicated), for reports.
     missing: Vec<crate::Op>,
+    /// The instruction set it was decoded for (gfx940 waves start with an architected flat
+    /// scratch, §3 and §8 of docs/executor.md).
+    target: crate::Target,
 }
 
 impl fmt::Debug for Code {
@@ -531,10 +534,20 @@ impl Code {
         Code::decode_at(base, words, &[])
     }
 
+    /// [`Code::decode`] for `target`'s instruction set.
+    pub fn decode_for(target: crate::Target, base: u64, words: &[u32]) -> Code {
+        Code::decode_at_for(target, base, words, &[])
+    }
+
     /// Decodes `words` placed at `base` from the start and from each address of `entries`
     /// (kernel entry points inside a code object's text): each run goes on until a word that
     /// does not decode, and an entry already reached by an earlier run starts nothing.
     pub fn decode_at(base: u64, words: &[u32], entries: &[u64]) -> Code {
+        Code::decode_at_for(crate::Target::Gfx90a, base, words, entries)
+    }
+
+    /// [`Code::decode_at`] for `target`'s instruction set (gfx940 code: docs/executor.md §8).
+    pub fn decode_at_for(target: crate::Target, base: u64, words: &[u32], entries: &[u64]) -> Code {
         let mut runs: Vec<usize> = entries
             .iter()
             .filter_map(|&a| usize::try_from(a.checked_sub(base)? / 4).ok().filter(|&w| w < words.len()))
@@ -551,7 +564,7 @@ impl Code {
             }
             at = run;
             while at < words.len() && u32::try_from(at * 4).is_ok() {
-                match decode(words, at) {
+                match crate::decode_for(target, words, at) {
                     Ok(inst) => {
                         let h = ops::handler(&inst);
                         if h.is_none() && !missing.contains(&inst.op) {
@@ -571,7 +584,7 @@ impl Code {
                 }
             }
         }
-        let mut c = Code { base, slots: Arc::from([]), starts: Arc::from(starts), stops, missing };
+        let mut c = Code { base, slots: Arc::from([]), starts: Arc::from(starts), stops, missing, target };
         // Branch targets: PC + 4 + 4 × simm16, resolved to indices once.
         for i in 0..slots.len() {
             let e = slots[i].exe;
@@ -591,6 +604,11 @@ impl Code {
         }
         c.slots = Arc::from(slots);
         c
+    }
+
+    /// The instruction set the code was decoded for.
+    pub fn target(&self) -> crate::Target {
+        self.target
     }
 
     /// Whether the code holds a call or an indirect jump (`s_swappc_b64`, `s_setpc_b64`), whose
@@ -859,8 +877,24 @@ fn init_wave(
     let wave_offset = if has_slot { u64::from(slot) * d.scratch.wave_bytes() } else { 0 };
     let lo = |v: u64| v as u32;
     let hi = |v: u64| (v >> 32) as u32;
+    // gfx940 has an architected flat scratch (docs/executor.md §8): with ENABLE_PRIVATE_SEGMENT
+    // the hardware sets FLAT_SCRATCH to the wave's scratch base (the queue's backing memory plus
+    // the wave's slot) and passes no scratch wave-offset SGPR; the private segment buffer and
+    // flat scratch init user SGPRs are not supported there and must not be enabled.
+    let architected = kernel.code.target() == crate::Target::Gfx940;
+    if architected {
+        let mut unsupported = false;
+        kd.initial_sgprs(|_, v| unsupported |= matches!(v, SgprInit::PrivateSegmentBuffer | SgprInit::FlatScratchInit));
+        if unsupported {
+            return Err(ExecError::bare(ExecErrorKind::Setup));
+        }
+        if kd.rsrc2.private_segment() {
+            w.flat_scratch = d.scratch.base.wrapping_add(wave_offset);
+        }
+    }
     kd.initial_sgprs(|at, what| {
         let vals: &[u32] = match what {
+            SgprInit::PrivateSegmentWaveOffset if architected => return,
             SgprInit::PrivateSegmentBuffer => &d.scratch.resource,
             SgprInit::DispatchPtr => &[lo(d.packet_address), hi(d.packet_address)],
             SgprInit::QueuePtr => &[lo(d.queue_address), hi(d.queue_address)],

@@ -328,6 +328,31 @@ fn vshift64(w: &mut Wave, e: &Exe, f: impl Fn(u64, u32) -> u64) -> R {
     NEXT
 }
 
+/// gfx940's `v_mov_b64` (VOP1, VOP3, DPP64; docs/executor.md §8): a 64-bit move.
+fn vmov64(w: &mut Wave, e: &Exe, _: &mut Group<'_>) -> R {
+    int_mods(e)?;
+    let v = w.v64(&src(e, 0)?, Ty::B64)?;
+    w.set_v64(&dst(e)?, &v)?;
+    NEXT
+}
+
+/// gfx940's `v_lshl_add_u64 D, S0, S1, S2` (docs/executor.md §8): D = (S0 << S1) + S2 in 64 bits.
+/// The MI300 ISA defines shifts of 0–4 only (LLVM emits nothing else); any other shift is an
+/// error rather than a guess.
+fn vlshl_add64(w: &mut Wave, e: &Exe, _: &mut Group<'_>) -> R {
+    int_mods(e)?;
+    let a = w.v64(&src(e, 0)?, Ty::B64)?;
+    let s = w.v32(&src(e, 1)?)?;
+    let c = w.v64(&src(e, 2)?, Ty::B64)?;
+    let exec = w.exec;
+    if (0..LANES).any(|l| exec >> l & 1 != 0 && s[l] > 4) {
+        return Err(ExecErrorKind::Unimplemented);
+    }
+    let r: Lanes64 = per_lane(|l| (a[l] << (s[l] & 7)).wrapping_add(c[l]));
+    w.set_v64(&dst(e)?, &r)?;
+    NEXT
+}
+
 /// Add/subtract with carry-out (and carry-in): `f(a, b, cin) -> (result, cout)`.
 fn vcarry(w: &mut Wave, e: &Exe, cin: bool, f: impl Fn(u32, u32, u32) -> (u32, bool)) -> R {
     int_mods(e)?;
@@ -1287,12 +1312,14 @@ fn ds_atomic_aux(name: &str) -> Option<u32> {
     let base = base.replace("_rtn", "");
     let (op, ty) = base.rsplit_once('_')?;
     let size = match ty {
-        "u32" | "i32" | "b32" | "f32" => 4,
+        // gfx940's ds_pk_add_f16: two f16 in one dword.
+        "u32" | "i32" | "b32" | "f32" | "f16" => 4,
         "u64" | "i64" | "b64" | "f64" => 8,
         _ => return None,
     };
     let i = match (op, ty) {
         ("wrxchg", _) => 0,
+        ("pk_add", "f16") => 15,
         ("cmpst", "b32" | "b64") => 1,
         ("add", "u32" | "u64") => 2,
         ("sub", "u32" | "u64") => 3,
@@ -1596,6 +1623,7 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
         // ---- VOP1 ----
         "v_nop" => |_, _, _| NEXT,
         "v_mov_b32" => |w, e, _| vop1_u32(w, e, |a| a),
+        "v_mov_b64" => vmov64,
         "v_not_b32" => |w, e, _| vop1_u32(w, e, |a| !a),
         "v_bfrev_b32" => |w, e, _| vop1_u32(w, e, u32::reverse_bits),
         "v_ffbh_u32" => |w, e, _| vop1_u32(w, e, |a| if a == 0 { u32::MAX } else { a.leading_zeros() }),
@@ -1716,6 +1744,7 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
         "v_mad_u64_u32" => |w, e, _| vmad64(w, e, false),
         "v_mad_i64_i32" => |w, e, _| vmad64(w, e, true),
         "v_lshlrev_b64" => |w, e, _| vshift64(w, e, |v, s| v << s),
+        "v_lshl_add_u64" => vlshl_add64,
         "v_lshrrev_b64" => |w, e, _| vshift64(w, e, |v, s| v >> s),
         "v_ashrrev_i64" => |w, e, _| vshift64(w, e, |v, s| ((v as i64) >> s) as u64),
         "v_readlane_b32" => readlane,

@@ -24,9 +24,12 @@ __kernel void bits(__global uint* u, __global ulong* l) {
   u[i] = popcount(u[i]) + clz(u[i]) + rotate(u[i], 5u) + mul_hi(u[i], 77u) + (u[i] >> 3) * 0x12345;
   l[i] = l[i] / (ulong)(u[i] | 1) + (l[i] << 7);
 }
+// gfx940 has no image instructions (llvm_objdump's gfx940 corpus defines AQUEDUCT_NO_IMAGES).
+#ifndef AQUEDUCT_NO_IMAGES
 __kernel void img(read_only image2d_t im, sampler_t smp, __global float4* o, write_only image2d_t out) {
   int i = get_global_id(0);
   float4 v = read_imagef(im, smp, (float2)(i, 0.5f)) + read_imagef(im, (int2)(i, 1));
   o[i] = v + (float4)(get_image_width(im));
   write_imagef(out, (int2)(i, 2), v);
 }
+#endif
