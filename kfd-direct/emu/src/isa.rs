@@ -1,6 +1,6 @@
 //! Kernels run as their own gfx90a or gfx940 machine code (docs/architecture.md rule 6;
 //! docs/executor.md): a gfx90a device runs gfx90a code, a gfx942 device the gfx940 code clang-15
-//! builds for the MI300 family ([`device_target`]).
+//! builds for the MI300 family (`device_target`).
 //!
 //! A code-object kernel the registry cannot bind to a host twin — or every code-object kernel
 //! under `AQUEDUCT_EMU_KERNELS=isa` — becomes an `isa_twin`: its code is read from device
