@@ -65,17 +65,6 @@ fn ulps64(got: f64, want: f64) -> u64 {
     key(got).abs_diff(key(want)) as u64
 }
 
-/// Pseudo-random u32s (xorshift), seeded.
-fn rnd(seed: u32) -> impl FnMut() -> u32 {
-    let mut x = seed.max(1);
-    move || {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        x
-    }
-}
-
 /// The f32 cases: hand-picked edges (zeros, infinities, NaN, denormals, the extremes, quotients
 /// that overflow and underflow, huge arguments for the trigonometric reduction), then random
 /// values over many magnitudes.

@@ -14,17 +14,6 @@ fn harness(gpu: Gpu) -> Harness {
     Harness::with(gpu.config(EmuConfig { kernels: KernelMode::Isa, ..EmuConfig::default() }))
 }
 
-/// Pseudo-random u32s (xorshift), seeded.
-fn rnd(seed: u32) -> impl FnMut() -> u32 {
-    let mut x = seed.max(1);
-    move || {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        x
-    }
-}
-
 fn warp_shuffles_match_the_host(gpu: Gpu) {
     let h = harness(gpu);
     let objects = place_code_object(&h, &hipcc_fixture_for("lanes", gpu), &["shuffles"]);

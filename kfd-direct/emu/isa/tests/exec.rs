@@ -8,6 +8,7 @@
 mod common;
 
 use common::assemble;
+use common::rnd;
 
 use aqueduct_isa::exec::{self, run_wave, Code, ExecErrorKind, Limits, VecMemory, Wave, LANES};
 
@@ -36,17 +37,6 @@ fn run(asm: &str, w: &mut Wave) {
 
 fn lanes(f: impl Fn(usize) -> u32) -> [u32; LANES] {
     core::array::from_fn(f)
-}
-
-/// Pseudo-random u32s (xorshift), seeded.
-fn rnd(seed: u32) -> impl FnMut() -> u32 {
-    let mut x = seed.max(1);
-    move || {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        x
-    }
 }
 
 #[test]

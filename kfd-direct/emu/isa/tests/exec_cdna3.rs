@@ -11,6 +11,7 @@ mod common;
 use aqueduct_isa::exec::{self, run_wave, Code, ExecErrorKind, Limits, VecMemory, Wave, LANES};
 use aqueduct_isa::Target;
 use common::assemble_for;
+use common::rnd;
 
 const BASE: u64 = 0x1_0000_0000;
 const SCRATCH: u64 = BASE + 0x10000;
@@ -38,16 +39,6 @@ fn run_on(asm: &str, w: &mut Wave, mem: &VecMemory) -> Result<(), exec::ExecErro
 
 fn run(asm: &str, w: &mut Wave, mem: &VecMemory) {
     run_on(asm, w, mem).unwrap_or_else(|e| panic!("{asm}: {e}"));
-}
-
-fn rnd(seed: u32) -> impl FnMut() -> u32 {
-    let mut x = seed.max(1);
-    move || {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        x
-    }
 }
 
 fn v64(w: &Wave, r: usize, l: usize) -> u64 {

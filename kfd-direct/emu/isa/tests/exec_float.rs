@@ -10,6 +10,7 @@
 mod common;
 
 use common::assemble;
+use common::rnd;
 
 use aqueduct_isa::exec::{run_wave, Code, ExecErrorKind, Limits, VecMemory, Wave, LANES};
 
@@ -42,17 +43,6 @@ fn run(asm: &str, w: &mut Wave) {
 fn unimplemented(asm: &str, w: &mut Wave) {
     let e = try_run(asm, w).expect_err(asm);
     assert_eq!(e.kind, ExecErrorKind::Unimplemented, "{asm}: {e}");
-}
-
-/// Pseudo-random u32s (xorshift), seeded.
-fn rnd(seed: u32) -> impl FnMut() -> u32 {
-    let mut x = seed.max(1);
-    move || {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        x
-    }
 }
 
 fn set_f32(w: &mut Wave, r: usize, v: &[f32; LANES]) {

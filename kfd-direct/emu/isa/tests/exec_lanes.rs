@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::rnd;
+
 use aqueduct_isa::exec::{run_wave, Code, ExecErrorKind, Limits, VecMemory, Wave};
 use aqueduct_isa::Target;
 
@@ -43,17 +45,6 @@ fn run_for(target: Target, asm: &str, w: &mut Wave) {
     let mem = VecMemory::new(BASE, 0);
     let mut lds = vec![0u8; 64];
     run_wave(&code, w, &mem, &mut lds, &Limits { wave_instructions: 1000 }).unwrap_or_else(|e| panic!("{asm}: {e}"));
-}
-
-/// Pseudo-random u32s (xorshift), seeded.
-fn rnd(seed: u32) -> impl FnMut() -> u32 {
-    let mut x = seed.max(1);
-    move || {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        x
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -515,3 +515,14 @@ pub fn run_packets(h: &Harness, packets: &mut [aqueduct::aql::KernelDispatchPack
         Err(h.emu.queue_state(q.id))
     }
 }
+
+/// Pseudo-random u32s (xorshift), seeded.
+pub fn rnd(seed: u32) -> impl FnMut() -> u32 {
+    let mut x = seed.max(1);
+    move || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x
+    }
+}

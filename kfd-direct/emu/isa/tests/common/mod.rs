@@ -402,3 +402,14 @@ pub fn assemble_for(target: Target, asm: &str) -> Vec<u32> {
     }
     bytes.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
 }
+
+/// Pseudo-random u32s (xorshift), seeded.
+pub fn rnd(seed: u32) -> impl FnMut() -> u32 {
+    let mut x = seed.max(1);
+    move || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x
+    }
+}
