@@ -5,6 +5,7 @@
 #![no_std]
 #![no_main]
 
+mod mem;
 mod rt;
 
 use core::mem::MaybeUninit;
