@@ -293,6 +293,7 @@ fn builtin_write_value(d: &Dispatch) -> core::result::Result<(), QueueFault> {
     Ok(())
 }
 
+#[cfg(feature = "capture")]
 fn builtin_graph_scheduler(d: &Dispatch) -> core::result::Result<(), QueueFault> {
     // SAFETY: core's graph instantiation writes SchedulerArgs.
     let a: crate::conditional::SchedulerArgs = unsafe { d.args() };
@@ -301,11 +302,22 @@ fn builtin_graph_scheduler(d: &Dispatch) -> core::result::Result<(), QueueFault>
     unsafe { crate::conditional::run_scheduler(a) }
 }
 
+/// The built-in kernels. The graph scheduler only with capture: without it no graph exists to
+/// dispatch it, and the loopback answers `NotSupported` (`docs/architecture.md`, "Footprint").
+#[cfg(feature = "capture")]
 const BUILTINS: [(BuiltinKernel, KernelFn); 4] = [
     (BuiltinKernel::Copy, builtin_copy),
     (BuiltinKernel::Fill, builtin_fill),
     (BuiltinKernel::WriteValue, builtin_write_value),
     (BuiltinKernel::GraphScheduler, builtin_graph_scheduler),
+];
+/// The built-in kernels. The graph scheduler only with capture: without it no graph exists to
+/// dispatch it, and the loopback answers `NotSupported` (`docs/architecture.md`, "Footprint").
+#[cfg(not(feature = "capture"))]
+const BUILTINS: [(BuiltinKernel, KernelFn); 3] = [
+    (BuiltinKernel::Copy, builtin_copy),
+    (BuiltinKernel::Fill, builtin_fill),
+    (BuiltinKernel::WriteValue, builtin_write_value),
 ];
 
 impl<'m, C: Config> Loopback<'m, C> {

@@ -93,3 +93,24 @@ fn null_stream_and_events_order_work_across_streams() {
     rt.device_synchronize().unwrap();
     rt.event_destroy(e).unwrap();
 }
+
+/// The loopback's built-in kernels: copy, fill and write-value always; the graph scheduler only
+/// with capture (without it no graph exists to dispatch it).
+#[test]
+fn builtin_kernels_follow_the_capture_feature() {
+    use aqueduct::{Backend, BuiltinKernel};
+    let (rt, _) = runtime();
+    let lb = rt.backend();
+    let copy = lb.builtin_kernel(0, BuiltinKernel::Copy).expect("copy");
+    let fill = lb.builtin_kernel(0, BuiltinKernel::Fill).expect("fill");
+    let write = lb.builtin_kernel(0, BuiltinKernel::WriteValue).expect("write value");
+    assert!(copy != fill && fill != write && copy != write);
+    let scheduler = lb.builtin_kernel(0, BuiltinKernel::GraphScheduler);
+    if cfg!(feature = "capture") {
+        let s = scheduler.expect("graph scheduler with capture");
+        assert!(s != copy && s != fill && s != write);
+    } else {
+        assert_eq!(scheduler, Err(Error::NotSupported));
+    }
+    assert_eq!(lb.builtin_kernel(1, BuiltinKernel::Copy), Err(Error::InvalidDevice));
+}

@@ -328,12 +328,18 @@ impl Reservation<'_> {
 
     /// Writes and publishes the next packet (steps 3 and 4). Returns its index, or `None` if
     /// every reserved slot is already written.
+    #[inline]
     pub fn write<P: Packet>(&mut self, packet: &P) -> Option<u64> {
+        self.write_words(packet.words())
+    }
+
+    /// [`write`](Self::write) of a packet given as its 16 dwords (one copy of the code for every
+    /// packet type).
+    pub fn write_words(&mut self, words: &PacketWords) -> Option<u64> {
         if self.written == self.n {
             return None;
         }
         let index = self.next_index();
-        let words = packet.words();
         // SAFETY: the slot is reserved by this reservation (fetch_add) and retired by the
         // consumer (room check), so nobody else accesses its body until dword 0 is published.
         unsafe { self.ring.slots.write_body(index, words) };
