@@ -61,8 +61,9 @@ const KERNEL_OBJECT_BASE: u64 = 0x7f00_0000_0000;
 const MAX_KERNELS: usize = 32;
 const MAX_HOST_CALLS: usize = 32;
 const MAX_ALLOCATIONS: usize = 256;
-/// Entries kept in the trace.
-pub const TRACE_CAPACITY: usize = 256;
+/// Entries kept in the trace of the default configuration (`LT` of
+/// [`Capacities`](crate::config::Capacities)).
+pub const TRACE_CAPACITY: usize = <<DefaultConfig as Config>::LoopbackTrace<TraceSlot> as Table<TraceSlot>>::LEN;
 /// Number of CUs the loopback device reports.
 pub const LOOPBACK_CUS: u32 = 104;
 /// How long a wait spins for another thread's pump to finish before it answers `NotReady`.
@@ -144,6 +145,14 @@ impl<C: Config> Default for LoopbackMemory<C> {
     }
 }
 
+/// One entry of the trace table.
+#[derive(Clone, Copy)]
+struct TraceSlot(Option<TraceEntry>);
+
+impl Slot for TraceSlot {
+    const EMPTY: Self = TraceSlot(None);
+}
+
 /// One recorded event of the loopback device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TraceEntry {
@@ -222,7 +231,7 @@ struct State<C: Config> {
     signal_used: C::LoopbackSignals<Used>,
     kernels: [Option<KernelFn>; MAX_KERNELS],
     allocations: [(usize, usize); MAX_ALLOCATIONS],
-    trace: [Option<TraceEntry>; TRACE_CAPACITY],
+    trace: C::LoopbackTrace<TraceSlot>,
     trace_len: usize,
     trace_dropped: usize,
 }
@@ -323,6 +332,8 @@ const BUILTINS: [(BuiltinKernel, KernelFn); 3] = [
 impl<'m, C: Config> Loopback<'m, C> {
     /// Packets per ring.
     const RING: usize = <C::LoopbackRing<RingSlot> as Table<RingSlot>>::LEN;
+    /// Trace entries.
+    const TRACE: usize = <C::LoopbackTrace<TraceSlot> as Table<TraceSlot>>::LEN;
     /// Kernel-argument bytes per ring slot.
     const KARG: usize = <C::LoopbackKernarg as Bytes>::LEN;
     /// Heap bytes.
@@ -348,7 +359,7 @@ impl<'m, C: Config> Loopback<'m, C> {
                 signal_used: <C::LoopbackSignals<Used> as Table<Used>>::EMPTY,
                 kernels,
                 allocations: [(0, 0); MAX_ALLOCATIONS],
-                trace: [None; TRACE_CAPACITY],
+                trace: <C::LoopbackTrace<TraceSlot> as Table<TraceSlot>>::EMPTY,
                 trace_len: 0,
                 trace_dropped: 0,
             }),
@@ -386,7 +397,8 @@ impl<'m, C: Config> Loopback<'m, C> {
         Ok(KERNEL_OBJECT_BASE + i as u64 * 64)
     }
 
-    /// Number of trace entries recorded (at most [`TRACE_CAPACITY`]).
+    /// Number of trace entries recorded (at most the configuration's `LT`, [`TRACE_CAPACITY`]
+    /// by default).
     pub fn trace_len(&self) -> usize {
         self.state.lock().trace_len
     }
@@ -395,7 +407,7 @@ impl<'m, C: Config> Loopback<'m, C> {
     pub fn trace_entry(&self, i: usize) -> Option<TraceEntry> {
         let st = self.state.lock();
         if i < st.trace_len {
-            st.trace.get(i).copied().flatten()
+            st.trace.slots().get(i).and_then(|t| t.0)
         } else {
             None
         }
@@ -405,7 +417,7 @@ impl<'m, C: Config> Loopback<'m, C> {
     pub fn trace(&self, out: &mut [TraceEntry]) -> usize {
         let st = self.state.lock();
         let mut n = 0;
-        for (o, e) in out.iter_mut().zip(st.trace.iter().take(st.trace_len)) {
+        for (o, e) in out.iter_mut().zip(st.trace.slots().iter().map(|t| &t.0).take(st.trace_len)) {
             if let Some(e) = e {
                 *o = *e;
                 n += 1;
@@ -520,12 +532,16 @@ impl<'m, C: Config> Loopback<'m, C> {
         loop {
             let mut exec = Exec { lb: self };
             let index = ring.read_index();
-            let words = ring.read(index);
+            // The packet as the trace records it (not read when there is no trace to keep it).
+            let words = if Self::TRACE == 0 { None } else { ring.read(index) };
             match aql::step(&ring, limit, &mut exec) {
                 Step::Retired(i) => {
                     progress = true;
-                    if let Some(words) = words {
-                        self.push_trace(TraceEntry::Packet { queue: q as u32, index: i, words });
+                    match words {
+                        Some(words) => self.push_trace(TraceEntry::Packet { queue: q as u32, index: i, words }),
+                        // No trace: the packet counts as dropped, as an entry that does not fit.
+                        None if Self::TRACE == 0 => self.state.lock().trace_dropped += 1,
+                        None => {}
                     }
                 }
                 Step::Faulted(_, fault) => {
@@ -547,12 +563,13 @@ impl<'m, C: Config> Loopback<'m, C> {
         }) > 0
     }
 
+    /// Records `e`, or counts it as dropped when the trace is full (or has no entries).
     fn push_trace(&self, e: TraceEntry) {
         let mut st = self.state.lock();
         let n = st.trace_len;
-        match st.trace.get_mut(n) {
+        match st.trace.slots_mut().get_mut(n) {
             Some(slot) => {
-                *slot = Some(e);
+                *slot = TraceSlot(Some(e));
                 st.trace_len += 1;
             }
             None => st.trace_dropped += 1,
@@ -874,6 +891,7 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Capacities;
     use crate::{Runtime, SingleThread};
 
     fn assert_send_sync<T: Send + Sync>() {}
@@ -882,5 +900,33 @@ mod tests {
     fn runtime_is_send_and_sync() {
         assert_send_sync::<Loopback<'static>>();
         assert_send_sync::<Runtime<Loopback<'static>, SingleThread>>();
+    }
+
+    /// A trace of `LT` entries keeps the first `LT` and counts the rest as dropped; with `LT`
+    /// 0 every entry is dropped.
+    fn trace_of<const LT: usize>() -> (usize, usize, Option<TraceEntry>) {
+        type Sizes<const LT: usize> = Capacities<4, 4, 1, 4, 1, 4, 1, 4, 1, 1, 4, 8, 64, 16, 4096, 1, 4, LT>;
+        let mem = LoopbackMemory::<Sizes<LT>>::new();
+        let rt: Runtime<Loopback<'_, Sizes<LT>>, SingleThread, Sizes<LT>> =
+            Runtime::new(Loopback::new(&mem), SingleThread);
+        let s = rt.stream_create(0).unwrap();
+        // Each marker is one doorbell and one retired packet: two entries.
+        for _ in 0..3 {
+            rt.marker(s).unwrap();
+        }
+        rt.stream_synchronize(s).unwrap();
+        let lb = rt.backend();
+        (lb.trace_len(), lb.trace_dropped(), lb.trace_entry(0))
+    }
+
+    #[test]
+    fn trace_capacity_comes_from_the_configuration() {
+        let (len, dropped, first) = trace_of::<256>();
+        assert_eq!((len, dropped), (6, 0));
+        assert!(matches!(first, Some(TraceEntry::Doorbell { .. })));
+        let (len, dropped, _) = trace_of::<4>();
+        assert_eq!((len, dropped), (4, 2));
+        let (len, dropped, first) = trace_of::<0>();
+        assert_eq!((len, dropped, first), (0, 6, None));
     }
 }
