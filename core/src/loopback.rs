@@ -891,7 +891,6 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Capacities;
     use crate::{Runtime, SingleThread};
 
     fn assert_send_sync<T: Send + Sync>() {}
@@ -900,33 +899,5 @@ mod tests {
     fn runtime_is_send_and_sync() {
         assert_send_sync::<Loopback<'static>>();
         assert_send_sync::<Runtime<Loopback<'static>, SingleThread>>();
-    }
-
-    /// A trace of `LT` entries keeps the first `LT` and counts the rest as dropped; with `LT`
-    /// 0 every entry is dropped.
-    fn trace_of<const LT: usize>() -> (usize, usize, Option<TraceEntry>) {
-        type Sizes<const LT: usize> = Capacities<4, 4, 1, 4, 1, 4, 1, 4, 1, 1, 4, 8, 64, 16, 4096, 1, 4, LT>;
-        let mem = LoopbackMemory::<Sizes<LT>>::new();
-        let rt: Runtime<Loopback<'_, Sizes<LT>>, SingleThread, Sizes<LT>> =
-            Runtime::new(Loopback::new(&mem), SingleThread);
-        let s = rt.stream_create(0).unwrap();
-        // Each marker is one doorbell and one retired packet: two entries.
-        for _ in 0..3 {
-            rt.marker(s).unwrap();
-        }
-        rt.stream_synchronize(s).unwrap();
-        let lb = rt.backend();
-        (lb.trace_len(), lb.trace_dropped(), lb.trace_entry(0))
-    }
-
-    #[test]
-    fn trace_capacity_comes_from_the_configuration() {
-        let (len, dropped, first) = trace_of::<256>();
-        assert_eq!((len, dropped), (6, 0));
-        assert!(matches!(first, Some(TraceEntry::Doorbell { .. })));
-        let (len, dropped, _) = trace_of::<4>();
-        assert_eq!((len, dropped), (4, 2));
-        let (len, dropped, first) = trace_of::<0>();
-        assert_eq!((len, dropped, first), (0, 6, None));
     }
 }
