@@ -812,7 +812,8 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
         let size = bytes.div_ceil(16) * 16;
         let mut st = self.state.lock();
         // First fit: the lowest of 0 and the block ends where `size` bytes fit.
-        let live = st.allocations;
+        // Borrowed, not copied: the table is MAX_ALLOCATIONS entries.
+        let live = &st.allocations;
         let fits = |at: usize| {
             at + size <= Self::HEAP && live.iter().all(|&(off, len)| len == 0 || at + size <= off || off + len <= at)
         };
