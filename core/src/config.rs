@@ -68,6 +68,9 @@ pub trait Config: 'static {
     type LoopbackSignals<T: Slot>: Table<T>;
     /// Allocatable bytes of a loopback device.
     type LoopbackHeap: Bytes;
+    /// Entries of a loopback device's trace, one entry each (0: the device records nothing and
+    /// counts every entry as dropped).
+    type LoopbackTrace<T: Slot>: Table<T>;
     /// Memory pools, one entry each.
     type Pools<T: Slot>: Table<T>;
     /// Blocks of backend memory the pools hold, over all pools.
@@ -95,6 +98,7 @@ pub trait Config: 'static {
 /// | `LH` | loopback: heap bytes |
 /// | `P` | memory pools |
 /// | `PB` | memory-pool blocks (all pools) |
+/// | `LT` | loopback: trace entries |
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Capacities<
     const S: usize = 32,
@@ -114,6 +118,7 @@ pub struct Capacities<
     const LH: usize = 65536,
     const P: usize = 16,
     const PB: usize = 256,
+    const LT: usize = 256,
 >;
 
 impl<
@@ -134,7 +139,8 @@ impl<
         const LH: usize,
         const P: usize,
         const PB: usize,
-    > Config for Capacities<S, E, T, H, G, N, X, Q, B, M, LQ, LR, LK, LS, LH, P, PB>
+        const LT: usize,
+    > Config for Capacities<S, E, T, H, G, N, X, Q, B, M, LQ, LR, LK, LS, LH, P, PB, LT>
 {
     type Streams<R: lock_api::RawMutex> = [StreamSlot<R>; S];
     type Events<R: lock_api::RawMutex> = [EventSlot<R>; E];
@@ -157,6 +163,7 @@ impl<
     type LoopbackKernarg = [u8; LK];
     type LoopbackSignals<Ts: Slot> = [Ts; LS];
     type LoopbackHeap = [u8; LH];
+    type LoopbackTrace<Ts: Slot> = [Ts; LT];
     type Pools<Ts: Slot> = [Ts; P];
     type PoolBlocks<Ts> = heapless::Vec<Ts, PB>;
 }
@@ -166,7 +173,7 @@ impl<
 /// host with few streams, each on its own queue; HIP-scale hosts use [`HipScale`], whose budget
 /// is 4); a loopback device of 40 queues of 64 packets with 256 kernel-argument bytes each
 /// ([`DEFAULT_KERNARG_BYTES`](crate::loopback::DEFAULT_KERNARG_BYTES)), 160 signals and 64 KiB of
-/// heap; 16 memory pools over 256 blocks.
+/// heap and a trace of 256 entries; 16 memory pools over 256 blocks.
 pub type Default = Capacities;
 
 /// A small firmware image: 16 streams, 32 events, 2 threads, 8 host functions, 1 graph of 8

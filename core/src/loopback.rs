@@ -63,8 +63,9 @@ const MAX_HOST_CALLS: usize = 32;
 const MAX_ALLOCATIONS: usize = 256;
 /// Live host registrations at most ([`Backend::host_register`]).
 const MAX_REGISTRATIONS: usize = 16;
-/// Entries kept in the trace.
-pub const TRACE_CAPACITY: usize = 256;
+/// Entries kept in the trace of the default configuration (`LT` of
+/// [`Capacities`](crate::config::Capacities)).
+pub const TRACE_CAPACITY: usize = <<DefaultConfig as Config>::LoopbackTrace<TraceSlot> as Table<TraceSlot>>::LEN;
 /// Number of CUs the loopback device reports.
 pub const LOOPBACK_CUS: u32 = 104;
 /// How long a wait spins for another thread's pump to finish before it answers `NotReady`.
@@ -144,6 +145,14 @@ impl<C: Config> Default for LoopbackMemory<C> {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// One entry of the trace table.
+#[derive(Clone, Copy)]
+struct TraceSlot(Option<TraceEntry>);
+
+impl Slot for TraceSlot {
+    const EMPTY: Self = TraceSlot(None);
 }
 
 /// One recorded event of the loopback device.
@@ -226,7 +235,7 @@ struct State<C: Config> {
     allocations: [(usize, usize); MAX_ALLOCATIONS],
     /// Registered host ranges `(address, bytes)`; `bytes == 0` is a free entry.
     registrations: [(u64, u64); MAX_REGISTRATIONS],
-    trace: [Option<TraceEntry>; TRACE_CAPACITY],
+    trace: C::LoopbackTrace<TraceSlot>,
     trace_len: usize,
     trace_dropped: usize,
 }
@@ -297,6 +306,7 @@ fn builtin_write_value(d: &Dispatch) -> core::result::Result<(), QueueFault> {
     Ok(())
 }
 
+#[cfg(feature = "capture")]
 fn builtin_graph_scheduler(d: &Dispatch) -> core::result::Result<(), QueueFault> {
     // SAFETY: core's graph instantiation writes SchedulerArgs.
     let a: crate::conditional::SchedulerArgs = unsafe { d.args() };
@@ -305,16 +315,29 @@ fn builtin_graph_scheduler(d: &Dispatch) -> core::result::Result<(), QueueFault>
     unsafe { crate::conditional::run_scheduler(a) }
 }
 
+/// The built-in kernels. The graph scheduler only with capture: without it no graph exists to
+/// dispatch it, and the loopback answers `NotSupported` (`docs/architecture.md`, "Footprint").
+#[cfg(feature = "capture")]
 const BUILTINS: [(BuiltinKernel, KernelFn); 4] = [
     (BuiltinKernel::Copy, builtin_copy),
     (BuiltinKernel::Fill, builtin_fill),
     (BuiltinKernel::WriteValue, builtin_write_value),
     (BuiltinKernel::GraphScheduler, builtin_graph_scheduler),
 ];
+/// The built-in kernels. The graph scheduler only with capture: without it no graph exists to
+/// dispatch it, and the loopback answers `NotSupported` (`docs/architecture.md`, "Footprint").
+#[cfg(not(feature = "capture"))]
+const BUILTINS: [(BuiltinKernel, KernelFn); 3] = [
+    (BuiltinKernel::Copy, builtin_copy),
+    (BuiltinKernel::Fill, builtin_fill),
+    (BuiltinKernel::WriteValue, builtin_write_value),
+];
 
 impl<'m, C: Config> Loopback<'m, C> {
     /// Packets per ring.
     const RING: usize = <C::LoopbackRing<RingSlot> as Table<RingSlot>>::LEN;
+    /// Trace entries.
+    const TRACE: usize = <C::LoopbackTrace<TraceSlot> as Table<TraceSlot>>::LEN;
     /// Kernel-argument bytes per ring slot.
     const KARG: usize = <C::LoopbackKernarg as Bytes>::LEN;
     /// Heap bytes.
@@ -341,7 +364,7 @@ impl<'m, C: Config> Loopback<'m, C> {
                 kernels,
                 allocations: [(0, 0); MAX_ALLOCATIONS],
                 registrations: [(0, 0); MAX_REGISTRATIONS],
-                trace: [None; TRACE_CAPACITY],
+                trace: <C::LoopbackTrace<TraceSlot> as Table<TraceSlot>>::EMPTY,
                 trace_len: 0,
                 trace_dropped: 0,
             }),
@@ -379,7 +402,8 @@ impl<'m, C: Config> Loopback<'m, C> {
         Ok(KERNEL_OBJECT_BASE + i as u64 * 64)
     }
 
-    /// Number of trace entries recorded (at most [`TRACE_CAPACITY`]).
+    /// Number of trace entries recorded (at most the configuration's `LT`, [`TRACE_CAPACITY`]
+    /// by default).
     pub fn trace_len(&self) -> usize {
         self.state.lock().trace_len
     }
@@ -388,7 +412,7 @@ impl<'m, C: Config> Loopback<'m, C> {
     pub fn trace_entry(&self, i: usize) -> Option<TraceEntry> {
         let st = self.state.lock();
         if i < st.trace_len {
-            st.trace.get(i).copied().flatten()
+            st.trace.slots().get(i).and_then(|t| t.0)
         } else {
             None
         }
@@ -398,7 +422,7 @@ impl<'m, C: Config> Loopback<'m, C> {
     pub fn trace(&self, out: &mut [TraceEntry]) -> usize {
         let st = self.state.lock();
         let mut n = 0;
-        for (o, e) in out.iter_mut().zip(st.trace.iter().take(st.trace_len)) {
+        for (o, e) in out.iter_mut().zip(st.trace.slots().iter().map(|t| &t.0).take(st.trace_len)) {
             if let Some(e) = e {
                 *o = *e;
                 n += 1;
@@ -513,12 +537,16 @@ impl<'m, C: Config> Loopback<'m, C> {
         loop {
             let mut exec = Exec { lb: self };
             let index = ring.read_index();
-            let words = ring.read(index);
+            // The packet as the trace records it (not read when there is no trace to keep it).
+            let words = if Self::TRACE == 0 { None } else { ring.read(index) };
             match aql::step(&ring, limit, &mut exec) {
                 Step::Retired(i) => {
                     progress = true;
-                    if let Some(words) = words {
-                        self.push_trace(TraceEntry::Packet { queue: q as u32, index: i, words });
+                    match words {
+                        Some(words) => self.push_trace(TraceEntry::Packet { queue: q as u32, index: i, words }),
+                        // No trace: the packet counts as dropped, as an entry that does not fit.
+                        None if Self::TRACE == 0 => self.state.lock().trace_dropped += 1,
+                        None => {}
                     }
                 }
                 Step::Faulted(_, fault) => {
@@ -540,12 +568,13 @@ impl<'m, C: Config> Loopback<'m, C> {
         }) > 0
     }
 
+    /// Records `e`, or counts it as dropped when the trace is full (or has no entries).
     fn push_trace(&self, e: TraceEntry) {
         let mut st = self.state.lock();
         let n = st.trace_len;
-        match st.trace.get_mut(n) {
+        match st.trace.slots_mut().get_mut(n) {
             Some(slot) => {
-                *slot = Some(e);
+                *slot = TraceSlot(Some(e));
                 st.trace_len += 1;
             }
             None => st.trace_dropped += 1,
@@ -788,7 +817,8 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
         let size = bytes.div_ceil(16) * 16;
         let mut st = self.state.lock();
         // First fit: the lowest of 0 and the block ends where `size` bytes fit.
-        let live = st.allocations;
+        // Borrowed, not copied: the table is MAX_ALLOCATIONS entries.
+        let live = &st.allocations;
         let fits = |at: usize| {
             at + size <= Self::HEAP && live.iter().all(|&(off, len)| len == 0 || at + size <= off || off + len <= at)
         };

@@ -1,5 +1,5 @@
-//! Streams, events, the queue pool and the null stream's synchronisation on the loopback,
-//! through the public API and without capture: this suite runs with the `capture` feature on and
+//! Streams, events, the queue pool and the null stream's synchronisation on the loopback, and
+//! the loopback's built-in kernels and trace, through the public API and without capture: this suite runs with the `capture` feature on and
 //! off (`cargo test -p aqueduct --no-default-features --test without_capture`, a CI line).
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -92,4 +92,53 @@ fn null_stream_and_events_order_work_across_streams() {
     assert_eq!(c.load(Ordering::SeqCst), 3);
     rt.device_synchronize().unwrap();
     rt.event_destroy(e).unwrap();
+}
+
+/// The loopback's built-in kernels: copy, fill and write-value always; the graph scheduler only
+/// with capture (without it no graph exists to dispatch it).
+#[test]
+fn builtin_kernels_follow_the_capture_feature() {
+    use aqueduct::{Backend, BuiltinKernel};
+    let (rt, _) = runtime();
+    let lb = rt.backend();
+    let copy = lb.builtin_kernel(0, BuiltinKernel::Copy).expect("copy");
+    let fill = lb.builtin_kernel(0, BuiltinKernel::Fill).expect("fill");
+    let write = lb.builtin_kernel(0, BuiltinKernel::WriteValue).expect("write value");
+    assert!(copy != fill && fill != write && copy != write);
+    let scheduler = lb.builtin_kernel(0, BuiltinKernel::GraphScheduler);
+    if cfg!(feature = "capture") {
+        let s = scheduler.expect("graph scheduler with capture");
+        assert!(s != copy && s != fill && s != write);
+    } else {
+        assert_eq!(scheduler, Err(Error::NotSupported));
+    }
+    assert_eq!(lb.builtin_kernel(1, BuiltinKernel::Copy), Err(Error::InvalidDevice));
+}
+
+/// A trace of `LT` entries keeps the first `LT` and counts the rest as dropped; with `LT` 0
+/// every entry is dropped.
+fn trace_of<const LT: usize>() -> (usize, usize, Option<aqueduct::loopback::TraceEntry>) {
+    type Sizes<const LT: usize> = Capacities<4, 4, 1, 4, 1, 4, 1, 4, 1, 1, 4, 8, 64, 16, 4096, 1, 4, LT>;
+    let mem = LoopbackMemory::<Sizes<LT>>::new();
+    let rt: Runtime<Loopback<'_, Sizes<LT>>, SingleThread, Sizes<LT>> = Runtime::new(Loopback::new(&mem), SingleThread);
+    let s = rt.stream_create(0).unwrap();
+    // Each marker is one doorbell and one retired packet: two entries.
+    for _ in 0..3 {
+        rt.marker(s).unwrap();
+    }
+    rt.stream_synchronize(s).unwrap();
+    let lb = rt.backend();
+    (lb.trace_len(), lb.trace_dropped(), lb.trace_entry(0))
+}
+
+#[test]
+fn trace_capacity_comes_from_the_configuration() {
+    use aqueduct::loopback::TraceEntry;
+    let (len, dropped, first) = trace_of::<256>();
+    assert_eq!((len, dropped), (6, 0));
+    assert!(matches!(first, Some(TraceEntry::Doorbell { .. })));
+    let (len, dropped, _) = trace_of::<4>();
+    assert_eq!((len, dropped), (4, 2));
+    let (len, dropped, first) = trace_of::<0>();
+    assert_eq!((len, dropped, first), (0, 6, None));
 }

@@ -169,6 +169,9 @@ impl AqlRing {
     }
 
     /// The current read index (packets retired so far).
+    // Out of line where 64-bit atomics are not native (a 64-bit load is a short interrupt-free
+    // section there: one copy instead of one per caller, docs/architecture.md, "Footprint").
+    #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
     pub fn read_index(&self) -> u64 {
         // Ordering: Acquire pairs with the consumer's Release advance (slot reuse).
         self.read_index_atomic().load(Ordering::Acquire)
@@ -328,12 +331,18 @@ impl Reservation<'_> {
 
     /// Writes and publishes the next packet (steps 3 and 4). Returns its index, or `None` if
     /// every reserved slot is already written.
+    #[inline]
     pub fn write<P: Packet>(&mut self, packet: &P) -> Option<u64> {
+        self.write_words(packet.words())
+    }
+
+    /// [`write`](Self::write) of a packet given as its 16 dwords (one copy of the code for every
+    /// packet type).
+    pub fn write_words(&mut self, words: &PacketWords) -> Option<u64> {
         if self.written == self.n {
             return None;
         }
         let index = self.next_index();
-        let words = packet.words();
         // SAFETY: the slot is reserved by this reservation (fetch_add) and retired by the
         // consumer (room check), so nobody else accesses its body until dword 0 is published.
         unsafe { self.ring.slots.write_body(index, words) };

@@ -14,7 +14,7 @@
 //! stream, behind a wait on the progress point of the previous launch.
 
 use super::conditional::{entry_packets, BuiltList};
-use super::submit::{dispatch_packet, header, raw, Batch, Spec, MAX_BATCH};
+use super::submit::{dispatch_packet, header, raw, Batch, Dispatch, Spec, MAX_BATCH};
 use super::{KernelLaunch, Runtime, St};
 use crate::aql::{BarrierPacket, BarrierValuePacket, PacketType, RawPacket};
 use crate::backend::{Backend, BuiltinArgs, BuiltinKernel, HostFn, WriteValueArgs};
@@ -569,7 +569,6 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             0
         };
         self.publish(slot, &mut inner, batch.as_slice())?;
-        let packet = dispatch_packet(object, [1, 1, 1], [1, 1, 1], 0, 0);
         for chunk in used.chunks(MAX_BATCH).chain(top.chunks(MAX_BATCH)) {
             // WriteValueArgs { dst: the signal's value (offset 8), value: 1, width: 8 }.
             let mut args = [[0u8; 32]; MAX_BATCH];
@@ -578,7 +577,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             }
             let mut writes = Batch::new();
             for a in args.iter().take(chunk.len()) {
-                writes.push(Spec::Dispatch(packet, a.get(..24).unwrap_or(&[])))?;
+                writes.push(Spec::Dispatch(Dispatch::single(object, a.get(..24).unwrap_or(&[]))))?;
             }
             self.publish(slot, &mut inner, writes.as_slice())?;
         }

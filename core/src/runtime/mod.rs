@@ -287,7 +287,11 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         all.get(..high.min(all.len())).unwrap_or(all)
     }
 
-    #[inline]
+    // Out of line on targets without native 64-bit atomics (the small 32-bit images, where size
+    // comes first: one copy instead of one per caller, docs/architecture.md, "Footprint");
+    // inlined on hosts.
+    #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
+    #[cfg_attr(target_has_atomic = "64", inline)]
     fn stream(&self, i: usize) -> Result<&StreamSlot<K::RawMutex>> {
         self.streams.slots().get(i).ok_or(Error::InvalidHandle)
     }
@@ -306,6 +310,11 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         StreamHandle(table::encode(STREAM_TAG, g, i))
     }
 
+    // Out of line on targets without native 64-bit atomics (the small 32-bit images, where size
+    // comes first: one copy instead of one per caller, docs/architecture.md, "Footprint");
+    // inlined on hosts.
+    #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
+    #[cfg_attr(target_has_atomic = "64", inline)]
     fn lock(&self) -> lock_api::MutexGuard<'_, K::RawMutex, Structure<C>> {
         self.structure.lock()
     }

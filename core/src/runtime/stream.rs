@@ -409,18 +409,25 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
     fn null_stream(&self, device: u32) -> Result<usize> {
         let d = self.devices.get(device as usize).ok_or(Error::InvalidDevice)?;
+        self.lazy_stream(&d.null_stream, StreamKind::Null, device)
+    }
+
+    /// The stream whose handle `cell` keeps, created (of `kind`, on `device`, default flags and
+    /// priority) if it is not live: the null stream of a device and the per-thread streams.
+    fn lazy_stream(&self, cell: &portable_atomic::AtomicU64, kind: StreamKind, device: u32) -> Result<usize> {
         // Ordering: Acquire pairs with the Release store below.
-        if let Lookup::Live(i) = self.lookup_stream(d.null_stream.load(Ordering::Acquire)) {
+        if let Lookup::Live(i) = self.lookup_stream(cell.load(Ordering::Acquire)) {
             return Ok(i);
         }
         let mut st = self.lock();
-        if let Lookup::Live(i) = self.lookup_stream(d.null_stream.load(Ordering::Acquire)) {
+        // Ordering: Acquire, as above; another thread may have created it meanwhile.
+        if let Lookup::Live(i) = self.lookup_stream(cell.load(Ordering::Acquire)) {
             return Ok(i);
         }
         let i = self.create_slot(
             &mut st,
             NewStream {
-                kind: StreamKind::Null,
+                kind,
                 device,
                 flags: StreamFlags::DEFAULT,
                 priority: Priority::Normal,
@@ -429,7 +436,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             },
         )?;
         // Ordering: Release publishes the live slot with its handle.
-        d.null_stream.store(self.handle_of(i).0, Ordering::Release);
+        cell.store(self.handle_of(i).0, Ordering::Release);
         Ok(i)
     }
 
@@ -448,24 +455,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         // Ordering: Relaxed; the calling thread's own slot.
         let device = t.device.load(Ordering::Relaxed);
         let p = t.per_thread.get(device as usize).ok_or(Error::InvalidDevice)?;
-        if let Lookup::Live(i) = self.lookup_stream(p.load(Ordering::Relaxed)) {
-            return Ok(i);
-        }
-        let mut st = self.lock();
-        let i = self.create_slot(
-            &mut st,
-            NewStream {
-                kind: StreamKind::PerThread,
-                device,
-                flags: StreamFlags::DEFAULT,
-                priority: Priority::Normal,
-                cu_mask: None,
-                context: None,
-            },
-        )?;
-        // Ordering: Relaxed; read by this thread only (and by thread_exit on it).
-        p.store(self.handle_of(i).0, Ordering::Relaxed);
-        Ok(i)
+        self.lazy_stream(p, StreamKind::PerThread, device)
     }
 
     /// Resolves a handle to a live slot and the handle generation it was found with: `0` and

@@ -13,8 +13,8 @@ use portable_atomic::Ordering;
 
 use super::{doorbell_fence, Runtime};
 use crate::aql::{
-    amd_format, BarrierPacket, BarrierValuePacket, Condition, FenceScope, Header, KernelDispatchPacket, PacketType,
-    DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
+    amd_format, BarrierPacket, BarrierValuePacket, Condition, FenceScope, Header, KernelDispatchPacket, Packet,
+    PacketType, DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
 };
 use crate::backend::{Backend, BuiltinKernel, HostFn};
 #[cfg(feature = "capture")]
@@ -74,9 +74,48 @@ pub(super) enum Spec<'a> {
     /// A barrier-AND completing `signal` (not counted).
     Mark(SignalHandle),
     /// A counted kernel dispatch with its kernel arguments.
-    Dispatch(KernelDispatchPacket, &'a [u8]),
-    /// A counted barrier-value packet of the operation (`hipStreamWaitValue*`).
-    Value(BarrierValuePacket),
+    Dispatch(Dispatch<'a>),
+    /// A counted barrier-value packet of the operation (`hipStreamWaitValue*`): waits until
+    /// `(*(signal + 8) & mask) cond value`.
+    Value { signal: u64, value: i64, mask: i64, cond: Condition },
+}
+
+/// A kernel dispatch as [`publish`](Runtime::publish) takes it: the packet's fields that vary,
+/// and the kernel arguments. Smaller than the 64-byte, 64-byte aligned packet it becomes, so a
+/// [`Batch`] is small and moves cheaply (`docs/architecture.md`, "Footprint").
+#[derive(Clone, Copy)]
+pub(super) struct Dispatch<'a> {
+    /// Kernel object.
+    pub(super) object: u64,
+    /// Grid size in work-items.
+    pub(super) grid: [u32; 3],
+    /// Work-group size.
+    pub(super) wg: [u16; 3],
+    /// Group (LDS) bytes per work-group.
+    pub(super) group: u32,
+    /// Private bytes per work-item.
+    pub(super) private: u32,
+    /// Kernel arguments.
+    pub(super) args: &'a [u8],
+}
+
+impl<'a> Dispatch<'a> {
+    /// A one-work-item dispatch of `object` (the built-in kernels).
+    pub(super) fn single(object: u64, args: &'a [u8]) -> Self {
+        Dispatch { object, grid: [1, 1, 1], wg: [1, 1, 1], group: 0, private: 0, args }
+    }
+
+    /// The launch's dispatch.
+    fn launch(k: &crate::runtime::KernelLaunch<'a>) -> Self {
+        Dispatch {
+            object: k.kernel_object,
+            grid: k.grid,
+            wg: k.workgroup,
+            group: k.group_segment_size,
+            private: k.private_segment_size,
+            args: k.kernarg,
+        }
+    }
 }
 
 /// The packets of one publish, in order (not initialised ahead: the common batch is one
@@ -198,7 +237,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let slot_bytes = hw.desc.kernarg_slot_bytes as usize;
         let mut extra = 0usize;
         for s in specs {
-            if let Spec::Dispatch(_, args) = s {
+            if let Spec::Dispatch(Dispatch { args, .. }) = s {
                 if args.len() > slot_bytes {
                     let k = args.len().div_ceil(slot_bytes.max(1)) - 1;
                     if k > hw.desc.kernarg_overhang_slots as usize {
@@ -239,25 +278,27 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let mut counted = 0u64;
         for spec in specs {
             let index = res.next_index();
-            match *spec {
+            // Each spec becomes one packet's words (and, for a dispatch with long arguments, the
+            // no-op barriers after it), written by the one `write` below.
+            let (words, counts, nops) = match *spec {
                 Spec::Wait(signal, below) => {
                     let mut w = wait_packet(signal, below, p);
                     w.header = with_barrier(w.header, barrier);
-                    res.write(&w);
-                    counted += 1;
+                    (*w.words(), true, 0)
                 }
                 Spec::Deps(deps) => {
                     let mut w = BarrierPacket::and(deps, p);
                     w.header = with_barrier(w.header, barrier);
-                    res.write(&w);
-                    counted += 1;
+                    (*w.words(), true, 0)
                 }
                 Spec::Mark(signal) => {
                     let mut w = BarrierPacket::and([0; 5], signal.0);
                     w.header = with_barrier(w.header, barrier);
-                    res.write(&w);
+                    (*w.words(), false, 0)
                 }
-                Spec::Dispatch(mut d, args) => {
+                Spec::Dispatch(k) => {
+                    let args = k.args;
+                    let mut d = dispatch_packet(k.object, k.grid, k.wg, k.group, k.private);
                     let desc = &hw.desc;
                     let off = (index & (ring.size() - 1)) * u64::from(desc.kernarg_slot_bytes);
                     // No division on the common path: arguments within one slot take one.
@@ -276,20 +317,30 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                     d.kernarg_address = desc.kernarg_device + off;
                     d.completion_signal = p;
                     d.header = with_barrier(d.header, barrier);
-                    res.write(&d);
-                    counted += 1;
-                    for _ in 1..slots {
-                        let mut nop = BarrierPacket::and([0; 5], 0);
-                        nop.header = with_barrier(nop.header, barrier);
-                        res.write(&nop);
-                    }
+                    (*d.words(), true, slots - 1)
                 }
-                Spec::Value(mut v) => {
-                    v.completion_signal = p;
+                Spec::Value { signal, value, mask, cond } => {
+                    let mut v = BarrierValuePacket {
+                        header: Header::new(PacketType::VendorSpecific, false, FenceScope::System, FenceScope::System)
+                            .0,
+                        amd_format: amd_format::BARRIER_VALUE,
+                        signal,
+                        value,
+                        mask,
+                        cond: cond as u32,
+                        completion_signal: p,
+                        ..Default::default()
+                    };
                     v.header = with_barrier(v.header, barrier);
-                    res.write(&v);
-                    counted += 1;
+                    (*v.words(), true, 0)
                 }
+            };
+            res.write_words(&words);
+            counted += u64::from(counts);
+            for _ in 0..nops {
+                let mut nop = BarrierPacket::and([0; 5], 0);
+                nop.header = with_barrier(nop.header, barrier);
+                res.write(&nop);
             }
         }
         let last = res.finish();
@@ -512,33 +563,21 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         // The common case, a launch with nothing to wait for, publishes one packet directly.
         if let (0, Command::Kernel(k)) = (batch.len(), cmd) {
             check_geometry(k.grid, k.workgroup, k.kernel_object)?;
-            let p = dispatch_packet(k.kernel_object, k.grid, k.workgroup, k.group_segment_size, k.private_segment_size);
-            return self.publish(slot, inner, &[Spec::Dispatch(p, k.kernarg)]);
+            return self.publish(slot, inner, &[Spec::Dispatch(Dispatch::launch(k))]);
         }
         let mut host: Option<(usize, LiveSignal, LiveSignal, HostFn)> = None;
         match *cmd {
             Command::Kernel(k) => {
                 check_geometry(k.grid, k.workgroup, k.kernel_object)?;
-                let p =
-                    dispatch_packet(k.kernel_object, k.grid, k.workgroup, k.group_segment_size, k.private_segment_size);
-                batch.push(Spec::Dispatch(p, k.kernarg))?;
+                batch.push(Spec::Dispatch(Dispatch::launch(&k)))?;
             }
             Command::Builtin { kernel, ref args, len } => {
                 let object = self.backend.builtin_kernel(device, kernel)?;
-                let p = dispatch_packet(object, [1, 1, 1], [1, 1, 1], 0, 0);
-                batch.push(Spec::Dispatch(p, args.get(..len).ok_or(Error::InvalidValue)?))?;
+                batch.push(Spec::Dispatch(Dispatch::single(object, args.get(..len).ok_or(Error::InvalidValue)?)))?;
             }
             Command::WaitValue { address, value, mask, cond } => {
-                batch.push(Spec::Value(BarrierValuePacket {
-                    header: Header::new(PacketType::VendorSpecific, false, FenceScope::System, FenceScope::System).0,
-                    amd_format: amd_format::BARRIER_VALUE,
-                    // The packet reads the value at signal + 8, where a signal keeps its value.
-                    signal: address.wrapping_sub(8),
-                    value,
-                    mask,
-                    cond: cond as u32,
-                    ..Default::default()
-                }))?;
+                // The packet reads the value at signal + 8, where a signal keeps its value.
+                batch.push(Spec::Value { signal: address.wrapping_sub(8), value, mask, cond })?;
             }
             Command::HostFn(f) => {
                 let (idx, start, done) = self.take_host_signals(i)?;

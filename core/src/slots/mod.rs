@@ -43,7 +43,10 @@ impl SlotWord {
         SlotWord(AtomicU64::new(0))
     }
 
-    #[inline]
+    // Out of line where 64-bit atomics are not native (a 64-bit load is a short interrupt-free
+    // section there: one copy instead of one per caller, docs/architecture.md, "Footprint").
+    #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
+    #[cfg_attr(target_has_atomic = "64", inline)]
     pub(crate) fn load(&self) -> (u32, SlotState) {
         // Ordering: Acquire pairs with the Release stores below: a reader that sees Live sees the
         // slot's attributes written before it.

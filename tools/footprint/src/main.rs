@@ -5,6 +5,7 @@
 #![no_std]
 #![no_main]
 
+mod mem;
 mod rt;
 
 use core::mem::MaybeUninit;
@@ -17,8 +18,9 @@ use aqueduct::{Error, KernelLaunch, Runtime, SingleThread, StreamHandle};
 /// 34 stream slots, 16 events, 2 threads, 32 host-function signal pairs, 1 graph of 8 nodes,
 /// 1 executable, 8 queue slots, 4 hardware queues (the 32 streams share them), 8 code objects;
 /// a loopback of 34 queues (32 streams, the null stream, one spare) of 8 packets with 64
-/// kernel-argument bytes each, 80 signals, 4 KiB of heap.
-type Sizes = aqueduct::Capacities<34, 16, 2, 32, 1, 8, 1, 8, 4, 8, 34, 8, 64, 80, 4096>;
+/// kernel-argument bytes each, 80 signals, 4 KiB of heap and no packet trace (firmware reads
+/// none); the memory pools' default sizes (the probe makes no pool).
+type Sizes = aqueduct::Capacities<34, 16, 2, 32, 1, 8, 1, 8, 4, 8, 34, 8, 64, 80, 4096, 16, 256, 0>;
 type Mem = LoopbackMemory<Sizes>;
 type Backend = Loopback<'static, Sizes>;
 type Rt = Runtime<Backend, SingleThread, Sizes>;
