@@ -101,6 +101,12 @@ pub mod nr {
     pub const UNMAP_MEMORY_FROM_GPU: u32 = 0x19;
     /// `AMDKFD_IOC_SET_CU_MASK`.
     pub const SET_CU_MASK: u32 = 0x1A;
+    /// `AMDKFD_IOC_GET_DMABUF_INFO`.
+    pub const GET_DMABUF_INFO: u32 = 0x1C;
+    /// `AMDKFD_IOC_IMPORT_DMABUF`.
+    pub const IMPORT_DMABUF: u32 = 0x1D;
+    /// `AMDKFD_IOC_EXPORT_DMABUF` (ABI 1.12).
+    pub const EXPORT_DMABUF: u32 = 0x24;
 }
 
 /// `kfd_ioctl_get_version_args`.
@@ -277,6 +283,50 @@ pub struct AllocMemoryOfGpuArgs {
 pub struct FreeMemoryOfGpuArgs {
     /// In: handle.
     pub handle: u64,
+}
+
+/// `kfd_ioctl_export_dmabuf_args` (ABI 1.12; docs/kfd-aql.md §1.4, "Physical handles").
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExportDmabufArgs {
+    /// In: the buffer's handle.
+    pub handle: u64,
+    /// In: flags of the new fd (`O_CLOEXEC`, `O_RDWR`).
+    pub flags: u32,
+    /// Out: the dma-buf fd.
+    pub dmabuf_fd: u32,
+}
+
+/// `kfd_ioctl_import_dmabuf_args`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ImportDmabufArgs {
+    /// In: GPU VA of the new buffer.
+    pub va_addr: u64,
+    /// Out: its handle.
+    pub handle: u64,
+    /// In: the device it belongs to.
+    pub gpu_id: u32,
+    /// In: the dma-buf fd.
+    pub dmabuf_fd: u32,
+}
+
+/// `kfd_ioctl_get_dmabuf_info_args`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GetDmabufInfoArgs {
+    /// Out: bytes.
+    pub size: u64,
+    /// In: where to copy the metadata (0: none).
+    pub metadata_ptr: u64,
+    /// In: room at `metadata_ptr`; out: the metadata's size.
+    pub metadata_size: u32,
+    /// Out: the exporting device.
+    pub gpu_id: u32,
+    /// Out: the buffer's [`mem_flags`].
+    pub flags: u32,
+    /// In: the dma-buf fd.
+    pub dmabuf_fd: u32,
 }
 
 /// `kfd_ioctl_map_memory_to_gpu_args` and `kfd_ioctl_unmap_memory_from_gpu_args`.
@@ -788,6 +838,9 @@ assert_layout!(GetProcessAperturesNewArgs, 16, num_of_nodes = 8);
 assert_layout!(AcquireVmArgs, 8, gpu_id = 4);
 assert_layout!(AllocMemoryOfGpuArgs, 40, size = 8, handle = 16, mmap_offset = 24, gpu_id = 32, flags = 36);
 assert_layout!(FreeMemoryOfGpuArgs, 8);
+assert_layout!(ExportDmabufArgs, 16, flags = 8, dmabuf_fd = 12);
+assert_layout!(ImportDmabufArgs, 24, handle = 8, gpu_id = 16, dmabuf_fd = 20);
+assert_layout!(GetDmabufInfoArgs, 32, metadata_ptr = 8, metadata_size = 16, gpu_id = 20, flags = 24, dmabuf_fd = 28);
 assert_layout!(MapMemoryArgs, 24, device_ids_array_ptr = 8, n_devices = 16, n_success = 20);
 assert_layout!(
     CreateEventArgs,
@@ -972,7 +1025,19 @@ pub mod ioctl {
         UnmapMemoryFromGpu = (IOC_READ | IOC_WRITE, nr::UNMAP_MEMORY_FROM_GPU, MapMemoryArgs);
         /// `AMDKFD_IOC_SET_CU_MASK`.
         SetCuMask = (IOC_WRITE, nr::SET_CU_MASK, SetCuMaskArgs);
+        /// `AMDKFD_IOC_GET_DMABUF_INFO`.
+        GetDmabufInfo = (IOC_READ | IOC_WRITE, nr::GET_DMABUF_INFO, GetDmabufInfoArgs);
+        /// `AMDKFD_IOC_IMPORT_DMABUF`.
+        ImportDmabuf = (IOC_READ | IOC_WRITE, nr::IMPORT_DMABUF, ImportDmabufArgs);
+        /// `AMDKFD_IOC_EXPORT_DMABUF`.
+        ExportDmabuf = (IOC_READ | IOC_WRITE, nr::EXPORT_DMABUF, ExportDmabufArgs);
     }
+
+    // SAFETY: `ExportDmabufArgs` is a buffer handle, fd flags and the fd the kernel writes.
+    unsafe impl PlainIoctl for ExportDmabuf {}
+    // SAFETY: `ImportDmabufArgs` holds a GPU VA the kernel checks against the process's buffers
+    // (never dereferenced on the CPU), a gpu id and an fd.
+    unsafe impl PlainIoctl for ImportDmabuf {}
 
     // SAFETY: `GetVersionArgs` is two version numbers the kernel writes.
     unsafe impl PlainIoctl for GetVersion {}
@@ -1035,6 +1100,12 @@ pub mod request {
     pub const UNMAP_MEMORY_FROM_GPU: u64 = ioctl::UnmapMemoryFromGpu::REQUEST;
     /// `AMDKFD_IOC_SET_CU_MASK`.
     pub const SET_CU_MASK: u64 = ioctl::SetCuMask::REQUEST;
+    /// `AMDKFD_IOC_GET_DMABUF_INFO`.
+    pub const GET_DMABUF_INFO: u64 = ioctl::GetDmabufInfo::REQUEST;
+    /// `AMDKFD_IOC_IMPORT_DMABUF`.
+    pub const IMPORT_DMABUF: u64 = ioctl::ImportDmabuf::REQUEST;
+    /// `AMDKFD_IOC_EXPORT_DMABUF`.
+    pub const EXPORT_DMABUF: u64 = ioctl::ExportDmabuf::REQUEST;
 }
 
 /// The kernel's own direction and argument size for each implemented `nr` (what `kfd_ioctl`
@@ -1059,6 +1130,9 @@ pub const fn kernel_request(nr: u32) -> Option<u64> {
         ioctl::MapMemoryToGpu::NR => ioctl::MapMemoryToGpu::REQUEST,
         ioctl::UnmapMemoryFromGpu::NR => ioctl::UnmapMemoryFromGpu::REQUEST,
         ioctl::SetCuMask::NR => ioctl::SetCuMask::REQUEST,
+        ioctl::GetDmabufInfo::NR => ioctl::GetDmabufInfo::REQUEST,
+        ioctl::ImportDmabuf::NR => ioctl::ImportDmabuf::REQUEST,
+        ioctl::ExportDmabuf::NR => ioctl::ExportDmabuf::REQUEST,
         _ => return None,
     })
 }
@@ -1087,6 +1161,9 @@ mod tests {
         assert_eq!(request::MAP_MEMORY_TO_GPU, 0xC018_4B18);
         assert_eq!(request::UNMAP_MEMORY_FROM_GPU, 0xC018_4B19);
         assert_eq!(request::SET_CU_MASK, 0x4010_4B1A);
+        assert_eq!(request::GET_DMABUF_INFO, 0xC020_4B1C);
+        assert_eq!(request::IMPORT_DMABUF, 0xC018_4B1D);
+        assert_eq!(request::EXPORT_DMABUF, 0xC010_4B24);
         let r = Request::decode(request::CREATE_QUEUE_88);
         assert_eq!((r.nr, r.ty, r.size, r.is_in(), r.is_out()), (2, 0x4B, 88, true, true));
     }

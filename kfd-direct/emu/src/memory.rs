@@ -182,6 +182,9 @@ pub(crate) struct Bo {
     pub(crate) mapped: BTreeSet<u32>,
     /// Live queues using the BO as a queue buffer (unmap → EBUSY while > 0).
     pub(crate) queue_refs: u32,
+    /// The dma-buf the BO was exported as or imported from (its pages are the dma-buf's, shared
+    /// with every other BO of it; docs/kfd-aql.md §1.4 "Physical handles").
+    pub(crate) dmabuf: Option<u64>,
 }
 
 impl Bo {

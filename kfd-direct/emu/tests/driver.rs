@@ -476,3 +476,105 @@ fn clock_counters() {
     ioctl(&h.emu, h.kfd, request::GET_CLOCK_COUNTERS, &mut a).unwrap();
     assert_eq!(a.gpu_clock_counter, 0);
 }
+
+#[test]
+fn dmabuf_export_import_rules_and_aliasing() {
+    let h = Harness::new();
+    let gpu = h.gpu();
+    let size = 2 << 20;
+    let b = h.alloc_raw(gpu, size, VRAM).unwrap();
+    let mut e = ExportDmabufArgs { handle: b.handle + 99, flags: libc::O_CLOEXEC as u32, dmabuf_fd: 0 };
+    expect_err(ioctl(&h.emu, h.kfd, request::EXPORT_DMABUF, &mut e), Errno::EINVAL);
+    e.handle = 0xbad << 32;
+    expect_err(ioctl(&h.emu, h.kfd, request::EXPORT_DMABUF, &mut e), Errno::EINVAL);
+    // A USERPTR buffer is refused as amdgpu_gem_prime_export refuses it.
+    let mut host = vec![0u8; 3 * 4096];
+    let page = (host.as_mut_ptr() as u64).next_multiple_of(4096);
+    let mut u = AllocMemoryOfGpuArgs {
+        va_addr: reserve_va(4096),
+        size: 4096,
+        gpu_id: gpu,
+        flags: mem_flags::USERPTR | mem_flags::WRITABLE,
+        mmap_offset: page,
+        ..Default::default()
+    };
+    ioctl(&h.emu, h.kfd, request::ALLOC_MEMORY_OF_GPU, &mut u).unwrap();
+    e.handle = u.handle;
+    expect_err(ioctl(&h.emu, h.kfd, request::EXPORT_DMABUF, &mut e), Errno::EPERM);
+    e.handle = b.handle;
+    ioctl(&h.emu, h.kfd, request::EXPORT_DMABUF, &mut e).unwrap();
+    let fd = e.dmabuf_fd;
+    let mut info = GetDmabufInfoArgs { dmabuf_fd: fd, ..Default::default() };
+    ioctl(&h.emu, h.kfd, request::GET_DMABUF_INFO, &mut info).unwrap();
+    assert_eq!((info.size, info.gpu_id, info.flags, info.metadata_size), (size, gpu, VRAM, 0));
+    info.dmabuf_fd = h.render[0] as u32;
+    expect_err(ioctl(&h.emu, h.kfd, request::GET_DMABUF_INFO, &mut info), Errno::EINVAL);
+    // A dma-buf fd takes no kfd ioctl.
+    let mut v = GetVersionArgs::default();
+    expect_err(ioctl(&h.emu, fd as i32, request::GET_VERSION, &mut v), Errno::ENOTTY);
+
+    // Import: device, fd, VA.
+    let va = reserve_va(2 * size);
+    let mut i = ImportDmabufArgs { va_addr: va, handle: 0, gpu_id: 0xbad, dmabuf_fd: fd };
+    expect_err(ioctl(&h.emu, h.kfd, request::IMPORT_DMABUF, &mut i), Errno::EINVAL);
+    i.gpu_id = gpu;
+    i.dmabuf_fd = 9999;
+    expect_err(ioctl(&h.emu, h.kfd, request::IMPORT_DMABUF, &mut i), Errno::EBADF);
+    i.dmabuf_fd = h.kfd as u32;
+    expect_err(ioctl(&h.emu, h.kfd, request::IMPORT_DMABUF, &mut i), Errno::EINVAL);
+    i.dmabuf_fd = fd;
+    i.va_addr = va + 1;
+    expect_err(ioctl(&h.emu, h.kfd, request::IMPORT_DMABUF, &mut i), Errno::EINVAL);
+    i.va_addr = b.va;
+    expect_err(ioctl(&h.emu, h.kfd, request::IMPORT_DMABUF, &mut i), Errno::EINVAL);
+    // A process without a VM on the device.
+    let child = h.emu.fork_child();
+    let ckfd = child.open("/dev/kfd", 0).unwrap();
+    i.va_addr = va;
+    expect_err(ioctl(&child, ckfd, request::IMPORT_DMABUF, &mut i), Errno::EBADF);
+
+    // Two imports at two VAs: one set of pages.
+    ioctl(&h.emu, h.kfd, request::IMPORT_DMABUF, &mut i).unwrap();
+    let first = Buffer { va, size, handle: i.handle, mmap_offset: 0 };
+    i.va_addr = va + size;
+    ioctl(&h.emu, h.kfd, request::IMPORT_DMABUF, &mut i).unwrap();
+    let second = Buffer { va: va + size, size, handle: i.handle, mmap_offset: 0 };
+    assert_ne!(first.handle, second.handle);
+    h.map_gpu(&first, &[gpu]).unwrap();
+    h.map_gpu(&second, &[gpu]).unwrap();
+    // The exporter and its fd go; the imports keep the pages.
+    h.free(&b).unwrap();
+    h.emu.close(fd as i32).unwrap();
+    expect_err(ioctl(&h.emu, h.kfd, request::IMPORT_DMABUF, &mut i), Errno::EBADF);
+    // The dma-buf's pages, seen through a CPU mapping of each import's GEM offset.
+    let mut m = ExportDmabufArgs { handle: first.handle, ..Default::default() };
+    ioctl(&h.emu, h.kfd, request::EXPORT_DMABUF, &mut m).unwrap();
+    // SAFETY: fresh mappings of the dma-buf's pages, unmapped below.
+    let (p, q) = unsafe {
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        let p = h.emu.mmap(std::ptr::null_mut(), size as usize, rw, libc::MAP_SHARED, m.dmabuf_fd as i32, 0).unwrap();
+        let q = h.emu.mmap(std::ptr::null_mut(), 4096, rw, libc::MAP_SHARED, m.dmabuf_fd as i32, 0).unwrap();
+        (p.cast::<u64>(), q.cast::<u64>())
+    };
+    // SAFETY: two live mappings of the same pages.
+    unsafe {
+        p.add(1).write_volatile(0x1234_5678);
+        assert_eq!(q.add(1).read_volatile(), 0x1234_5678);
+    }
+    // SAFETY: rejected before mapping: an offset, or more than the dma-buf.
+    let r =
+        unsafe { h.emu.mmap(std::ptr::null_mut(), 4096, libc::PROT_READ, libc::MAP_SHARED, m.dmabuf_fd as i32, 4096) };
+    assert_eq!(r, Err(Errno::EINVAL));
+    // SAFETY: the mappings above.
+    unsafe {
+        h.emu.munmap(p.cast(), size as usize).unwrap();
+        h.emu.munmap(q.cast(), 4096).unwrap();
+    }
+    h.emu.close(m.dmabuf_fd as i32).unwrap();
+    expect_err(h.emu.close(m.dmabuf_fd as i32).map(|()| 0), Errno::EBADF);
+    for b in [first, second] {
+        expect_err(h.free(&b), Errno::EBUSY);
+        h.unmap_gpu(&b, &[gpu]).unwrap();
+        h.free(&b).unwrap();
+    }
+}

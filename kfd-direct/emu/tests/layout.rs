@@ -68,6 +68,8 @@ fn ours() -> BTreeMap<String, u64> {
     s("kfd_ioctl_acquire_vm_args", size_of::<AcquireVmArgs>());
     s("kfd_ioctl_alloc_memory_of_gpu_args", size_of::<AllocMemoryOfGpuArgs>());
     s("kfd_ioctl_free_memory_of_gpu_args", size_of::<FreeMemoryOfGpuArgs>());
+    s("kfd_ioctl_import_dmabuf_args", size_of::<ImportDmabufArgs>());
+    s("kfd_ioctl_get_dmabuf_info_args", size_of::<GetDmabufInfoArgs>());
     s("kfd_ioctl_map_memory_to_gpu_args", size_of::<MapMemoryArgs>());
     s("kfd_ioctl_unmap_memory_from_gpu_args", size_of::<MapMemoryArgs>());
     s("kfd_ioctl_create_event_args", size_of::<CreateEventArgs>());
@@ -134,6 +136,8 @@ fn ours() -> BTreeMap<String, u64> {
     o!(m, "kfd_ioctl_get_process_apertures_new_args", GetProcessAperturesNewArgs, num_of_nodes);
     o!(m, "kfd_ioctl_acquire_vm_args", AcquireVmArgs, gpu_id);
     o!(m, "kfd_ioctl_alloc_memory_of_gpu_args", AllocMemoryOfGpuArgs, size, handle, mmap_offset, gpu_id, flags);
+    o!(m, "kfd_ioctl_import_dmabuf_args", ImportDmabufArgs, handle, gpu_id, dmabuf_fd);
+    o!(m, "kfd_ioctl_get_dmabuf_info_args", GetDmabufInfoArgs, metadata_ptr, metadata_size, gpu_id, flags, dmabuf_fd);
     o!(m, "kfd_ioctl_map_memory_to_gpu_args", MapMemoryArgs, device_ids_array_ptr, n_devices, n_success);
     o!(m, "kfd_ioctl_unmap_memory_from_gpu_args", MapMemoryArgs, device_ids_array_ptr, n_devices, n_success);
     o!(

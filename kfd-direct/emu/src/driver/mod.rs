@@ -42,6 +42,7 @@ use crate::topology::{gpu_nodes, GpuNode, GpuProfile, SysfsTree};
 use crate::{Errno, SysResult};
 
 pub mod dialect;
+mod dmabuf;
 mod events;
 mod faults;
 mod kernels;
@@ -150,6 +151,8 @@ pub enum QueueState {
 enum FdKind {
     Kfd,
     Render(usize),
+    /// A dma-buf exported by `EXPORT_DMABUF` (its id in [`Machine::dmabufs`]).
+    DmaBuf(u64),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -223,6 +226,9 @@ struct Machine {
     ioctl_faults: Mutex<Vec<IoctlFault>>,
     ioctl_count: AtomicU64,
     sdma_stats: Arc<SdmaStats>,
+    /// Exported buffers by id (docs/kfd-aql.md §1.4, "Physical handles").
+    dmabufs: Mutex<HashMap<u64, dmabuf::DmaBuf>>,
+    next_dmabuf: AtomicU64,
 }
 
 /// Machine-wide counters of the emulated engines.
@@ -391,6 +397,8 @@ impl Emu {
             ioctl_faults: Mutex::new(Vec::new()),
             ioctl_count: AtomicU64::new(0),
             sdma_stats,
+            dmabufs: Mutex::new(HashMap::new()),
+            next_dmabuf: AtomicU64::new(1),
         };
         Ok(Emu { m: Arc::new(m), pid: real_pid })
     }
@@ -461,9 +469,15 @@ impl Emu {
     /// `close(2)`.
     pub fn close(&self, fd: Fd) -> SysResult<()> {
         let mut fds = self.lock_fds();
-        match fds.get(&fd) {
+        match fds.get(&fd).copied() {
             Some(e) if e.owner == self.pid => {
                 fds.remove(&fd);
+                drop(fds);
+                if let FdKind::DmaBuf(id) = e.kind {
+                    let proc = self.process();
+                    let mut st = proc.as_ref().map(|p| p.lock());
+                    self.dmabuf_put(id, st.as_deref_mut());
+                }
                 Ok(())
             }
             _ => Err(Errno::EBADF),
@@ -521,6 +535,10 @@ impl Emu {
             // SAFETY: forwarded caller contract.
             return unsafe { crate::drm::ioctl(&self.m.nodes[i], request, arg) };
         }
+        if let FdKind::DmaBuf(_) = entry.kind {
+            // No dma-buf ioctl is emulated (DMA_BUF_IOCTL_SYNC and friends).
+            return Err(Errno::ENOTTY);
+        }
         let proc = self.process().ok_or(Errno::EBADF)?;
         if let Some(e) = self.injected_ioctl_fault(req.nr) {
             return Err(e);
@@ -566,6 +584,9 @@ impl Emu {
             ioctl::DestroyQueue::NR => self.destroy_queue(proc, arg::<ioctl::DestroyQueue>(buf).queue_id),
             ioctl::UpdateQueue::NR => self.update_queue(proc, arg::<ioctl::UpdateQueue>(buf)),
             ioctl::SetCuMask::NR => self.set_cu_mask(proc, arg::<ioctl::SetCuMask>(buf)),
+            ioctl::ExportDmabuf::NR => update::<ioctl::ExportDmabuf>(buf, |a| self.export_dmabuf(proc, a)),
+            ioctl::ImportDmabuf::NR => update::<ioctl::ImportDmabuf>(buf, |a| self.import_dmabuf(proc, a)),
+            ioctl::GetDmabufInfo::NR => update::<ioctl::GetDmabufInfo>(buf, |a| self.get_dmabuf_info(a)),
             ioctl::CreateEvent::NR => update::<ioctl::CreateEvent>(buf, |a| self.create_event(proc, a)),
             ioctl::DestroyEvent::NR => proc.events.destroy(arg::<ioctl::DestroyEvent>(buf).event_id),
             ioctl::SetEvent::NR => proc.events.set(arg::<ioctl::SetEvent>(buf).event_id),
@@ -638,6 +659,7 @@ impl Emu {
                     _ => return Err(Errno::EINVAL),
                 }
             }
+            FdKind::DmaBuf(id) => self.dmabuf_mmap_offset(id, len as u64, offset)?,
             FdKind::Render(i) => {
                 let vm = proc.vm.read();
                 let bo = vm.bo_by_mmap_offset(offset).ok_or(Errno::EINVAL)?;

@@ -175,6 +175,7 @@ impl Emu {
             mmap_offset: mmap_off,
             mapped: BTreeSet::new(),
             queue_refs: 0,
+            dmabuf: None,
         });
         a.handle = handle;
         a.mmap_offset = mmap_off;
@@ -192,6 +193,12 @@ impl Emu {
             return Err(Errno::EBUSY);
         }
         let bo = vm.remove(handle).ok_or(Errno::EINVAL)?;
+        if let Some(id) = bo.dmabuf {
+            // The pages belong to the dma-buf: they go when its last reference does.
+            drop(vm);
+            self.dmabuf_put(id, Some(&mut st));
+            return Ok(());
+        }
         if bo.flags & (mem_flags::VRAM | mem_flags::GTT) != 0 {
             if let Backing::Pool(off) = bo.backing {
                 self.m.pool.release(off, bo.size);
