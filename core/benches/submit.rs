@@ -210,6 +210,27 @@ unsafe impl Backend for Deferred {
     fn host_unregister(&self, device_address: u64) -> Result<()> {
         self.inner.host_unregister(device_address)
     }
+    fn vmem_create(&self, device: u32, bytes: usize) -> Result<u64> {
+        self.inner.vmem_create(device, bytes)
+    }
+    fn vmem_release(&self, handle: u64) -> Result<()> {
+        self.inner.vmem_release(handle)
+    }
+    fn vmem_reserve(&self, bytes: usize, alignment: usize, hint: u64) -> Result<u64> {
+        self.inner.vmem_reserve(bytes, alignment, hint)
+    }
+    fn vmem_free(&self, address: u64) -> Result<()> {
+        self.inner.vmem_free(address)
+    }
+    fn vmem_map(&self, address: u64, handle: u64) -> Result<()> {
+        self.inner.vmem_map(address, handle)
+    }
+    fn vmem_unmap(&self, address: u64) -> Result<()> {
+        self.inner.vmem_unmap(address)
+    }
+    fn vmem_set_access(&self, address: u64, device: u32, access: bool) -> Result<()> {
+        self.inner.vmem_set_access(address, device, access)
+    }
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {
         self.inner.builtin_kernel(device, kernel)
     }

@@ -226,6 +226,36 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
         self.record(r)
     }
 
+    /// Virtual memory management over dma-buf export and import (`crate::vmem`; docs/kfd-aql.md
+    /// §1.4, "Physical handles").
+    fn vmem_create(&self, device: u32, bytes: usize) -> Result<u64> {
+        self.vmem_create_impl(device, bytes)
+    }
+
+    fn vmem_release(&self, handle: u64) -> Result<()> {
+        self.vmem_release_impl(handle)
+    }
+
+    fn vmem_reserve(&self, bytes: usize, alignment: usize, hint: u64) -> Result<u64> {
+        self.vmem_reserve_impl(bytes, alignment, hint)
+    }
+
+    fn vmem_free(&self, address: u64) -> Result<()> {
+        self.vmem_free_impl(address)
+    }
+
+    fn vmem_map(&self, address: u64, handle: u64) -> Result<()> {
+        self.vmem_map_impl(address, handle)
+    }
+
+    fn vmem_unmap(&self, address: u64) -> Result<()> {
+        self.vmem_unmap_impl(address)
+    }
+
+    fn vmem_set_access(&self, address: u64, device: u32, access: bool) -> Result<()> {
+        self.vmem_set_access_impl(address, device, access)
+    }
+
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {
         let g = self.gpus.get(device as usize).ok_or(Error::InvalidDevice)?;
         let i = match kernel {

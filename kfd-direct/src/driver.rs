@@ -146,7 +146,12 @@ impl<S: Sys> Driver<S> {
     }
 
     /// `MAP_MEMORY_TO_GPU` or `UNMAP_MEMORY_FROM_GPU` (`R`) of `handle` on `gpus`.
-    fn map_op<R: Ioctl<Arg = abi::MapMemoryArgs>>(&self, op: Op, handle: u64, gpus: &[u32]) -> KfdResult<()> {
+    pub(crate) fn map_op<R: Ioctl<Arg = abi::MapMemoryArgs>>(
+        &self,
+        op: Op,
+        handle: u64,
+        gpus: &[u32],
+    ) -> KfdResult<()> {
         let mut a = abi::MapMemoryArgs {
             handle,
             device_ids_array_ptr: gpus.as_ptr() as u64,
@@ -157,12 +162,12 @@ impl<S: Sys> Driver<S> {
         unsafe { self.ioctl::<R>(op, &mut a) }
     }
 
-    fn free_handle(&self, handle: u64) -> KfdResult<()> {
+    pub(crate) fn free_handle(&self, handle: u64) -> KfdResult<()> {
         let mut a = abi::FreeMemoryOfGpuArgs { handle };
         self.call::<ioctl::FreeMemoryOfGpu>(Op::FreeMemory, &mut a)
     }
 
-    fn unreserve(&self, va: u64, size: u64) {
+    pub(crate) fn unreserve(&self, va: u64, size: u64) {
         // SAFETY: the range is a reservation (or a mapping over it) this driver made and
         // nothing uses any more.
         let _ = unsafe { self.sys.munmap(core::ptr::with_exposed_provenance_mut(va as usize), size as usize) };

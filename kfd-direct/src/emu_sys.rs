@@ -176,8 +176,8 @@ impl Sys for EmuSys {
             Mapping::Reserve => {
                 self.push(Call::Reserve(len));
                 let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
-                // SAFETY: a fresh anonymous reservation.
-                unsafe { self.emu.mmap(core::ptr::null_mut(), len, libc::PROT_NONE, flags, -1, 0) }
+                // SAFETY: a fresh anonymous reservation (`addr` only a hint: no MAP_FIXED).
+                unsafe { self.emu.mmap(addr, len, libc::PROT_NONE, flags, -1, 0) }
             }
             Mapping::Fixed { fd, offset } => {
                 self.push(Call::MapFixed(len));

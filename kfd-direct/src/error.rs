@@ -56,6 +56,10 @@ pub enum Op {
     MapDoorbell,
     /// `GET_CLOCK_COUNTERS`.
     ClockCounters,
+    /// `EXPORT_DMABUF`.
+    ExportDmabuf,
+    /// `IMPORT_DMABUF`.
+    ImportDmabuf,
 }
 
 /// An error of the kfd-direct backend.

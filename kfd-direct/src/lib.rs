@@ -81,6 +81,8 @@ mod scratch;
 #[cfg(feature = "std")]
 mod service;
 mod signals;
+mod vmem;
+pub use vmem::{MAX_VMEM_HANDLES, MAX_VMEM_MAPPINGS, MAX_VMEM_RESERVATIONS};
 
 pub use code_objects::{blit_code_object, KfdModule};
 #[cfg(feature = "emu")]
@@ -247,6 +249,8 @@ struct State {
     /// Scratch bytes per work-item every queue of a device holds.
     scratch_lane: [u32; MAX_GPUS],
     last_error: Option<KfdError>,
+    /// Physical handles, reservations and mappings (`vmem`).
+    vmem: vmem::VmemState,
 }
 
 /// The kfd-direct backend over a [`Sys`].

@@ -63,6 +63,7 @@ impl<S: Sys> Kfd<S> {
                 scratch: [crate::scratch::QueueScratch::NONE; MAX_QUEUES],
                 scratch_lane: [0; MAX_GPUS],
                 last_error: None,
+                vmem: crate::vmem::VmemState::EMPTY,
             }),
             queue_faults: [const { AtomicU8::new(0) }; MAX_QUEUES],
             device_faults: [const { AtomicU8::new(0) }; MAX_GPUS],
@@ -213,6 +214,7 @@ impl<S: Sys> Kfd<S> {
             for slot in 0..crate::MAX_QUEUES {
                 self.free_queue_scratch(slot);
             }
+            self.vmem_teardown();
             let (codes, allocs) = {
                 let mut st = self.state.lock();
                 let mut c: heapless::Vec<Bo, MAX_GPUS> = heapless::Vec::new();

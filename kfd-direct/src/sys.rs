@@ -23,6 +23,7 @@ pub type SysResult<T> = core::result::Result<T, Errno>;
 pub enum Mapping {
     /// Reserve address space: `PROT_NONE`, `MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE`, at an
     /// address of the kernel's choice (the GPU VA of a buffer, GPU VA == CPU VA on GFX9+ dGPUs).
+    /// A non-null `addr` is a hint (no `MAP_FIXED`): the kernel uses it when the range is free.
     Reserve,
     /// CPU-map a buffer over its reservation: read/write, `MAP_SHARED | MAP_FIXED`, on the render
     /// node at the buffer's `mmap_offset`.
@@ -222,10 +223,11 @@ mod linux {
             let rw = ProtFlags::READ | ProtFlags::WRITE;
             match mapping {
                 Mapping::Reserve => {
-                    // SAFETY: a fresh anonymous reservation at an address of the kernel's choice.
+                    // SAFETY: a fresh anonymous reservation at an address of the kernel's choice
+                    // (`addr` only a hint: no MAP_FIXED, so nothing mapped is replaced).
                     unsafe {
                         rustix::mm::mmap_anonymous(
-                            core::ptr::null_mut(),
+                            addr,
                             len,
                             ProtFlags::empty(),
                             MapFlags::PRIVATE | MapFlags::NORESERVE,

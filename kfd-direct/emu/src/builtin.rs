@@ -134,8 +134,7 @@ fn fill(mem: &MemView<'_>, dst: u64, pattern: &[u8], count: u64) -> Result<(), K
     if total == 0 {
         return Ok(());
     }
-    mem.bytes(dst, total)?.fill_pattern(pattern);
-    Ok(())
+    mem.fill_pattern(dst, pattern, total)
 }
 
 /// Global work-item ids (x) of work-group `wg`, clipped to `limit`.

@@ -526,13 +526,57 @@ impl<'a> MemView<'a> {
         self.bytes(va, data.len() as u64)?.write_from(data)
     }
 
-    /// Copies `bytes` from `src` to `dst` (overlap allowed).
+    /// Copies `bytes` from `src` to `dst` (overlap allowed). Either side may span buffers that
+    /// sit back to back in the VA space (the ranges of a virtual-memory reservation mapped one
+    /// physical handle after another, docs/kfd-aql.md §1.4 "Physical handles"), as the GPU's page
+    /// tables make them one range.
     pub fn copy(&self, dst: u64, src: u64, bytes: u64) -> Result<(), KernelError> {
         if bytes == 0 {
             return Ok(());
         }
-        let s = self.bytes(src, bytes)?;
-        self.bytes(dst, bytes)?.copy_from(&s)
+        if let (Ok(s), Ok(d)) = (self.bytes(src, bytes), self.bytes(dst, bytes)) {
+            return d.copy_from(&s);
+        }
+        let mut chunks = Vec::new();
+        let mut off = 0;
+        while off < bytes {
+            let n = self.run_len(src + off, bytes - off)?.min(self.run_len(dst + off, bytes - off)?);
+            chunks.push((off, n));
+            off += n;
+        }
+        // A forward overlap copies from the end, as memmove does.
+        if dst > src && dst < src + bytes {
+            chunks.reverse();
+        }
+        for (off, n) in chunks {
+            let s = self.bytes(src + off, n)?;
+            self.bytes(dst + off, n)?.copy_from(&s)?;
+        }
+        Ok(())
+    }
+
+    /// The bytes from `va`, at most `max`, that lie in the one buffer holding `va`.
+    fn run_len(&self, va: u64, max: u64) -> Result<u64, KernelError> {
+        match self.tr.translate(va, max) {
+            Ok(_) => Ok(max),
+            Err(end) if end > va => Ok(end - va),
+            Err(fault) => Err(KernelError::MemoryFault(fault)),
+        }
+    }
+
+    /// Writes `total` bytes of `pattern` repeated from `dst`, across buffers that sit back to
+    /// back as [`MemView::copy`] allows.
+    pub(crate) fn fill_pattern(&self, dst: u64, pattern: &[u8], total: u64) -> Result<(), KernelError> {
+        let mut off = 0;
+        while off < total {
+            let n = self.run_len(dst + off, total - off)?;
+            let phase = (off % pattern.len().max(1) as u64) as usize;
+            let mut rotated = pattern.to_vec();
+            rotated.rotate_left(phase);
+            self.bytes(dst + off, n)?.fill_pattern(&rotated);
+            off += n;
+        }
+        Ok(())
     }
 
     /// Reads a little-endian u32 (one 32-bit access where the address is aligned for it).

@@ -448,8 +448,7 @@ impl SdmaQueue {
 /// Writes `count` copies of `pattern` at `dst`.
 fn fill(mem: &MemView<'_>, dst: u64, pattern: &[u8], count: u64) -> Result<(), KernelError> {
     let total = count.checked_mul(pattern.len() as u64).ok_or(KernelError::MemoryFault(dst))?;
-    mem.bytes(dst, total)?.fill_pattern(pattern);
-    Ok(())
+    mem.fill_pattern(dst, pattern, total)
 }
 
 /// COPY_LINEAR_RECT: `rect_x × rect_y × rect_z` elements of `1 << element` bytes from one
