@@ -189,7 +189,7 @@ fn init() -> Result<Arc<Global>, Hip> {
 
 impl Global {
     /// Whether `[addr, addr + bytes)` lies inside one allocation of this runtime, a loaded image
-    /// or a registration's device range (memory the device can reach); pageable host memory,
+    /// a registration's device range or mapped virtual memory (memory the device can reach); pageable host memory,
     /// registered or not, does not (a registered range is reached at its device address).
     pub(crate) fn is_device_reachable(&self, addr: u64, bytes: u64) -> bool {
         let inside = |start: u64, len: u64| addr.saturating_add(bytes) <= start.saturating_add(len.max(1));
@@ -200,5 +200,6 @@ impl Global {
         drop(allocs);
         lock(&self.images).range(..=addr).next_back().is_some_and(|(&start, &len)| inside(start, len))
             || crate::host_register::in_device_range(addr, bytes)
+            || crate::virtual_memory::in_mapped_range(addr, bytes)
     }
 }

@@ -1082,6 +1082,33 @@ fn registered_host_memory_is_device_memory() {
     check("host_register", &run_env(&exe, &[], &[("LD_LIBRARY_PATH", lib_path)]));
 }
 
+/// Virtual memory management: a reserved range grown handle by handle while a kernel compiled
+/// by clang-15 (its machine code on the emulated GPU) reads and writes the mapped part, an alias
+/// of one handle, copies and fills across handles, every error; the ROCr backend (ROCr 5.2 has
+/// no `hsa_amd_vmem_*`) answers `hipErrorNotSupported`.
+#[test]
+fn virtual_memory_grows_a_mapping_under_a_kernel() {
+    let host = compile_hip_program("vmm");
+    let lib = lib_dir();
+    let exe = host.with_file_name("vmm");
+    link(
+        &exe,
+        &[&host],
+        &[format!("-L{}", lib.display()), "-laqueduct_hip".into(), format!("-Wl,-rpath,{}", lib.display())],
+    );
+    check("vmm", &run(&exe, &[]));
+    require("libhsa-runtime64-1", "/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1");
+    let rocr = Command::new(&exe)
+        .arg("unsupported")
+        .env("AQUEDUCT_BACKEND", "rocr")
+        .env("LD_PRELOAD", preload_lib())
+        .env("AQUEDUCT_GPU", "gfx90a")
+        .env_remove("AQUEDUCT_TWINS")
+        .output()
+        .expect("run under the preload");
+    check("vmm", &rocr);
+}
+
 /// Managed memory: allocation, advice, prefetches, range attributes, stream attachment.
 #[test]
 fn managed_memory() {
@@ -1102,8 +1129,8 @@ fn tracing_names_and_helpers() {
     c_test("tracing", &[fixture.to_str().expect("utf-8 path")]);
 }
 
-/// Textures, surfaces, GL and external-resource interop, IPC and virtual memory: checked, then
-/// `hipErrorNotSupported`.
+/// Textures, surfaces, GL and external-resource interop, IPC and shareable handles of virtual
+/// memory: checked, then `hipErrorNotSupported`.
 #[test]
 fn unsupported_families_answer_not_supported() {
     c_test("unsupported", &[]);
