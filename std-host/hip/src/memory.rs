@@ -142,7 +142,8 @@ pub(crate) fn mark_managed(base: u64) {
 }
 
 /// The allocation holding `addr` (any address inside it), if any; a registration
-/// (`hipHostRegister`) holding it in its host or its device range counts as one.
+/// (`hipHostRegister`) holding it in its host or its device range counts as one, and so does a
+/// mapping of virtual memory (`hipMemMap`).
 pub(crate) fn allocation_of(g: &Global, addr: u64) -> Option<Allocation> {
     let found = {
         let allocs = lock(&g.allocs);
@@ -151,7 +152,10 @@ pub(crate) fn allocation_of(g: &Global, addr: u64) -> Option<Allocation> {
     let Some((base, (bytes, device))) = found else {
         let (r, base) = match crate::host_register::by_host(addr) {
             Some(r) => (r, r.host),
-            None => crate::host_register::by_device(addr).map(|r| (r, r.device_address))?,
+            None => match crate::host_register::by_device(addr) {
+                Some(r) => (r, r.device_address),
+                None => return crate::virtual_memory::mapping_of(addr),
+            },
         };
         return Some(Allocation {
             base,

@@ -10,9 +10,12 @@
 //! module keeps what HIP asks of it: its size and properties, and a reference count
 //! (`hipMemCreate` and each `hipMemRetainAllocationHandle` add one, `hipMemRelease` drops one;
 //! at zero the backend releases it, and mappings keep the memory until they are unmapped, as
-//! CUDA says). It also keeps the reservations and the mappings, so that copies, fills and the
-//! pointer queries treat a mapped range as device memory ([`in_mapped_range`]), over adjacent
-//! mappings as one range.
+//! CUDA says). It also keeps the reservations and the mappings, so that copies and fills treat
+//! a mapped range as device memory ([`in_mapped_range`], adjacent mappings as one range) and the
+//! pointer queries answer for any address inside a mapping ([`mapping_of`]: device memory of the
+//! handle's device, the mapping its range). A handle whose last reference went has no
+//! properties any more, and `hipMemRetainAllocationHandle` of its mappings is
+//! `hipErrorInvalidValue`.
 //!
 //! CUDA's answers (`cuMemCreate` … `cuMemGetAccess`), all `hipErrorInvalidValue` unless named:
 //! NULL pointers, zero sizes, flags other than 0; sizes not a multiple of the granularity
@@ -98,6 +101,8 @@ struct Mapped {
     handle: u64,
     /// Devices with read-write access, one bit each.
     access: u64,
+    /// Its buffer id (`HIP_POINTER_ATTRIBUTE_BUFFER_ID`).
+    buffer_id: u32,
 }
 
 #[derive(Default)]
@@ -148,6 +153,23 @@ pub(crate) fn in_mapped_range(addr: u64, bytes: u64) -> bool {
         }
     }
     false
+}
+
+/// The mapping holding `addr` as device memory of its handle's device, for the pointer queries
+/// (`hipPointerGetAttributes`, `hipMemGetAddressRange`): one mapping, even beside another.
+pub(crate) fn mapping_of(addr: u64) -> Option<crate::memory::Allocation> {
+    let vmm = lock(&VMM);
+    let (base, m) = vmm.holding(addr)?;
+    let device = vmm.handles.get(&m.handle).map_or(0, |h| h.device);
+    Some(crate::memory::Allocation {
+        base,
+        bytes: m.bytes,
+        device,
+        host_flags: None,
+        buffer_id: m.buffer_id,
+        managed: false,
+        registered: None,
+    })
 }
 
 /// A location must be an existing device.
@@ -330,7 +352,8 @@ pub extern "C" fn hipMemMap(
             return Err(INVALID_VALUE);
         }
         g.rt.backend().vmem_map(va, h)?;
-        vmm.mappings.insert(va, Mapped { bytes: info.bytes, handle: h, access: 0 });
+        let buffer_id = crate::memory::next_buffer_id();
+        vmm.mappings.insert(va, Mapped { bytes: info.bytes, handle: h, access: 0, buffer_id });
         Ok(())
     })
 }

@@ -107,12 +107,27 @@ int main(int argc, char **argv) {
         TRUE(bad == 0);
     }
 
-    // A copy and a fill across the edge between two handles.
+    // The pointer queries: device memory, one mapping its range.
+    hipPointerAttribute_t attr;
+    memset(&attr, 0xff, sizeof attr);
+    OK(hipPointerGetAttributes(&attr, p + per + 9));
+    TRUE(attr.memoryType == hipMemoryTypeDevice && attr.device == 0 && attr.isManaged == 0);
+    TRUE(attr.devicePointer == p + per + 9 && attr.hostPointer == NULL);
+    void *base = NULL;
+    size_t size = 0;
+    OK(hipMemGetAddressRange(&base, &size, p + per + 9));
+    TRUE(base == p + per && size == gran);
+    EXPECT(hipPointerGetAttributes(&attr, (char *)va + 7 * gran), hipErrorInvalidValue); // unmapped
+
+    // A copy across the edge between handles 0 and 1, a fill across that of 1 and 2.
     unsigned pattern[64];
     for (unsigned i = 0; i < 64; i++) pattern[i] = 0xabc00000u + i;
     OK(hipMemcpy(p + per - 32, pattern, sizeof pattern, hipMemcpyHostToDevice));
     OK(hipMemcpy(back, p + per - 32, sizeof pattern, hipMemcpyDeviceToHost));
     TRUE(memcmp(back, pattern, sizeof pattern) == 0);
+    OK(hipMemsetD32(p + 2 * per - 8, 0x5a5a5a5au, 16));
+    OK(hipMemcpy(back, p + 2 * per - 8, 16 * sizeof(unsigned), hipMemcpyDeviceToHost));
+    for (unsigned i = 0; i < 16; i++) TRUE(back[i] == 0x5a5a5a5au);
 
     // A second mapping of handle 1, retained by an address inside the first: the same bytes.
     hipMemGenericAllocationHandle_t r = NULL;
