@@ -54,6 +54,10 @@ struct Reservation {
     raw_size: u64,
 }
 
+/// The buffer handle of a mapping whose import is still under way (amdkfd's handles are
+/// `gpu_id << 32 | idr`, never 0).
+const PENDING: u64 = 0;
+
 #[derive(Debug, Clone, Copy)]
 struct VMapping {
     va: u64,
@@ -229,9 +233,11 @@ impl<S: Sys> Kfd<S> {
     }
 
     pub(crate) fn vmem_map_impl(&self, address: u64, handle: u64) -> Result<()> {
-        let (p, size) = {
-            let st = self.state.lock();
-            let vm = &st.vmem;
+        // The range is claimed (a mapping with no buffer yet, `PENDING`) before the import, so
+        // that a concurrent map of an overlapping range is refused while this one runs.
+        let p = {
+            let mut st = self.state.lock();
+            let vm = &mut st.vmem;
             let p = vm.physical.iter().flatten().find(|p| p.bo.va == handle).copied().ok_or(Error::InvalidValue)?;
             let size = p.bo.size;
             let end = address.checked_add(size).ok_or(Error::InvalidValue)?;
@@ -240,24 +246,32 @@ impl<S: Sys> Kfd<S> {
             if address % PAGE != 0 || !inside || overlaps {
                 return Err(Error::InvalidValue);
             }
-            if vm.mappings.iter().all(Option::is_some) {
-                return Err(Error::OutOfMemory);
-            }
-            (p, size)
+            let slot = vm.mappings.iter_mut().find(|m| m.is_none()).ok_or(Error::OutOfMemory)?;
+            *slot = Some(VMapping { va: address, size, handle: PENDING, access: 0 });
+            p
         };
+        let unclaim = OnDrop::new(|| {
+            if let Some(s) = self.state.lock().vmem.mappings.iter_mut().find(|m| m.is_some_and(|m| m.va == address)) {
+                *s = None;
+            }
+        });
         self.record(self.check_process())?;
         let gpu_id = self.gpus.get(p.gpu as usize).ok_or(Error::InvalidDevice)?.node.gpu_id;
         let kfd_handle = self.record(self.drv.import_dmabuf(address, gpu_id, p.fd))?;
         let mut st = self.state.lock();
-        match st.vmem.mappings.iter_mut().find(|m| m.is_none()) {
-            Some(s) => {
-                *s = Some(VMapping { va: address, size, handle: kfd_handle, access: 0 });
+        let m = st.vmem.mappings.iter_mut().flatten().find(|m| m.va == address && m.handle == PENDING);
+        match m {
+            Some(m) => {
+                m.handle = kfd_handle;
+                drop(st);
+                unclaim.defuse();
                 Ok(())
             }
             None => {
                 drop(st);
+                unclaim.defuse();
                 let _ = self.drv.free_handle(kfd_handle);
-                Err(Error::OutOfMemory)
+                Err(Error::InvalidValue)
             }
         }
     }
@@ -270,8 +284,12 @@ impl<S: Sys> Kfd<S> {
     pub(crate) fn vmem_unmap_impl(&self, address: u64) -> Result<()> {
         let m = {
             let mut st = self.state.lock();
-            let slot =
-                st.vmem.mappings.iter_mut().find(|m| m.is_some_and(|m| m.va == address)).ok_or(Error::InvalidValue)?;
+            let slot = st
+                .vmem
+                .mappings
+                .iter_mut()
+                .find(|m| m.is_some_and(|m| m.va == address && m.handle != PENDING))
+                .ok_or(Error::InvalidValue)?;
             slot.take().ok_or(Error::InvalidValue)?
         };
         self.record(self.check_process())?;
@@ -292,7 +310,8 @@ impl<S: Sys> Kfd<S> {
         let bit = 1u16 << device;
         let m = {
             let st = self.state.lock();
-            st.vmem.mappings.iter().flatten().find(|m| m.va == address).copied().ok_or(Error::InvalidValue)?
+            let m = st.vmem.mappings.iter().flatten().find(|m| m.va == address && m.handle != PENDING);
+            m.copied().ok_or(Error::InvalidValue)?
         };
         if (m.access & bit != 0) == access {
             return Ok(());
@@ -322,7 +341,7 @@ impl<S: Sys> Kfd<S> {
             let mut st = self.state.lock();
             core::mem::replace(&mut st.vmem, VmemState::EMPTY)
         };
-        for m in vm.mappings.iter().flatten() {
+        for m in vm.mappings.iter().flatten().filter(|m| m.handle != PENDING) {
             let _ = self.unmap_buffer(m);
         }
         for p in vm.physical.iter().flatten() {

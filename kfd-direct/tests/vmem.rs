@@ -254,3 +254,32 @@ fn without_access_and_after_unmapping_the_address_is_a_memory_fault() {
         assert_eq!(kfd.device_fault(0), Some(DeviceFault::MemoryFault(r + 64)), "{unmapped}");
     }
 }
+
+#[test]
+fn closing_the_backend_ends_every_mapping_handle_and_reservation() {
+    let count_after_close = |use_vmem: bool| {
+        let sys = EmuSys::with_defaults().unwrap();
+        {
+            let kfd = Kfd::open(sys.clone(), KfdConfig::default()).unwrap();
+            if use_vmem {
+                let a = kfd.vmem_create(0, G).unwrap();
+                let b = kfd.vmem_create(0, G).unwrap();
+                let r = kfd.vmem_reserve(4 * G, 0, 0).unwrap();
+                kfd.vmem_map(r, a).unwrap();
+                kfd.vmem_map(r + G64, b).unwrap();
+                kfd.vmem_map(r + 2 * G64, a).unwrap();
+                kfd.vmem_set_access(r, 0, true).unwrap();
+                kfd.vmem_release(b).unwrap();
+            }
+            sys.set_tracing(true);
+        }
+        let closes = closes(&sys);
+        let frees = sys.ioctl_trace().iter().filter(|&&n| n == nr::FREE_MEMORY_OF_GPU).count();
+        (sys.live_mappings(), closes, frees)
+    };
+    let (maps, closes_plain, frees_plain) = count_after_close(false);
+    let (maps_vmem, closes_vmem, frees_vmem) = count_after_close(true);
+    assert_eq!(maps_vmem, maps, "no reservation is left");
+    assert_eq!(closes_vmem, closes_plain + 1, "the live handle's dma-buf is closed");
+    assert_eq!(frees_vmem, frees_plain + 4, "three imports and the live handle's buffer");
+}
