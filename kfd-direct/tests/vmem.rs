@@ -283,3 +283,47 @@ fn closing_the_backend_ends_every_mapping_handle_and_reservation() {
     assert_eq!(closes_vmem, closes_plain + 1, "the live handle's dma-buf is closed");
     assert_eq!(frees_vmem, frees_plain + 4, "three imports and the live handle's buffer");
 }
+
+#[test]
+fn access_is_granted_and_revoked_per_device() {
+    use aqueduct_kfd_emu::{EmuConfig, GpuProfile};
+    let sys = EmuSys::new(EmuConfig::with_gpus(&[GpuProfile::Gfx90a, GpuProfile::Gfx90a])).unwrap();
+    let rt: Runtime<_, _> = Runtime::new(Kfd::open(sys.clone(), KfdConfig::default()).unwrap(), SingleThread);
+    let kfd = rt.backend();
+    let s0 = rt.stream_create(0).unwrap();
+    rt.set_device(1).unwrap();
+    let s1 = rt.stream_create(0).unwrap();
+    let h = rt.host_malloc(64).unwrap();
+    let a = kfd.vmem_create(0, G).unwrap();
+    let r = kfd.vmem_reserve(G, 0, 0).unwrap();
+    kfd.vmem_map(r, a).unwrap();
+    kfd.vmem_set_access(r, 0, true).unwrap();
+    kfd.vmem_set_access(r, 1, true).unwrap();
+    // Device 0 writes, device 1 reads the same memory.
+    rt.memset_async(s0, r, 0x77, 1, 64).unwrap();
+    rt.stream_synchronize(s0).unwrap();
+    rt.memcpy_async(s1, h, r, 64).unwrap();
+    rt.stream_synchronize(s1).unwrap();
+    assert_eq!(host(h, 64), &[0x77; 64]);
+
+    // Revoking device 0 leaves device 1's mapping; unmapping ends that one.
+    sys.set_tracing(true);
+    kfd.vmem_set_access(r, 0, false).unwrap();
+    assert_eq!(sys.ioctl_trace(), vec![nr::UNMAP_MEMORY_FROM_GPU]);
+    rt.memcpy_async(s1, h, r, 64).unwrap();
+    rt.stream_synchronize(s1).unwrap();
+    sys.set_tracing(true);
+    kfd.vmem_unmap(r).unwrap();
+    assert_eq!(sys.ioctl_trace(), vec![nr::UNMAP_MEMORY_FROM_GPU, nr::FREE_MEMORY_OF_GPU]);
+    assert_eq!(kfd.vmem_set_access(r, 1, true), Err(Error::InvalidValue), "unmapped");
+
+    // Device 0 without access faults; device 1 keeps working.
+    kfd.vmem_map(r, a).unwrap();
+    kfd.vmem_set_access(r, 1, true).unwrap();
+    rt.memcpy_async(s0, h, r, 64).unwrap();
+    assert_eq!(rt.stream_synchronize_timeout(s0, Timeout::SECOND), Err(Error::IllegalAddress));
+    assert_eq!(kfd.device_fault(0), Some(DeviceFault::MemoryFault(r)));
+    rt.memcpy_async(s1, h, r, 64).unwrap();
+    rt.stream_synchronize(s1).unwrap();
+    assert_eq!(kfd.device_fault(1), None);
+}
