@@ -1,4 +1,5 @@
-//! Virtual memory management (docs/architecture.md §2, "Virtual memory"): `hipMemGetAllocationGranularity`, `hipMemCreate`,
+//! Virtual memory management (docs/architecture.md §2, "Virtual memory"; docs/hip-semantics.md
+//! §6.5): `hipMemGetAllocationGranularity`, `hipMemCreate`,
 //! `hipMemRelease`, `hipMemAddressReserve`, `hipMemAddressFree`, `hipMemMap`, `hipMemUnmap`,
 //! `hipMemSetAccess`, `hipMemGetAccess`, `hipMemRetainAllocationHandle`,
 //! `hipMemGetAllocationPropertiesFromHandle` over the backend's `vmem_*` operations
