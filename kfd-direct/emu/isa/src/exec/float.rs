@@ -16,7 +16,7 @@ use super::ops::{
     carry_out, dst, field, float_cond, fma_f32, int_cond, int_mods, op, src, Exe, Handler, CMPX, NEXT, R,
 };
 use super::softfloat::{self as sf, Fmt, Round, Val, F16, F32, F64};
-use super::wave::{float_const_f32, Lanes, Ty, Wave, LANES};
+use super::wave::{float_const_f32, Lanes, Src, Ty, Wave, LANES};
 use super::{ExecErrorKind, Group, PRIVATE_APERTURE, SHARED_APERTURE};
 use crate::spec::{self, Field};
 use crate::{FloatConst, Operand};
@@ -395,9 +395,60 @@ fn put(w: &mut Wave, e: &Exe, f: Fmt, r: &Bits) -> Result<(), ExecErrorKind> {
     }
 }
 
+/// The f32 path of [`vopf`] and [`vmacf`] (docs/executor.md §6 "speed"): the same semantics
+/// on borrowed sources — `ops` read in place, abs/neg as the masks `mods` give (`x & and ^
+/// xor`), input denormals flushed unless `en` keeps them, `op` on the values widened to the
+/// bit patterns `vopf` passes, then [`fpost`] — in one infallible loop over the lanes, the
+/// result written to the destination's active lanes.
+#[inline(always)]
+fn vopf32<const N: usize>(
+    w: &mut Wave,
+    e: &Exe,
+    en: Env,
+    ops: [Operand; N],
+    mods: [(u32, u32); N],
+    op: impl Fn(Env, [u64; N]) -> u64,
+) -> R {
+    let mut s = [Src::Splat(0); N];
+    for (k, o) in ops.iter().enumerate() {
+        s[k] = w.src32(o)?;
+    }
+    let m = e.inst.mods;
+    let post = m.omod != 0 || m.clamp || !en.keep_out;
+    let mut r = [0u32; LANES];
+    for (l, d) in r.iter_mut().enumerate() {
+        let mut x = [0u64; N];
+        for k in 0..N {
+            let b = u64::from((s[k].at(l) & mods[k].0) ^ mods[k].1);
+            x[k] = if en.keep_in { b } else { F32.flush(b) };
+        }
+        let y = op(en, x);
+        *d = if post { fpost(e, F32, en, y) } else { y } as u32;
+    }
+    w.set_v32(&dst(e)?, &r)?;
+    NEXT
+}
+
+/// The `x & and ^ xor` masks of f32 source `n`'s abs and neg bits.
+fn f32_mods(e: &Exe, n: usize) -> (u32, u32) {
+    let m = e.inst.mods;
+    let and = if m.abs >> n & 1 != 0 { 0x7FFF_FFFF } else { u32::MAX };
+    let xor = if m.neg >> n & 1 != 0 { 0x8000_0000 } else { 0 };
+    (and, xor)
+}
+
 /// `D = op(S0 … S(N−1))` on floats of format `f`, with the source and output modifiers.
 fn vopf<const N: usize>(w: &mut Wave, e: &Exe, f: Fmt, en: Env, op: impl Fn(Env, [u64; N]) -> u64) -> R {
     no_opsel(e)?;
+    if f == F32 {
+        let mut ops = [Operand::Off; N];
+        let mut mods = [(0, 0); N];
+        for k in 0..N {
+            ops[k] = src(e, k)?;
+            mods[k] = f32_mods(e, k);
+        }
+        return vopf32(w, e, en, ops, mods, op);
+    }
     let mut s = [[0u64; LANES]; N];
     for (k, v) in s.iter_mut().enumerate() {
         *v = fsrc(w, e, k, f, en)?;
@@ -438,6 +489,12 @@ fn dst_as_src(w: &Wave, e: &Exe, f: Fmt, en: Env) -> Result<Bits, ExecErrorKind>
 fn vmacf(w: &mut Wave, e: &Exe, f: Fmt, op: impl Fn(Round, u64, u64, u64) -> u64) -> R {
     no_opsel(e)?;
     let en = env(w, f);
+    if f == F32 {
+        // D as the addend: no abs/neg, flushed as the sources are (`dst_as_src`).
+        let ops = [src(e, 0)?, src(e, 1)?, dst(e)?];
+        let mods = [f32_mods(e, 0), f32_mods(e, 1), (u32::MAX, 0)];
+        return vopf32(w, e, en, ops, mods, |en, [a, b, c]| op(en.rm, a, b, c));
+    }
     let (a, b) = (fsrc(w, e, 0, f, en)?, fsrc(w, e, 1, f, en)?);
     let c = dst_as_src(w, e, f, en)?;
     let r: Bits = core::array::from_fn(|l| fpost(e, f, en, op(en.rm, a[l], b[l], c[l])));

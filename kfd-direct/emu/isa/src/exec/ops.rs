@@ -10,7 +10,7 @@
 // Lane loops index several per-lane arrays at once.
 #![allow(clippy::needless_range_loop)]
 
-use super::wave::{Lanes, Lanes64, Ty, Wave, LANES};
+use super::wave::{Lanes, Lanes64, Src, Ty, Wave, LANES};
 use super::{memory, AtomicOp, ExecErrorKind, Group, MemFault, PRIVATE_APERTURE, SHARED_APERTURE};
 use crate::spec::Field;
 use crate::{Encoding, Ext, Inst, Operand};
@@ -272,15 +272,15 @@ fn per_lane<T: Copy + Default>(mut f: impl FnMut(usize) -> T) -> [T; LANES] {
     r
 }
 
-fn lanes_map2(a: &Lanes, b: &Lanes, f: impl Fn(u32, u32) -> u32) -> Lanes {
-    per_lane(|l| f(a[l], b[l]))
+fn lanes_map2(a: Src<'_>, b: Src<'_>, f: impl Fn(u32, u32) -> u32) -> Lanes {
+    per_lane(|l| f(a.at(l), b.at(l)))
 }
 
 /// `D = f(S0, S1)` per lane.
 fn vop2_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32) -> u32) -> R {
     int_mods(e)?;
-    let (a, b) = (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?);
-    let r = lanes_map2(&a, &b, f);
+    let (a, b) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?);
+    let r = lanes_map2(a, b, f);
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -293,8 +293,8 @@ fn vaddsub_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32) -> (u32, bool), sat: 
         return Err(ExecErrorKind::Unimplemented);
     }
     let clamp = m.clamp;
-    let (a, b) = (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?);
-    let r = lanes_map2(&a, &b, |x, y| match f(x, y) {
+    let (a, b) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?);
+    let r = lanes_map2(a, b, |x, y| match f(x, y) {
         (_, true) if clamp => sat,
         (v, _) => v,
     });
@@ -304,16 +304,16 @@ fn vaddsub_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32) -> (u32, bool), sat: 
 
 fn vop1_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32) -> u32) -> R {
     int_mods(e)?;
-    let a = w.v32(&src(e, 0)?)?;
-    let r: Lanes = per_lane(|l| f(a[l]));
+    let a = w.src32(&src(e, 0)?)?;
+    let r: Lanes = per_lane(|l| f(a.at(l)));
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
 
 fn vop3_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32, u32) -> u32) -> R {
     int_mods(e)?;
-    let (a, b, c) = (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?, w.v32(&src(e, 2)?)?);
-    let r: Lanes = per_lane(|l| f(a[l], b[l], c[l]));
+    let (a, b, c) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?, w.src32(&src(e, 2)?)?);
+    let r: Lanes = per_lane(|l| f(a.at(l), b.at(l), c.at(l)));
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -321,9 +321,9 @@ fn vop3_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32, u32) -> u32) -> R {
 /// 64-bit shifts: `D = f(S1 (64-bit), S0 (shift))`.
 fn vshift64(w: &mut Wave, e: &Exe, f: impl Fn(u64, u32) -> u64) -> R {
     int_mods(e)?;
-    let s = w.v32(&src(e, 0)?)?;
-    let v = w.v64(&src(e, 1)?, Ty::B64)?;
-    let r: Lanes64 = per_lane(|l| f(v[l], s[l] & 63));
+    let s = w.src32(&src(e, 0)?)?;
+    let v = w.src64(&src(e, 1)?, Ty::B64)?;
+    let r: Lanes64 = per_lane(|l| f(v.at(l), s.at(l) & 63));
     w.set_v64(&dst(e)?, &r)?;
     NEXT
 }
@@ -356,13 +356,13 @@ fn vlshl_add64(w: &mut Wave, e: &Exe, _: &mut Group<'_>) -> R {
 /// Add/subtract with carry-out (and carry-in): `f(a, b, cin) -> (result, cout)`.
 fn vcarry(w: &mut Wave, e: &Exe, cin: bool, f: impl Fn(u32, u32, u32) -> (u32, bool)) -> R {
     int_mods(e)?;
-    let (a, b) = (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?);
+    let (a, b) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?);
     let c = if cin { w.s64(&mask_in(e)?, Ty::B64)? } else { 0 };
     let exec = w.exec;
     let mut out = [0u32; LANES];
     let mut co = 0u64;
     for l in 0..LANES {
-        let (r, carry) = f(a[l], b[l], (c >> l & 1) as u32);
+        let (r, carry) = f(a.at(l), b.at(l), (c >> l & 1) as u32);
         out[l] = r;
         if carry && exec >> l & 1 != 0 {
             co |= 1 << l;
@@ -379,19 +379,14 @@ fn vcndmask(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     if m.clamp || m.omod != 0 {
         return Err(ExecErrorKind::Unimplemented);
     }
-    let (mut a, mut b) = (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?);
-    for (k, v) in [&mut a, &mut b].into_iter().enumerate() {
-        for x in v.iter_mut() {
-            if m.abs >> k & 1 != 0 {
-                *x &= 0x7FFF_FFFF;
-            }
-            if m.neg >> k & 1 != 0 {
-                *x ^= 0x8000_0000;
-            }
-        }
-    }
+    let (a, b) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?);
+    // abs clears, neg flips the sign bit of source k.
+    let bits = |k: u32| {
+        (if m.abs >> k & 1 != 0 { 0x7FFF_FFFF } else { u32::MAX }, if m.neg >> k & 1 != 0 { 0x8000_0000 } else { 0 })
+    };
+    let ((and_a, xor_a), (and_b, xor_b)) = (bits(0), bits(1));
     let mask = w.s64(&mask_in(e)?, Ty::B64)?;
-    let r: Lanes = per_lane(|l| if mask >> l & 1 != 0 { b[l] } else { a[l] });
+    let r: Lanes = per_lane(|l| if mask >> l & 1 != 0 { (b.at(l) & and_b) ^ xor_b } else { (a.at(l) & and_a) ^ xor_a });
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -763,16 +758,19 @@ fn vcmp(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     let mut bits = 0u64;
     match ty {
         CMP_I32 | CMP_U32 => {
-            let (a, b) = (w.v32(&s0)?, w.v32(&s1)?);
+            let (a, b) = (w.src32(&s0)?, w.src32(&s1)?);
+            // Signed compares as unsigned ones with the sign bit flipped.
+            let flip = if ty == CMP_I32 { 0x8000_0000 } else { 0 };
             for l in 0..LANES {
-                let ord = if ty == CMP_I32 { (a[l] as i32).cmp(&(b[l] as i32)) } else { a[l].cmp(&b[l]) };
+                let ord = (a.at(l) ^ flip).cmp(&(b.at(l) ^ flip));
                 bits |= u64::from(int_cond(cond, ord)) << l;
             }
         }
         CMP_I64 | CMP_U64 => {
-            let (a, b) = (w.v64(&s0, Ty::B64)?, w.v64(&s1, Ty::B64)?);
+            let (a, b) = (w.src64(&s0, Ty::B64)?, w.src64(&s1, Ty::B64)?);
+            let flip = if ty == CMP_I64 { 1 << 63 } else { 0 };
             for l in 0..LANES {
-                let ord = if ty == CMP_I64 { (a[l] as i64).cmp(&(b[l] as i64)) } else { a[l].cmp(&b[l]) };
+                let ord = (a.at(l) ^ flip).cmp(&(b.at(l) ^ flip));
                 bits |= u64::from(int_cond(cond, ord)) << l;
             }
         }
@@ -840,12 +838,12 @@ pub(crate) fn flat_addrs(w: &Wave, e: &Exe, addr: &Operand, saddr: Option<Operan
     match saddr {
         Some(s @ (Operand::Sgpr { .. } | Operand::Ttmp { .. } | Operand::Special { .. })) => {
             let base = w.s64(&s, Ty::B64)?;
-            let v = w.v32(addr)?;
-            Ok(per_lane(|l| base.wrapping_add(u64::from(v[l])).wrapping_add(off)))
+            let v = w.src32(addr)?;
+            Ok(per_lane(|l| base.wrapping_add(u64::from(v.at(l))).wrapping_add(off)))
         }
         _ => {
-            let v = w.v64(addr, Ty::B64)?;
-            Ok(per_lane(|l| v[l].wrapping_add(off)))
+            let v = w.src64(addr, Ty::B64)?;
+            Ok(per_lane(|l| v.at(l).wrapping_add(off)))
         }
     }
 }
