@@ -832,7 +832,9 @@ pub(crate) fn flat_parts(e: &Exe, returns: bool) -> (Option<Operand>, Operand, O
     (vdst, addr, data, saddr)
 }
 
-/// Per-lane addresses of a FLAT/GLOBAL access.
+/// Per-lane addresses of a FLAT/GLOBAL access (inlined: the array is built in the caller's
+/// frame, not copied out of a `Result`).
+#[inline(always)]
 pub(crate) fn flat_addrs(w: &Wave, e: &Exe, addr: &Operand, saddr: Option<Operand>) -> Result<Lanes64, ExecErrorKind> {
     let off = e.inst.mods.offset as i64 as u64;
     match saddr {
@@ -949,7 +951,7 @@ fn flat_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let dwords = n.div_ceil(4);
     let mut vals = [[0u32; LANES]; 4];
     for (k, v) in vals.iter_mut().enumerate().take(dwords) {
-        *v = w.v32k(&data, k as u8)?;
+        *v = w.src32k(&data, k as u8)?.lanes();
     }
     let exec = w.exec;
     if n % 4 == 0 && e.inst.encoding() != Encoding::Flat {
@@ -1073,11 +1075,11 @@ pub(crate) fn lds_atomic(
 const DS_TWO: u32 = 1 << 9;
 const DS_ST64: u32 = 1 << 10;
 
-fn ds_addrs(w: &Wave, e: &Exe) -> Result<Lanes, ExecErrorKind> {
+fn ds_addrs<'w>(w: &'w Wave, e: &Exe) -> Result<Src<'w>, ExecErrorKind> {
     if e.inst.mods.gds_lds {
         return Err(ExecErrorKind::Unimplemented);
     }
-    w.v32(&field(e, Field::Addr, 0)?)
+    w.src32(&field(e, Field::Addr, 0)?)
 }
 
 /// The (up to two) byte offsets of a DS access of elements of `n` bytes.
@@ -1106,7 +1108,7 @@ fn ds_read(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
             continue;
         }
         for (part, off) in offs.iter().enumerate().take(if two { 2 } else { 1 }) {
-            let at = addrs[l].wrapping_add(*off);
+            let at = addrs.at(l).wrapping_add(*off);
             if n % 4 == 0 {
                 // Whole dwords, read in place.
                 let src = g.lds.get(lds_range(g, at, n)?).ok_or(ExecErrorKind::LdsOutOfRange(at))?;
@@ -1143,12 +1145,12 @@ fn ds_write(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let addrs = ds_addrs(w, e)?;
     let offs = ds_offsets(e, n);
     let per = n.div_ceil(4);
-    let mut datas = [[[0u32; LANES]; 4]; 2];
+    let mut datas = [[Src::Splat(0); 4]; 2];
     let fields = [Field::Data0, Field::Data1];
     for (part, f) in fields.iter().enumerate().take(if two { 2 } else { 1 }) {
         let o = field(e, *f, 0)?;
-        for k in 0..per {
-            datas[part][k] = w.v32k(&o, k as u8)?;
+        for k in 0..per.min(4) {
+            datas[part][k] = w.src32k(&o, k as u8)?;
         }
     }
     let exec = w.exec;
@@ -1157,19 +1159,19 @@ fn ds_write(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
             continue;
         }
         for (part, off) in offs.iter().enumerate().take(if two { 2 } else { 1 }) {
-            let at = addrs[l].wrapping_add(*off);
+            let at = addrs.at(l).wrapping_add(*off);
             if n % 4 == 0 {
                 // Whole dwords, written in place.
                 let r = lds_range(g, at, n)?;
                 let dst = g.lds.get_mut(r).ok_or(ExecErrorKind::LdsOutOfRange(at))?;
                 for (k, c) in dst.chunks_exact_mut(4).enumerate() {
-                    c.copy_from_slice(&datas[part][k.min(3)][l].to_le_bytes());
+                    c.copy_from_slice(&datas[part][k.min(3)].at(l).to_le_bytes());
                 }
                 continue;
             }
             let mut buf = [0u8; 16];
             for k in 0..per {
-                buf[4 * k..4 * k + 4].copy_from_slice(&datas[part][k][l].to_le_bytes());
+                buf[4 * k..4 * k + 4].copy_from_slice(&datas[part][k].at(l).to_le_bytes());
             }
             lds_write(g, at, buf.get(..n).ok_or(ExecErrorKind::Unimplemented)?)?;
         }
@@ -1201,7 +1203,7 @@ fn ds_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let mut old = [0u64; LANES];
     for l in 0..LANES {
         if exec >> l & 1 != 0 {
-            old[l] = lds_atomic(g, addrs[l].wrapping_add(off), size, op, val[l], cmp[l])?;
+            old[l] = lds_atomic(g, addrs.at(l).wrapping_add(off), size, op, val[l], cmp[l])?;
         }
     }
     if has_field(e, Field::Dst) {
@@ -1222,7 +1224,7 @@ fn ds_bpermute(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     let off = e.inst.mods.offset as u32 & 0xFFFF;
     let exec = w.exec;
     let r: Lanes = per_lane(|l| {
-        let from = ((addrs[l].wrapping_add(off) / 4) & 63) as usize;
+        let from = ((addrs.at(l).wrapping_add(off) / 4) & 63) as usize;
         if exec >> from & 1 != 0 {
             data[from]
         } else {
