@@ -429,6 +429,64 @@ fn vopf32<const N: usize>(
     NEXT
 }
 
+/// `v_fma_f32` and (`mac`) `v_fmac_f32`, the SGEMM and SAXPY inner loops' instruction
+/// (docs/executor.md §6 "speed"). In round-to-nearest-even: the sources staged as f32 once
+/// (modifiers and flushing as [`vopf32`] applies them), then [`fma_f32`]'s fast case — the f64
+/// sum converted — for every lane in a loop without branches the compiler can vectorise, and
+/// `fma_f32` itself for the lanes whose sum is an f32 midpoint or below f32's normal range,
+/// then [`fpost`]: the same bits as [`vopf32`] with `fma`. Other rounding modes take
+/// [`vopf32`] with softfloat.
+fn vfma_f32(w: &mut Wave, e: &Exe, mac: bool) -> R {
+    no_opsel(e)?;
+    let en = env(w, F32);
+    let third = if mac { (dst(e)?, (u32::MAX, 0)) } else { (src(e, 2)?, f32_mods(e, 2)) };
+    let ops = [src(e, 0)?, src(e, 1)?, third.0];
+    let mods = [f32_mods(e, 0), f32_mods(e, 1), third.1];
+    if en.rm != Round::Even {
+        return vopf32(w, e, en, ops, mods, |en, [a, b, c]| fma(F32, en.rm, a, b, c));
+    }
+    let mut x = [[0f32; LANES]; 3];
+    for k in 0..3 {
+        let (and, xor) = mods[k];
+        let stage = |b: u32| {
+            let b = (b & and) ^ xor;
+            // Flushing a denormal keeps its sign (`Fmt::flush`).
+            let b = if !en.keep_in && b & 0x7F80_0000 == 0 { b & 0x8000_0000 } else { b };
+            f32::from_bits(b)
+        };
+        match w.src32(&ops[k])? {
+            Src::Splat(v) => x[k] = [stage(v); LANES],
+            Src::Lanes(r) => {
+                for (d, &b) in x[k].iter_mut().zip(r.iter()) {
+                    *d = stage(b);
+                }
+            }
+        }
+    }
+    let mut r = [0u32; LANES];
+    let mut slow = 0u64;
+    for l in 0..LANES {
+        let s = f64::from(x[0][l]) * f64::from(x[1][l]) + f64::from(x[2][l]);
+        let bits = s.to_bits();
+        let exact = bits & 0x1FFF_FFFF != 0x1000_0000 && bits & !(1 << 63) >= 0x3810_0000_0000_0000;
+        slow |= u64::from(!exact) << l;
+        r[l] = (s as f32).to_bits();
+    }
+    while slow != 0 {
+        let l = slow.trailing_zeros() as usize;
+        slow &= slow - 1;
+        r[l] = fma_f32(x[0][l], x[1][l], x[2][l]).to_bits();
+    }
+    let m = e.inst.mods;
+    if m.omod != 0 || m.clamp || !en.keep_out {
+        for v in r.iter_mut() {
+            *v = fpost(e, F32, en, u64::from(*v)) as u32;
+        }
+    }
+    w.set_v32(&dst(e)?, &r)?;
+    NEXT
+}
+
 /// The `x & and ^ xor` masks of f32 source `n`'s abs and neg bits.
 fn f32_mods(e: &Exe, n: usize) -> (u32, u32) {
     let m = e.inst.mods;
@@ -1415,12 +1473,12 @@ pub(crate) fn handler_for_name(base: &str) -> Option<(Handler, u32)> {
         "v_subrev_f32" => |w, e, _| vop2f(w, e, F32, |en, a, b| add(F32, en.rm, b, F32.neg(a))),
         "v_mul_f32" => |w, e, _| vop2f(w, e, F32, |en, a, b| mul(F32, en.rm, a, b)),
         "v_mul_legacy_f32" => |w, e, _| vop2f(w, e, F32, |en, a, b| mul_legacy(F32, en.rm, a, b)),
-        "v_fma_f32" => |w, e, _| vop3f(w, e, F32, |en, a, b, c| fma(F32, en.rm, a, b, c)),
+        "v_fma_f32" => |w, e, _| vfma_f32(w, e, false),
         "v_mad_f32" => |w, e, _| vop3f(w, e, F32, |en, a, b, c| mad(F32, en.rm, a, b, c)),
         "v_mad_legacy_f32" => {
             |w, e, _| vop3f(w, e, F32, |en, a, b, c| add(F32, en.rm, mul_legacy(F32, en.rm, a, b), c))
         }
-        "v_fmac_f32" => |w, e, _| vmacf(w, e, F32, |rm, a, b, c| fma(F32, rm, a, b, c)),
+        "v_fmac_f32" => |w, e, _| vfma_f32(w, e, true),
         "v_mac_f32" => |w, e, _| vmacf(w, e, F32, |rm, a, b, c| mad(F32, rm, a, b, c)),
         "v_madmk_f32" => |w, e, _| vmadkf(w, e, F32, false, false),
         "v_madak_f32" => |w, e, _| vmadkf(w, e, F32, true, false),

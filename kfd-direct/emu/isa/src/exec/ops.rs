@@ -759,12 +759,20 @@ fn vcmp(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     match ty {
         CMP_I32 | CMP_U32 => {
             let (a, b) = (w.src32(&s0)?, w.src32(&s1)?);
-            // Signed compares as unsigned ones with the sign bit flipped.
+            // Signed compares as unsigned ones with the sign bit flipped; the less and equal
+            // masks of every lane first, then the condition's truth table over them.
             let flip = if ty == CMP_I32 { 0x8000_0000 } else { 0 };
+            let (mut lt, mut eq) = (0u64, 0u64);
             for l in 0..LANES {
-                let ord = (a.at(l) ^ flip).cmp(&(b.at(l) ^ flip));
-                bits |= u64::from(int_cond(cond, ord)) << l;
+                let (x, y) = (a.at(l) ^ flip, b.at(l) ^ flip);
+                lt |= u64::from(x < y) << l;
+                eq |= u64::from(x == y) << l;
             }
+            let gt = !(lt | eq);
+            let pick = |o: core::cmp::Ordering, m: u64| if int_cond(cond, o) { m } else { 0 };
+            bits = pick(core::cmp::Ordering::Less, lt)
+                | pick(core::cmp::Ordering::Equal, eq)
+                | pick(core::cmp::Ordering::Greater, gt);
         }
         CMP_I64 | CMP_U64 => {
             let (a, b) = (w.src64(&s0, Ty::B64)?, w.src64(&s1, Ty::B64)?);
@@ -1093,6 +1101,34 @@ fn ds_offsets(e: &Exe, n: usize) -> [u32; 2] {
     }
 }
 
+/// `D` dwords per address of a DS read at `parts` (1 or 2) offsets, for the lanes of `exec` in
+/// order into `out` (`parts × D` ≤ 4); the first address out of range ends it.
+#[inline(always)]
+fn ds_read_dwords<const D: usize>(
+    lds: &[u8],
+    addrs: Src<'_>,
+    offs: [u32; 2],
+    parts: usize,
+    exec: u64,
+    out: &mut [Lanes; 4],
+) -> Result<(), ExecErrorKind> {
+    let mut active = exec;
+    while active != 0 {
+        let l = active.trailing_zeros() as usize;
+        active &= active - 1;
+        for (part, off) in offs.iter().enumerate().take(parts) {
+            let at = addrs.at(l).wrapping_add(*off);
+            let s = at as usize;
+            let src = s.checked_add(4 * D).and_then(|end| lds.get(s..end)).ok_or(ExecErrorKind::LdsOutOfRange(at))?;
+            for k in 0..D {
+                let c = [src[4 * k], src[4 * k + 1], src[4 * k + 2], src[4 * k + 3]];
+                out[(part * D + k) & 3][l] = u32::from_le_bytes(c);
+            }
+        }
+    }
+    Ok(())
+}
+
 fn ds_read(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let n = (e.aux & 0xFF) as usize;
     let signed = e.aux & SIGNED != 0;
@@ -1103,6 +1139,22 @@ fn ds_read(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let per = n.div_ceil(4);
     let mut out = [[0u32; LANES]; 4];
     let exec = w.exec;
+    let total = if two { 2 * per } else { per };
+    if n % 4 == 0 && total <= 4 {
+        // Whole dwords, read in place, lane by lane over EXEC (the first lane out of range
+        // ends it, as below).
+        let (lds, parts) = (&g.lds[..], if two { 2 } else { 1 });
+        match per {
+            1 => ds_read_dwords::<1>(lds, addrs, offs, parts, exec, &mut out)?,
+            2 => ds_read_dwords::<2>(lds, addrs, offs, parts, exec, &mut out)?,
+            3 => ds_read_dwords::<3>(lds, addrs, offs, parts, exec, &mut out)?,
+            _ => ds_read_dwords::<4>(lds, addrs, offs, parts, exec, &mut out)?,
+        }
+        for (k, o) in out.iter().enumerate().take(total) {
+            w.set_v32k(&d, k, o, exec)?;
+        }
+        return NEXT;
+    }
     for l in 0..LANES {
         if exec >> l & 1 == 0 {
             continue;
@@ -1132,7 +1184,6 @@ fn ds_read(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
             }
         }
     }
-    let total = if two { 2 * per } else { per };
     for (k, o) in out.iter().enumerate().take(total) {
         w.set_v32k(&d, k, o, exec)?;
     }

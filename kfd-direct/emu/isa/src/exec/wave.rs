@@ -155,8 +155,8 @@ impl Wave {
             }
             self.executed += 1;
             let Some(h) = slot.handler else { return Err(at(ExecErrorKind::Unimplemented)) };
-            let exe = slot.exe;
-            match h(self, &exe, g).map_err(at)? {
+            // The decoded instruction by reference (the code outlives the group's borrow).
+            match h(self, &slot.exe, g).map_err(at)? {
                 Flow::Next => self.pc += 1,
                 Flow::Jump(i) => self.pc = i,
                 Flow::JumpAddr(a) => match code.index_of(a) {
