@@ -932,7 +932,7 @@ fn fmac_sgpr_and_modifier_forms_round_once() {
     let mut w = wave();
     for l in 0..64 {
         w.vgpr[1][l] = r() & 0xBFFF_FFFF;
-        w.vgpr[2][l] = r() % 0x3F80_0000 | (r() & 0x8000_0000);
+        w.vgpr[2][l] = (r() % 0x3F80_0000) | (r() & 0x8000_0000);
         w.vgpr[3][l] = r() & 0x8FFF_FFFF;
     }
     // Lane 0: a product whose f64 sum lands on an f32 midpoint (the exact correction).
@@ -972,7 +972,8 @@ fn fmac_sgpr_and_modifier_forms_round_once() {
 #[test]
 fn integer_compares_follow_every_condition() {
     let mut r = rnd(0xC3);
-    let conds: [(&str, fn(core::cmp::Ordering) -> bool); 8] = [
+    type Cond = (&'static str, fn(core::cmp::Ordering) -> bool);
+    let conds: [Cond; 8] = [
         ("f", |_| false),
         ("lt", |o| o.is_lt()),
         ("eq", |o| o.is_eq()),
