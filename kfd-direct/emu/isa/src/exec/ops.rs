@@ -42,6 +42,26 @@ pub(crate) struct Exe {
     /// DPP and SDWA forms: the base operation's handler, which `exec/lanes.rs` runs on the
     /// permuted or selected sources (docs/executor.md §5 "Lanes").
     pub(crate) inner: Option<Handler>,
+    /// The operand index of the first slot of `Dst`, `Src0`, `Src1`, `Src2` (`u8::MAX`:
+    /// none), from the opcode's slot table at decode time, so [`dst`] and [`src`] do not scan
+    /// it per execution (docs/executor.md §6 "speed").
+    pub(crate) slots: [u8; 4],
+}
+
+/// [`Exe::slots`] for an instruction.
+pub(crate) fn slot_map(inst: &Inst) -> [u8; 4] {
+    let slots = inst.op.spec().slots;
+    [Field::Dst, Field::Src0, Field::Src1, Field::Src2]
+        .map(|f| slots.iter().position(|s| s.field == f).and_then(|k| u8::try_from(k).ok()).unwrap_or(u8::MAX))
+}
+
+/// The operand at a precomputed slot index.
+#[inline]
+fn op_at(e: &Exe, k: u8) -> Result<Operand, ExecErrorKind> {
+    if k == u8::MAX {
+        return Err(ExecErrorKind::Unimplemented);
+    }
+    op(e, usize::from(k))
 }
 
 pub(crate) type R = Result<Flow, ExecErrorKind>;
@@ -70,11 +90,11 @@ fn has_field(e: &Exe, f: Field) -> bool {
 }
 
 pub(crate) fn dst(e: &Exe) -> Result<Operand, ExecErrorKind> {
-    field(e, Field::Dst, 0)
+    op_at(e, e.slots[0])
 }
 
 pub(crate) fn src(e: &Exe, n: usize) -> Result<Operand, ExecErrorKind> {
-    field(e, [Field::Src0, Field::Src1, Field::Src2][n.min(2)], 0)
+    op_at(e, e.slots[1 + n.min(2)])
 }
 
 /// The carry-out / compare destination of a VOP2/VOP3B instruction (`vcc` or an SGPR pair).
