@@ -922,3 +922,152 @@ v_mfma_f64_4x4x4f64 v[0:1], v[2:3], v[4:5], v[0:1]",
         let _ = run_words(&words, &mut w);
     }
 }
+
+/// `v_fmac_f32` (D the addend, an SGPR source broadcast) and `v_fma_f32` with abs/neg take the
+/// same vectorised fma path as the plain form: each lane bit-equal to `f32::mul_add` of the
+/// modified sources, inactive lanes untouched.
+#[test]
+fn fmac_sgpr_and_modifier_forms_round_once() {
+    let mut r = rnd(0xFC);
+    let mut w = wave();
+    for l in 0..64 {
+        w.vgpr[1][l] = r() & 0xBFFF_FFFF;
+        w.vgpr[2][l] = (r() % 0x3F80_0000) | (r() & 0x8000_0000);
+        w.vgpr[3][l] = r() & 0x8FFF_FFFF;
+    }
+    // Lane 0: a product whose f64 sum lands on an f32 midpoint (the exact correction).
+    let one = 1.0 + 2f32.powi(-12);
+    (w.vgpr[1][0], w.vgpr[2][0], w.vgpr[3][0]) = (one.to_bits(), one.to_bits(), 2f32.powi(-60).to_bits());
+    w.sgpr[6] = 1.5f32.to_bits();
+    let exec = u64::from(r()) | u64::from(r()) << 32 | 1;
+    w.exec = exec;
+    w.vgpr[5] = w.vgpr[3];
+    w.vgpr[7] = w.vgpr[3];
+    w.vgpr[8] = [0xEEEE_EEEE; 64];
+    run("v_fmac_f32_e32 v5, v1, v2\nv_fmac_f32_e32 v7, s6, v2\nv_fma_f32 v8, -v1, |v2|, -|v3|", &mut w);
+    let f = f32::from_bits;
+    for l in 0..64 {
+        let (a, b, c) = (f(w.vgpr[1][l]), f(w.vgpr[2][l]), f(w.vgpr[3][l]));
+        let want = [a.mul_add(b, c), 1.5f32.mul_add(b, c), (-a).mul_add(b.abs(), -c.abs())];
+        for (k, reg) in [5, 7, 8].into_iter().enumerate() {
+            let got = w.vgpr[reg][l];
+            if exec >> l & 1 == 0 {
+                let old = if reg == 8 { 0xEEEE_EEEE } else { c.to_bits() };
+                assert_eq!(got, old, "v{reg} lane {l} inactive");
+            } else {
+                assert!(
+                    got == want[k].to_bits() || (want[k].is_nan() && f(got).is_nan()),
+                    "v{reg} lane {l}: {:e} want {:e}",
+                    f(got),
+                    want[k]
+                );
+            }
+        }
+    }
+}
+
+/// The integer compares (every condition, signed and unsigned, VOP3 into an SGPR pair and
+/// `v_cmpx` into EXEC) over lanes with equal, sign-crossing and random values, an SGPR operand
+/// and a partial EXEC: bit `l` is the condition on lane `l`, 0 for inactive lanes.
+#[test]
+fn integer_compares_follow_every_condition() {
+    let mut r = rnd(0xC3);
+    type Cond = (&'static str, fn(core::cmp::Ordering) -> bool);
+    let conds: [Cond; 8] = [
+        ("f", |_| false),
+        ("lt", |o| o.is_lt()),
+        ("eq", |o| o.is_eq()),
+        ("le", |o| o.is_le()),
+        ("gt", |o| o.is_gt()),
+        ("ne", |o| o.is_ne()),
+        ("ge", |o| o.is_ge()),
+        ("t", |_| true),
+    ];
+    for (cond, holds) in conds {
+        for ty in ["i32", "u32"] {
+            let mut w = wave();
+            for l in 0..64 {
+                let small = |x: u32| ((x % 5) as i32 - 2) as u32;
+                (w.vgpr[1][l], w.vgpr[2][l]) =
+                    if l % 2 == 0 { (small(r()), small(r())) } else { (r(), r() | (r() & 0x8000_0000)) };
+            }
+            w.sgpr[8] = 0xFFFF_FFFF; // -1 signed, the maximum unsigned
+            let exec = u64::from(r()) | u64::from(r()) << 32;
+            w.exec = exec;
+            let asm = format!(
+                "v_cmp_{cond}_{ty}_e64 s[4:5], v1, v2\nv_cmp_{cond}_{ty}_e64 s[10:11], s8, v2\nv_cmpx_{cond}_{ty}_e64 s[12:13], v2, v1"
+            );
+            run(&asm, &mut w);
+            let ord = |a: u32, b: u32| if ty == "i32" { (a as i32).cmp(&(b as i32)) } else { a.cmp(&b) };
+            let mask = |f: &dyn Fn(usize) -> bool| (0..64).fold(0u64, |m, l| m | u64::from(f(l)) << l) & exec;
+            let want = [
+                mask(&|l| holds(ord(w.vgpr[1][l], w.vgpr[2][l]))),
+                mask(&|l| holds(ord(0xFFFF_FFFF, w.vgpr[2][l]))),
+                mask(&|l| holds(ord(w.vgpr[2][l], w.vgpr[1][l]))),
+            ];
+            let got = [4, 10, 12].map(|s| u64::from(w.sgpr[s]) | u64::from(w.sgpr[s + 1]) << 32);
+            assert_eq!(got, want, "{asm}");
+            assert_eq!(w.exec, want[2], "{asm}: EXEC");
+        }
+    }
+}
+
+/// DS dword reads (`ds_read_b32/b64/b96/b128`, `ds_read2_b32`, `ds_read2st64_b32`,
+/// `ds_read2_b64`) read LDS in place over EXEC as the byte-wise path reads it; an address past
+/// the allocation in a middle lane ends the instruction with that lane's address and leaves the
+/// destination as it was.
+#[test]
+fn lds_dword_reads_follow_exec_and_report_the_first_lane_out_of_range() {
+    const LDS: usize = 4096;
+    let mut r = rnd(0xD5);
+    let lds: Vec<u8> = (0..LDS).map(|i| (i * 13 + 5) as u8).collect();
+    let word = |at: usize| u32::from_le_bytes([lds[at], lds[at + 1], lds[at + 2], lds[at + 3]]);
+    let run_lds = |asm: &str, w: &mut Wave| {
+        let mut words = common::assemble(asm);
+        words.extend(common::assemble("s_endpgm"));
+        let code = Code::decode(BASE, &words);
+        w.pc = 0;
+        let mut l = lds.clone();
+        run_wave(&code, w, &VecMemory::new(BASE, 0), &mut l, &Limits { wave_instructions: 100 })
+    };
+    // (instruction, dwords per address, byte offsets of the addresses)
+    let cases: [(&str, usize, &[usize]); 7] = [
+        ("ds_read_b32 v4, v1 offset:12", 1, &[12]),
+        ("ds_read_b64 v[4:5], v1 offset:8", 2, &[8]),
+        ("ds_read_b96 v[4:6], v1", 3, &[0]),
+        ("ds_read_b128 v[4:7], v1 offset:16", 4, &[16]),
+        ("ds_read2_b32 v[4:5], v1 offset0:1 offset1:7", 1, &[4, 28]),
+        ("ds_read2st64_b32 v[4:5], v1 offset0:1 offset1:2", 1, &[256, 512]),
+        ("ds_read2_b64 v[4:7], v1 offset0:3 offset1:5", 2, &[24, 40]),
+    ];
+    for (asm, per, offs) in cases {
+        let mut w = wave();
+        let exec = u64::from(r()) | u64::from(r()) << 32;
+        w.exec = exec;
+        w.vgpr[1] = core::array::from_fn(|_| (r() % 2048) & !15);
+        for k in 4..8 {
+            w.vgpr[k] = [0xEEEE_EEEE; 64];
+        }
+        run_lds(asm, &mut w).unwrap_or_else(|e| panic!("{asm}: {e}"));
+        for l in 0..64 {
+            for (p, off) in offs.iter().enumerate() {
+                for k in 0..per {
+                    let want = if exec >> l & 1 != 0 { word(w.vgpr[1][l] as usize + off + 4 * k) } else { 0xEEEE_EEEE };
+                    assert_eq!(w.vgpr[4 + p * per + k][l], want, "{asm} lane {l} dword {}", p * per + k);
+                }
+            }
+        }
+        // Lanes 20 and 40 out of range: lane 20's address is reported, nothing is written.
+        w.exec = u64::MAX;
+        w.vgpr[1][20] = (LDS - 4) as u32;
+        w.vgpr[1][40] = LDS as u32;
+        let before: Vec<[u32; 64]> = w.vgpr[4..8].to_vec();
+        let e = run_lds(asm, &mut w).unwrap_err();
+        let last = (LDS - 4 + offs[offs.len() - 1]) as u32;
+        let first = (LDS - 4 + offs[0]) as u32;
+        // The first part whose access does not fit is the one reported.
+        let at = if (LDS - 4 + offs[0] + 4 * per) > LDS { first } else { last };
+        assert!(matches!(e.kind, ExecErrorKind::LdsOutOfRange(a) if a == at), "{asm}: {e}");
+        assert_eq!(w.vgpr[4..8].to_vec(), before, "{asm}: destination written on a fault");
+    }
+}

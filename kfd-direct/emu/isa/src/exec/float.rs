@@ -16,7 +16,7 @@ use super::ops::{
     carry_out, dst, field, float_cond, fma_f32, int_cond, int_mods, op, src, Exe, Handler, CMPX, NEXT, R,
 };
 use super::softfloat::{self as sf, Fmt, Round, Val, F16, F32, F64};
-use super::wave::{float_const_f32, Lanes, Ty, Wave, LANES};
+use super::wave::{float_const_f32, Lanes, Src, Ty, Wave, LANES};
 use super::{ExecErrorKind, Group, PRIVATE_APERTURE, SHARED_APERTURE};
 use crate::spec::{self, Field};
 use crate::{FloatConst, Operand};
@@ -395,9 +395,118 @@ fn put(w: &mut Wave, e: &Exe, f: Fmt, r: &Bits) -> Result<(), ExecErrorKind> {
     }
 }
 
+/// The f32 path of [`vopf`] and [`vmacf`] (docs/executor.md §6 "speed"): the same semantics
+/// on borrowed sources — `ops` read in place, abs/neg as the masks `mods` give (`x & and ^
+/// xor`), input denormals flushed unless `en` keeps them, `op` on the values widened to the
+/// bit patterns `vopf` passes, then [`fpost`] — in one infallible loop over the lanes, the
+/// result written to the destination's active lanes.
+#[inline(always)]
+fn vopf32<const N: usize>(
+    w: &mut Wave,
+    e: &Exe,
+    en: Env,
+    ops: [Operand; N],
+    mods: [(u32, u32); N],
+    op: impl Fn(Env, [u64; N]) -> u64,
+) -> R {
+    let mut s = [Src::Splat(0); N];
+    for (k, o) in ops.iter().enumerate() {
+        s[k] = w.src32(o)?;
+    }
+    let m = e.inst.mods;
+    let post = m.omod != 0 || m.clamp || !en.keep_out;
+    let mut r = [0u32; LANES];
+    for (l, d) in r.iter_mut().enumerate() {
+        let mut x = [0u64; N];
+        for k in 0..N {
+            let b = u64::from((s[k].at(l) & mods[k].0) ^ mods[k].1);
+            x[k] = if en.keep_in { b } else { F32.flush(b) };
+        }
+        let y = op(en, x);
+        *d = if post { fpost(e, F32, en, y) } else { y } as u32;
+    }
+    w.set_v32(&dst(e)?, &r)?;
+    NEXT
+}
+
+/// `v_fma_f32` and (`mac`) `v_fmac_f32`, the SGEMM and SAXPY inner loops' instruction
+/// (docs/executor.md §6 "speed"). In round-to-nearest-even: the sources staged as f32 once
+/// (modifiers and flushing as [`vopf32`] applies them), then [`fma_f32`]'s fast case — the f64
+/// sum converted — for every lane in a loop without branches the compiler can vectorise, and
+/// `fma_f32` itself for the lanes whose sum is an f32 midpoint or below f32's normal range,
+/// then [`fpost`]: the same bits as [`vopf32`] with `fma`. Other rounding modes take
+/// [`vopf32`] with softfloat.
+fn vfma_f32(w: &mut Wave, e: &Exe, mac: bool) -> R {
+    no_opsel(e)?;
+    let en = env(w, F32);
+    let third = if mac { (dst(e)?, (u32::MAX, 0)) } else { (src(e, 2)?, f32_mods(e, 2)) };
+    let ops = [src(e, 0)?, src(e, 1)?, third.0];
+    let mods = [f32_mods(e, 0), f32_mods(e, 1), third.1];
+    if en.rm != Round::Even {
+        return vopf32(w, e, en, ops, mods, |en, [a, b, c]| fma(F32, en.rm, a, b, c));
+    }
+    let mut x = [[0f32; LANES]; 3];
+    for k in 0..3 {
+        let (and, xor) = mods[k];
+        let stage = |b: u32| {
+            let b = (b & and) ^ xor;
+            // Flushing a denormal keeps its sign (`Fmt::flush`).
+            let b = if !en.keep_in && b & 0x7F80_0000 == 0 { b & 0x8000_0000 } else { b };
+            f32::from_bits(b)
+        };
+        match w.src32(&ops[k])? {
+            Src::Splat(v) => x[k] = [stage(v); LANES],
+            Src::Lanes(r) => {
+                for (d, &b) in x[k].iter_mut().zip(r.iter()) {
+                    *d = stage(b);
+                }
+            }
+        }
+    }
+    let mut r = [0u32; LANES];
+    let mut slow = 0u64;
+    for l in 0..LANES {
+        let s = f64::from(x[0][l]) * f64::from(x[1][l]) + f64::from(x[2][l]);
+        let bits = s.to_bits();
+        let exact = bits & 0x1FFF_FFFF != 0x1000_0000 && bits & !(1 << 63) >= 0x3810_0000_0000_0000;
+        slow |= u64::from(!exact) << l;
+        r[l] = (s as f32).to_bits();
+    }
+    while slow != 0 {
+        let l = slow.trailing_zeros() as usize;
+        slow &= slow - 1;
+        r[l] = fma_f32(x[0][l], x[1][l], x[2][l]).to_bits();
+    }
+    let m = e.inst.mods;
+    if m.omod != 0 || m.clamp || !en.keep_out {
+        for v in r.iter_mut() {
+            *v = fpost(e, F32, en, u64::from(*v)) as u32;
+        }
+    }
+    w.set_v32(&dst(e)?, &r)?;
+    NEXT
+}
+
+/// The `x & and ^ xor` masks of f32 source `n`'s abs and neg bits.
+fn f32_mods(e: &Exe, n: usize) -> (u32, u32) {
+    let m = e.inst.mods;
+    let and = if m.abs >> n & 1 != 0 { 0x7FFF_FFFF } else { u32::MAX };
+    let xor = if m.neg >> n & 1 != 0 { 0x8000_0000 } else { 0 };
+    (and, xor)
+}
+
 /// `D = op(S0 … S(N−1))` on floats of format `f`, with the source and output modifiers.
 fn vopf<const N: usize>(w: &mut Wave, e: &Exe, f: Fmt, en: Env, op: impl Fn(Env, [u64; N]) -> u64) -> R {
     no_opsel(e)?;
+    if f == F32 {
+        let mut ops = [Operand::Off; N];
+        let mut mods = [(0, 0); N];
+        for k in 0..N {
+            ops[k] = src(e, k)?;
+            mods[k] = f32_mods(e, k);
+        }
+        return vopf32(w, e, en, ops, mods, op);
+    }
     let mut s = [[0u64; LANES]; N];
     for (k, v) in s.iter_mut().enumerate() {
         *v = fsrc(w, e, k, f, en)?;
@@ -438,6 +547,12 @@ fn dst_as_src(w: &Wave, e: &Exe, f: Fmt, en: Env) -> Result<Bits, ExecErrorKind>
 fn vmacf(w: &mut Wave, e: &Exe, f: Fmt, op: impl Fn(Round, u64, u64, u64) -> u64) -> R {
     no_opsel(e)?;
     let en = env(w, f);
+    if f == F32 {
+        // D as the addend: no abs/neg, flushed as the sources are (`dst_as_src`).
+        let ops = [src(e, 0)?, src(e, 1)?, dst(e)?];
+        let mods = [f32_mods(e, 0), f32_mods(e, 1), (u32::MAX, 0)];
+        return vopf32(w, e, en, ops, mods, |en, [a, b, c]| op(en.rm, a, b, c));
+    }
     let (a, b) = (fsrc(w, e, 0, f, en)?, fsrc(w, e, 1, f, en)?);
     let c = dst_as_src(w, e, f, en)?;
     let r: Bits = core::array::from_fn(|l| fpost(e, f, en, op(en.rm, a[l], b[l], c[l])));
@@ -1358,12 +1473,12 @@ pub(crate) fn handler_for_name(base: &str) -> Option<(Handler, u32)> {
         "v_subrev_f32" => |w, e, _| vop2f(w, e, F32, |en, a, b| add(F32, en.rm, b, F32.neg(a))),
         "v_mul_f32" => |w, e, _| vop2f(w, e, F32, |en, a, b| mul(F32, en.rm, a, b)),
         "v_mul_legacy_f32" => |w, e, _| vop2f(w, e, F32, |en, a, b| mul_legacy(F32, en.rm, a, b)),
-        "v_fma_f32" => |w, e, _| vop3f(w, e, F32, |en, a, b, c| fma(F32, en.rm, a, b, c)),
+        "v_fma_f32" => |w, e, _| vfma_f32(w, e, false),
         "v_mad_f32" => |w, e, _| vop3f(w, e, F32, |en, a, b, c| mad(F32, en.rm, a, b, c)),
         "v_mad_legacy_f32" => {
             |w, e, _| vop3f(w, e, F32, |en, a, b, c| add(F32, en.rm, mul_legacy(F32, en.rm, a, b), c))
         }
-        "v_fmac_f32" => |w, e, _| vmacf(w, e, F32, |rm, a, b, c| fma(F32, rm, a, b, c)),
+        "v_fmac_f32" => |w, e, _| vfma_f32(w, e, true),
         "v_mac_f32" => |w, e, _| vmacf(w, e, F32, |rm, a, b, c| mad(F32, rm, a, b, c)),
         "v_madmk_f32" => |w, e, _| vmadkf(w, e, F32, false, false),
         "v_madak_f32" => |w, e, _| vmadkf(w, e, F32, true, false),

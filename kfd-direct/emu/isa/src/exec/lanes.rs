@@ -348,6 +348,9 @@ fn msrc(w: &Wave, o: &Operand, dwords: usize) -> Result<[u64; LANES], ExecErrorK
     Ok(core::array::from_fn(|l| u64::from(lo[l]) | u64::from(hi[l]) << 32))
 }
 
+/// The most result dwords an MFMA shape has (`v_mfma_f32_32x32x1f32`: 32 × 32 × 2 blocks / 64).
+const MAX_MFMA_DWORDS: usize = 32;
+
 fn mfma(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     let s = SHAPES.get(e.aux as usize).ok_or(ExecErrorKind::Unimplemented)?;
     let m = e.inst.mods;
@@ -378,9 +381,12 @@ fn mfma(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
             _ => Ok([w.s32(&c)?; LANES]),
         }
     };
-    let mut acc: alloc::vec::Vec<Lanes> = alloc::vec::Vec::with_capacity(out_dwords);
-    for r in 0..out_dwords {
-        acc.push(cval(w, r)?);
+    // D's registers on the stack (no heap allocation per instruction): at most 32, the
+    // 32 × 32 two-block shapes.
+    let mut acc_regs = [[0u32; LANES]; MAX_MFMA_DWORDS];
+    let acc = acc_regs.get_mut(..out_dwords).ok_or(ExecErrorKind::Unimplemented)?;
+    for (r, a) in acc.iter_mut().enumerate() {
+        *a = cval(w, r)?;
     }
     let bits = s.ty.bits();
     let elem = |v: &[u64; LANES], lane: usize, idx: usize| -> u64 {

@@ -574,7 +574,15 @@ impl Code {
                         at += usize::from(inst.len);
                         let next = base.wrapping_add(4 * at as u64);
                         let inner = ops::inner_handler(&inst);
-                        let exe = ops::Exe { inst, aux: h.map_or(0, |h| h.1), target: u32::MAX, next, to: 0, inner };
+                        let exe = ops::Exe {
+                            slots: ops::slot_map(&inst),
+                            inst,
+                            aux: h.map_or(0, |h| h.1),
+                            target: u32::MAX,
+                            next,
+                            to: 0,
+                            inner,
+                        };
                         slots.push(Slot { exe, handler: h.map(|h| h.0) });
                     }
                     Err(e) => {

@@ -10,7 +10,7 @@
 // Lane loops index several per-lane arrays at once.
 #![allow(clippy::needless_range_loop)]
 
-use super::wave::{Lanes, Lanes64, Ty, Wave, LANES};
+use super::wave::{Lanes, Lanes64, Src, Ty, Wave, LANES};
 use super::{memory, AtomicOp, ExecErrorKind, Group, MemFault, PRIVATE_APERTURE, SHARED_APERTURE};
 use crate::spec::Field;
 use crate::{Encoding, Ext, Inst, Operand};
@@ -42,6 +42,26 @@ pub(crate) struct Exe {
     /// DPP and SDWA forms: the base operation's handler, which `exec/lanes.rs` runs on the
     /// permuted or selected sources (docs/executor.md §5 "Lanes").
     pub(crate) inner: Option<Handler>,
+    /// The operand index of the first slot of `Dst`, `Src0`, `Src1`, `Src2` (`u8::MAX`:
+    /// none), from the opcode's slot table at decode time, so [`dst`] and [`src`] do not scan
+    /// it per execution (docs/executor.md §6 "speed").
+    pub(crate) slots: [u8; 4],
+}
+
+/// [`Exe::slots`] for an instruction.
+pub(crate) fn slot_map(inst: &Inst) -> [u8; 4] {
+    let slots = inst.op.spec().slots;
+    [Field::Dst, Field::Src0, Field::Src1, Field::Src2]
+        .map(|f| slots.iter().position(|s| s.field == f).and_then(|k| u8::try_from(k).ok()).unwrap_or(u8::MAX))
+}
+
+/// The operand at a precomputed slot index.
+#[inline]
+fn op_at(e: &Exe, k: u8) -> Result<Operand, ExecErrorKind> {
+    if k == u8::MAX {
+        return Err(ExecErrorKind::Unimplemented);
+    }
+    op(e, usize::from(k))
 }
 
 pub(crate) type R = Result<Flow, ExecErrorKind>;
@@ -70,11 +90,11 @@ fn has_field(e: &Exe, f: Field) -> bool {
 }
 
 pub(crate) fn dst(e: &Exe) -> Result<Operand, ExecErrorKind> {
-    field(e, Field::Dst, 0)
+    op_at(e, e.slots[0])
 }
 
 pub(crate) fn src(e: &Exe, n: usize) -> Result<Operand, ExecErrorKind> {
-    field(e, [Field::Src0, Field::Src1, Field::Src2][n.min(2)], 0)
+    op_at(e, e.slots[1 + n.min(2)])
 }
 
 /// The carry-out / compare destination of a VOP2/VOP3B instruction (`vcc` or an SGPR pair).
@@ -272,15 +292,15 @@ fn per_lane<T: Copy + Default>(mut f: impl FnMut(usize) -> T) -> [T; LANES] {
     r
 }
 
-fn lanes_map2(a: &Lanes, b: &Lanes, f: impl Fn(u32, u32) -> u32) -> Lanes {
-    per_lane(|l| f(a[l], b[l]))
+fn lanes_map2(a: Src<'_>, b: Src<'_>, f: impl Fn(u32, u32) -> u32) -> Lanes {
+    per_lane(|l| f(a.at(l), b.at(l)))
 }
 
 /// `D = f(S0, S1)` per lane.
 fn vop2_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32) -> u32) -> R {
     int_mods(e)?;
-    let (a, b) = (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?);
-    let r = lanes_map2(&a, &b, f);
+    let (a, b) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?);
+    let r = lanes_map2(a, b, f);
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -293,8 +313,8 @@ fn vaddsub_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32) -> (u32, bool), sat: 
         return Err(ExecErrorKind::Unimplemented);
     }
     let clamp = m.clamp;
-    let (a, b) = (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?);
-    let r = lanes_map2(&a, &b, |x, y| match f(x, y) {
+    let (a, b) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?);
+    let r = lanes_map2(a, b, |x, y| match f(x, y) {
         (_, true) if clamp => sat,
         (v, _) => v,
     });
@@ -304,16 +324,16 @@ fn vaddsub_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32) -> (u32, bool), sat: 
 
 fn vop1_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32) -> u32) -> R {
     int_mods(e)?;
-    let a = w.v32(&src(e, 0)?)?;
-    let r: Lanes = per_lane(|l| f(a[l]));
+    let a = w.src32(&src(e, 0)?)?;
+    let r: Lanes = per_lane(|l| f(a.at(l)));
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
 
 fn vop3_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32, u32) -> u32) -> R {
     int_mods(e)?;
-    let (a, b, c) = (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?, w.v32(&src(e, 2)?)?);
-    let r: Lanes = per_lane(|l| f(a[l], b[l], c[l]));
+    let (a, b, c) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?, w.src32(&src(e, 2)?)?);
+    let r: Lanes = per_lane(|l| f(a.at(l), b.at(l), c.at(l)));
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -321,9 +341,9 @@ fn vop3_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32, u32) -> u32) -> R {
 /// 64-bit shifts: `D = f(S1 (64-bit), S0 (shift))`.
 fn vshift64(w: &mut Wave, e: &Exe, f: impl Fn(u64, u32) -> u64) -> R {
     int_mods(e)?;
-    let s = w.v32(&src(e, 0)?)?;
-    let v = w.v64(&src(e, 1)?, Ty::B64)?;
-    let r: Lanes64 = per_lane(|l| f(v[l], s[l] & 63));
+    let s = w.src32(&src(e, 0)?)?;
+    let v = w.src64(&src(e, 1)?, Ty::B64)?;
+    let r: Lanes64 = per_lane(|l| f(v.at(l), s.at(l) & 63));
     w.set_v64(&dst(e)?, &r)?;
     NEXT
 }
@@ -356,13 +376,13 @@ fn vlshl_add64(w: &mut Wave, e: &Exe, _: &mut Group<'_>) -> R {
 /// Add/subtract with carry-out (and carry-in): `f(a, b, cin) -> (result, cout)`.
 fn vcarry(w: &mut Wave, e: &Exe, cin: bool, f: impl Fn(u32, u32, u32) -> (u32, bool)) -> R {
     int_mods(e)?;
-    let (a, b) = (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?);
+    let (a, b) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?);
     let c = if cin { w.s64(&mask_in(e)?, Ty::B64)? } else { 0 };
     let exec = w.exec;
     let mut out = [0u32; LANES];
     let mut co = 0u64;
     for l in 0..LANES {
-        let (r, carry) = f(a[l], b[l], (c >> l & 1) as u32);
+        let (r, carry) = f(a.at(l), b.at(l), (c >> l & 1) as u32);
         out[l] = r;
         if carry && exec >> l & 1 != 0 {
             co |= 1 << l;
@@ -379,19 +399,14 @@ fn vcndmask(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     if m.clamp || m.omod != 0 {
         return Err(ExecErrorKind::Unimplemented);
     }
-    let (mut a, mut b) = (w.v32(&src(e, 0)?)?, w.v32(&src(e, 1)?)?);
-    for (k, v) in [&mut a, &mut b].into_iter().enumerate() {
-        for x in v.iter_mut() {
-            if m.abs >> k & 1 != 0 {
-                *x &= 0x7FFF_FFFF;
-            }
-            if m.neg >> k & 1 != 0 {
-                *x ^= 0x8000_0000;
-            }
-        }
-    }
+    let (a, b) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?);
+    // abs clears, neg flips the sign bit of source k.
+    let bits = |k: u32| {
+        (if m.abs >> k & 1 != 0 { 0x7FFF_FFFF } else { u32::MAX }, if m.neg >> k & 1 != 0 { 0x8000_0000 } else { 0 })
+    };
+    let ((and_a, xor_a), (and_b, xor_b)) = (bits(0), bits(1));
     let mask = w.s64(&mask_in(e)?, Ty::B64)?;
-    let r: Lanes = per_lane(|l| if mask >> l & 1 != 0 { b[l] } else { a[l] });
+    let r: Lanes = per_lane(|l| if mask >> l & 1 != 0 { (b.at(l) & and_b) ^ xor_b } else { (a.at(l) & and_a) ^ xor_a });
     w.set_v32(&dst(e)?, &r)?;
     NEXT
 }
@@ -763,16 +778,27 @@ fn vcmp(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     let mut bits = 0u64;
     match ty {
         CMP_I32 | CMP_U32 => {
-            let (a, b) = (w.v32(&s0)?, w.v32(&s1)?);
+            let (a, b) = (w.src32(&s0)?, w.src32(&s1)?);
+            // Signed compares as unsigned ones with the sign bit flipped; the less and equal
+            // masks of every lane first, then the condition's truth table over them.
+            let flip = if ty == CMP_I32 { 0x8000_0000 } else { 0 };
+            let (mut lt, mut eq) = (0u64, 0u64);
             for l in 0..LANES {
-                let ord = if ty == CMP_I32 { (a[l] as i32).cmp(&(b[l] as i32)) } else { a[l].cmp(&b[l]) };
-                bits |= u64::from(int_cond(cond, ord)) << l;
+                let (x, y) = (a.at(l) ^ flip, b.at(l) ^ flip);
+                lt |= u64::from(x < y) << l;
+                eq |= u64::from(x == y) << l;
             }
+            let gt = !(lt | eq);
+            let pick = |o: core::cmp::Ordering, m: u64| if int_cond(cond, o) { m } else { 0 };
+            bits = pick(core::cmp::Ordering::Less, lt)
+                | pick(core::cmp::Ordering::Equal, eq)
+                | pick(core::cmp::Ordering::Greater, gt);
         }
         CMP_I64 | CMP_U64 => {
-            let (a, b) = (w.v64(&s0, Ty::B64)?, w.v64(&s1, Ty::B64)?);
+            let (a, b) = (w.src64(&s0, Ty::B64)?, w.src64(&s1, Ty::B64)?);
+            let flip = if ty == CMP_I64 { 1 << 63 } else { 0 };
             for l in 0..LANES {
-                let ord = if ty == CMP_I64 { (a[l] as i64).cmp(&(b[l] as i64)) } else { a[l].cmp(&b[l]) };
+                let ord = (a.at(l) ^ flip).cmp(&(b.at(l) ^ flip));
                 bits |= u64::from(int_cond(cond, ord)) << l;
             }
         }
@@ -834,18 +860,20 @@ pub(crate) fn flat_parts(e: &Exe, returns: bool) -> (Option<Operand>, Operand, O
     (vdst, addr, data, saddr)
 }
 
-/// Per-lane addresses of a FLAT/GLOBAL access.
+/// Per-lane addresses of a FLAT/GLOBAL access (inlined: the array is built in the caller's
+/// frame, not copied out of a `Result`).
+#[inline(always)]
 pub(crate) fn flat_addrs(w: &Wave, e: &Exe, addr: &Operand, saddr: Option<Operand>) -> Result<Lanes64, ExecErrorKind> {
     let off = e.inst.mods.offset as i64 as u64;
     match saddr {
         Some(s @ (Operand::Sgpr { .. } | Operand::Ttmp { .. } | Operand::Special { .. })) => {
             let base = w.s64(&s, Ty::B64)?;
-            let v = w.v32(addr)?;
-            Ok(per_lane(|l| base.wrapping_add(u64::from(v[l])).wrapping_add(off)))
+            let v = w.src32(addr)?;
+            Ok(per_lane(|l| base.wrapping_add(u64::from(v.at(l))).wrapping_add(off)))
         }
         _ => {
-            let v = w.v64(addr, Ty::B64)?;
-            Ok(per_lane(|l| v[l].wrapping_add(off)))
+            let v = w.src64(addr, Ty::B64)?;
+            Ok(per_lane(|l| v.at(l).wrapping_add(off)))
         }
     }
 }
@@ -951,7 +979,7 @@ fn flat_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let dwords = n.div_ceil(4);
     let mut vals = [[0u32; LANES]; 4];
     for (k, v) in vals.iter_mut().enumerate().take(dwords) {
-        *v = w.v32k(&data, k as u8)?;
+        *v = w.src32k(&data, k as u8)?.lanes();
     }
     let exec = w.exec;
     if n % 4 == 0 && e.inst.encoding() != Encoding::Flat {
@@ -1075,11 +1103,11 @@ pub(crate) fn lds_atomic(
 const DS_TWO: u32 = 1 << 9;
 const DS_ST64: u32 = 1 << 10;
 
-fn ds_addrs(w: &Wave, e: &Exe) -> Result<Lanes, ExecErrorKind> {
+fn ds_addrs<'w>(w: &'w Wave, e: &Exe) -> Result<Src<'w>, ExecErrorKind> {
     if e.inst.mods.gds_lds {
         return Err(ExecErrorKind::Unimplemented);
     }
-    w.v32(&field(e, Field::Addr, 0)?)
+    w.src32(&field(e, Field::Addr, 0)?)
 }
 
 /// The (up to two) byte offsets of a DS access of elements of `n` bytes.
@@ -1093,6 +1121,34 @@ fn ds_offsets(e: &Exe, n: usize) -> [u32; 2] {
     }
 }
 
+/// `D` dwords per address of a DS read at `parts` (1 or 2) offsets, for the lanes of `exec` in
+/// order into `out` (`parts × D` ≤ 4); the first address out of range ends it.
+#[inline(always)]
+fn ds_read_dwords<const D: usize>(
+    lds: &[u8],
+    addrs: Src<'_>,
+    offs: [u32; 2],
+    parts: usize,
+    exec: u64,
+    out: &mut [Lanes; 4],
+) -> Result<(), ExecErrorKind> {
+    let mut active = exec;
+    while active != 0 {
+        let l = active.trailing_zeros() as usize;
+        active &= active - 1;
+        for (part, off) in offs.iter().enumerate().take(parts) {
+            let at = addrs.at(l).wrapping_add(*off);
+            let s = at as usize;
+            let src = s.checked_add(4 * D).and_then(|end| lds.get(s..end)).ok_or(ExecErrorKind::LdsOutOfRange(at))?;
+            for k in 0..D {
+                let c = [src[4 * k], src[4 * k + 1], src[4 * k + 2], src[4 * k + 3]];
+                out[(part * D + k) & 3][l] = u32::from_le_bytes(c);
+            }
+        }
+    }
+    Ok(())
+}
+
 fn ds_read(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let n = (e.aux & 0xFF) as usize;
     let signed = e.aux & SIGNED != 0;
@@ -1103,12 +1159,28 @@ fn ds_read(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let per = n.div_ceil(4);
     let mut out = [[0u32; LANES]; 4];
     let exec = w.exec;
+    let total = if two { 2 * per } else { per };
+    if n % 4 == 0 && total <= 4 {
+        // Whole dwords, read in place, lane by lane over EXEC (the first lane out of range
+        // ends it, as below).
+        let (lds, parts) = (&g.lds[..], if two { 2 } else { 1 });
+        match per {
+            1 => ds_read_dwords::<1>(lds, addrs, offs, parts, exec, &mut out)?,
+            2 => ds_read_dwords::<2>(lds, addrs, offs, parts, exec, &mut out)?,
+            3 => ds_read_dwords::<3>(lds, addrs, offs, parts, exec, &mut out)?,
+            _ => ds_read_dwords::<4>(lds, addrs, offs, parts, exec, &mut out)?,
+        }
+        for (k, o) in out.iter().enumerate().take(total) {
+            w.set_v32k(&d, k, o, exec)?;
+        }
+        return NEXT;
+    }
     for l in 0..LANES {
         if exec >> l & 1 == 0 {
             continue;
         }
         for (part, off) in offs.iter().enumerate().take(if two { 2 } else { 1 }) {
-            let at = addrs[l].wrapping_add(*off);
+            let at = addrs.at(l).wrapping_add(*off);
             if n % 4 == 0 {
                 // Whole dwords, read in place.
                 let src = g.lds.get(lds_range(g, at, n)?).ok_or(ExecErrorKind::LdsOutOfRange(at))?;
@@ -1132,7 +1204,6 @@ fn ds_read(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
             }
         }
     }
-    let total = if two { 2 * per } else { per };
     for (k, o) in out.iter().enumerate().take(total) {
         w.set_v32k(&d, k, o, exec)?;
     }
@@ -1145,12 +1216,12 @@ fn ds_write(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let addrs = ds_addrs(w, e)?;
     let offs = ds_offsets(e, n);
     let per = n.div_ceil(4);
-    let mut datas = [[[0u32; LANES]; 4]; 2];
+    let mut datas = [[Src::Splat(0); 4]; 2];
     let fields = [Field::Data0, Field::Data1];
     for (part, f) in fields.iter().enumerate().take(if two { 2 } else { 1 }) {
         let o = field(e, *f, 0)?;
-        for k in 0..per {
-            datas[part][k] = w.v32k(&o, k as u8)?;
+        for k in 0..per.min(4) {
+            datas[part][k] = w.src32k(&o, k as u8)?;
         }
     }
     let exec = w.exec;
@@ -1159,19 +1230,19 @@ fn ds_write(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
             continue;
         }
         for (part, off) in offs.iter().enumerate().take(if two { 2 } else { 1 }) {
-            let at = addrs[l].wrapping_add(*off);
+            let at = addrs.at(l).wrapping_add(*off);
             if n % 4 == 0 {
                 // Whole dwords, written in place.
                 let r = lds_range(g, at, n)?;
                 let dst = g.lds.get_mut(r).ok_or(ExecErrorKind::LdsOutOfRange(at))?;
                 for (k, c) in dst.chunks_exact_mut(4).enumerate() {
-                    c.copy_from_slice(&datas[part][k.min(3)][l].to_le_bytes());
+                    c.copy_from_slice(&datas[part][k.min(3)].at(l).to_le_bytes());
                 }
                 continue;
             }
             let mut buf = [0u8; 16];
             for k in 0..per {
-                buf[4 * k..4 * k + 4].copy_from_slice(&datas[part][k][l].to_le_bytes());
+                buf[4 * k..4 * k + 4].copy_from_slice(&datas[part][k].at(l).to_le_bytes());
             }
             lds_write(g, at, buf.get(..n).ok_or(ExecErrorKind::Unimplemented)?)?;
         }
@@ -1203,7 +1274,7 @@ fn ds_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let mut old = [0u64; LANES];
     for l in 0..LANES {
         if exec >> l & 1 != 0 {
-            old[l] = lds_atomic(g, addrs[l].wrapping_add(off), size, op, val[l], cmp[l])?;
+            old[l] = lds_atomic(g, addrs.at(l).wrapping_add(off), size, op, val[l], cmp[l])?;
         }
     }
     if has_field(e, Field::Dst) {
@@ -1224,7 +1295,7 @@ fn ds_bpermute(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     let off = e.inst.mods.offset as u32 & 0xFFFF;
     let exec = w.exec;
     let r: Lanes = per_lane(|l| {
-        let from = ((addrs[l].wrapping_add(off) / 4) & 63) as usize;
+        let from = ((addrs.at(l).wrapping_add(off) / 4) & 63) as usize;
         if exec >> from & 1 != 0 {
             data[from]
         } else {

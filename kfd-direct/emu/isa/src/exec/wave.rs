@@ -16,6 +16,62 @@ pub type Lanes = [u32; LANES];
 /// One 64-bit value per lane.
 pub type Lanes64 = [u64; LANES];
 
+/// A borrowed 32-bit vector source: a register's lanes, or one value for every lane (an SGPR,
+/// a special register, a constant or the literal). Reading it copies nothing.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Src<'a> {
+    Splat(u32),
+    Lanes(&'a Lanes),
+}
+
+impl Src<'_> {
+    /// Lane `l`'s value (`l` < 64).
+    #[inline(always)]
+    pub(crate) fn at(self, l: usize) -> u32 {
+        match self {
+            Src::Splat(v) => v,
+            Src::Lanes(a) => a[l & (LANES - 1)],
+        }
+    }
+
+    /// Every lane's value, copied.
+    #[inline]
+    pub(crate) fn lanes(self) -> Lanes {
+        match self {
+            Src::Splat(v) => [v; LANES],
+            Src::Lanes(a) => *a,
+        }
+    }
+}
+
+/// A borrowed 64-bit vector source: a register pair (low and high dwords), or one value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Src64<'a> {
+    Splat(u64),
+    Pair(&'a Lanes, &'a Lanes),
+}
+
+impl Src64<'_> {
+    /// Lane `l`'s value (`l` < 64).
+    #[inline(always)]
+    pub(crate) fn at(self, l: usize) -> u64 {
+        match self {
+            Src64::Splat(v) => v,
+            Src64::Pair(lo, hi) => u64::from(lo[l & (LANES - 1)]) | u64::from(hi[l & (LANES - 1)]) << 32,
+        }
+    }
+
+    /// Every lane's value, copied.
+    #[inline]
+    pub(crate) fn lanes(self) -> Lanes64 {
+        let mut r = [0u64; LANES];
+        for (l, x) in r.iter_mut().enumerate() {
+            *x = self.at(l);
+        }
+        r
+    }
+}
+
 /// How a constant operand is read: its width and whether float constants are f64.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Ty {
@@ -99,8 +155,8 @@ impl Wave {
             }
             self.executed += 1;
             let Some(h) = slot.handler else { return Err(at(ExecErrorKind::Unimplemented)) };
-            let exe = slot.exe;
-            match h(self, &exe, g).map_err(at)? {
+            // The decoded instruction by reference (the code outlives the group's borrow).
+            match h(self, &slot.exe, g).map_err(at)? {
                 Flow::Next => self.pc += 1,
                 Flow::Jump(i) => self.pc = i,
                 Flow::JumpAddr(a) => match code.index_of(a) {
@@ -282,33 +338,55 @@ impl Wave {
         file.get_mut(reg).ok_or(ExecErrorKind::RegisterOutOfRange)
     }
 
-    /// A vector source of 32 bits per lane (dword `k` of a tuple); scalars are broadcast.
-    pub(crate) fn v32k(&self, op: &Operand, k: u8) -> Result<Lanes, ExecErrorKind> {
+    /// A vector source of 32 bits per lane (dword `k` of a tuple), borrowed: a register's lanes
+    /// in place, a scalar or constant as one value (docs/executor.md §6 "speed").
+    #[inline]
+    pub(crate) fn src32k(&self, op: &Operand, k: u8) -> Result<Src<'_>, ExecErrorKind> {
         match *op {
-            Operand::Vgpr { reg, count: 0 } => {
-                self.stage.get(usize::from(reg) + usize::from(k)).copied().ok_or(ExecErrorKind::RegisterOutOfRange)
-            }
-            Operand::Vgpr { reg, .. } => Ok(*self.vreg(usize::from(reg) + usize::from(k), false)?),
-            Operand::Agpr { reg, .. } => Ok(*self.vreg(usize::from(reg) + usize::from(k), true)?),
-            _ if k == 0 => Ok([self.s32(op)?; LANES]),
-            _ => Ok([self.sreg_dword(op, k)?; LANES]),
+            Operand::Vgpr { reg, count: 0 } => self
+                .stage
+                .get(usize::from(reg) + usize::from(k))
+                .map(Src::Lanes)
+                .ok_or(ExecErrorKind::RegisterOutOfRange),
+            Operand::Vgpr { reg, .. } => self.vreg(usize::from(reg) + usize::from(k), false).map(Src::Lanes),
+            Operand::Agpr { reg, .. } => self.vreg(usize::from(reg) + usize::from(k), true).map(Src::Lanes),
+            _ if k == 0 => Ok(Src::Splat(self.s32(op)?)),
+            _ => Ok(Src::Splat(self.sreg_dword(op, k)?)),
         }
     }
 
-    /// A 32-bit vector source.
+    /// A borrowed 32-bit vector source.
+    #[inline]
+    pub(crate) fn src32(&self, op: &Operand) -> Result<Src<'_>, ExecErrorKind> {
+        self.src32k(op, 0)
+    }
+
+    /// A borrowed 64-bit vector source at type `ty`: a register pair's two dwords, or one value.
+    #[inline]
+    pub(crate) fn src64(&self, op: &Operand, ty: Ty) -> Result<Src64<'_>, ExecErrorKind> {
+        match *op {
+            Operand::Vgpr { .. } | Operand::Agpr { .. } => match (self.src32k(op, 0)?, self.src32k(op, 1)?) {
+                (Src::Lanes(lo), Src::Lanes(hi)) => Ok(Src64::Pair(lo, hi)),
+                _ => Err(ExecErrorKind::RegisterOutOfRange),
+            },
+            _ => Ok(Src64::Splat(self.s64(op, ty)?)),
+        }
+    }
+
+    /// A vector source of 32 bits per lane (dword `k` of a tuple), copied; scalars are
+    /// broadcast.
+    pub(crate) fn v32k(&self, op: &Operand, k: u8) -> Result<Lanes, ExecErrorKind> {
+        self.src32k(op, k).map(|s| s.lanes())
+    }
+
+    /// A 32-bit vector source, copied.
     pub(crate) fn v32(&self, op: &Operand) -> Result<Lanes, ExecErrorKind> {
         self.v32k(op, 0)
     }
 
-    /// A 64-bit vector source at type `ty`.
+    /// A 64-bit vector source at type `ty`, copied.
     pub(crate) fn v64(&self, op: &Operand, ty: Ty) -> Result<Lanes64, ExecErrorKind> {
-        match *op {
-            Operand::Vgpr { .. } | Operand::Agpr { .. } => {
-                let (lo, hi) = (self.v32k(op, 0)?, self.v32k(op, 1)?);
-                Ok(core::array::from_fn(|l| u64::from(lo[l]) | u64::from(hi[l]) << 32))
-            }
-            _ => Ok([self.s64(op, ty)?; LANES]),
-        }
+        self.src64(op, ty).map(|s| s.lanes())
     }
 
     /// Writes dword `k` of a vector destination in the lanes of `mask`.
