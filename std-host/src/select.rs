@@ -157,15 +157,16 @@ impl OpenOptions {
     }
 }
 
-/// One of the backends, chosen at run time.
+/// One of the backends, chosen at run time. Each is boxed: kfd-direct's fixed tables make it
+/// about 120 KiB, which debug builds would copy on every move of a runtime.
 pub enum AnyBackend {
     /// kfd-direct on the emulated GPU.
-    Emu(Kfd<EmuSys>),
+    Emu(Box<Kfd<EmuSys>>),
     /// kfd-direct on the real `/dev/kfd`.
-    Kfd(Kfd<LinuxSys>),
+    Kfd(Box<Kfd<LinuxSys>>),
     /// ROCr.
     #[cfg(feature = "rocr")]
-    Rocr(Rocr),
+    Rocr(Box<Rocr>),
 }
 
 impl fmt::Debug for AnyBackend {
@@ -188,7 +189,7 @@ impl AnyBackend {
     /// The emulated kfd-direct backend, if this is it.
     pub fn as_emu(&self) -> Option<&Kfd<EmuSys>> {
         match self {
-            AnyBackend::Emu(k) => Some(k),
+            AnyBackend::Emu(k) => Some(&**k),
             _ => None,
         }
     }
@@ -197,7 +198,7 @@ impl AnyBackend {
     #[cfg(feature = "rocr")]
     pub fn as_rocr(&self) -> Option<&Rocr> {
         match self {
-            AnyBackend::Rocr(r) => Some(r),
+            AnyBackend::Rocr(r) => Some(&**r),
             _ => None,
         }
     }
@@ -257,7 +258,7 @@ impl AnyBackend {
         match kind {
             BackendKind::Auto => Err("`auto` is not a backend".into()),
             BackendKind::Kfd => match Kfd::open(LinuxSys, opts.kfd_config()) {
-                Ok(k) => Ok(AnyBackend::Kfd(k)),
+                Ok(k) => Ok(AnyBackend::Kfd(Box::new(k))),
                 Err(e) => Err(format!("kfd-direct on /dev/kfd failed: {e}")),
             },
             BackendKind::Emu => {
@@ -267,12 +268,12 @@ impl AnyBackend {
                 }
                 let sys = EmuSys::new(config).map_err(|e| format!("the emulator could not start: {e}"))?;
                 Kfd::open(sys, opts.kfd_config())
-                    .map(AnyBackend::Emu)
+                    .map(|k| AnyBackend::Emu(Box::new(k)))
                     .map_err(|e| format!("kfd-direct on the emulator failed: {e}"))
             }
             #[cfg(feature = "rocr")]
             BackendKind::Rocr => Rocr::open(opts.rocr_library.as_deref(), opts.ring_packets)
-                .map(AnyBackend::Rocr)
+                .map(|r| AnyBackend::Rocr(Box::new(r)))
                 .map_err(|e| e.to_string()),
             #[cfg(not(feature = "rocr"))]
             BackendKind::Rocr => Err("built without the `rocr` feature".into()),
