@@ -137,7 +137,7 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
         self.record(self.check_process())?;
         // A cheap early refusal when the table is full; the slot itself is taken below, under
         // the same lock as the insert, so two threads allocating at once never pick one slot.
-        if self.state.lock().allocations.iter().all(Option::is_some) {
+        if self.state.lock().allocations.is_full() {
             return Err(Error::OutOfMemory);
         }
         let bo = match kind {
@@ -154,7 +154,7 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
         };
         let bo = self.record(bo)?;
         let mut st = self.state.lock();
-        match st.allocations.iter_mut().find(|a| a.is_none()) {
+        match st.allocations.vacant() {
             Some(s) => {
                 *s = Some(Allocation { bo, registered: None });
                 Ok(bo.va)
@@ -191,14 +191,14 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
             return Err(Error::InvalidValue);
         }
         self.record(self.check_process())?;
-        if self.state.lock().allocations.iter().all(Option::is_some) {
+        if self.state.lock().allocations.is_full() {
             return Err(Error::OutOfMemory);
         }
         let r = self.drv.register_user(g.node.gpu_id, host, bytes as u64, &self.gpu_ids);
         let unreachable = matches!(r, Err(KfdError::Sys { op: Op::AllocMemory, errno: Errno::EFAULT | Errno::EPERM }));
         let (bo, address) = self.record(r).map_err(|e| if unreachable { Error::InvalidValue } else { e })?;
         let mut st = self.state.lock();
-        match st.allocations.iter_mut().find(|a| a.is_none()) {
+        match st.allocations.vacant() {
             Some(s) => {
                 *s = Some(Allocation { bo, registered: Some(address) });
                 Ok(address)

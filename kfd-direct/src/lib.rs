@@ -81,6 +81,7 @@ mod scratch;
 #[cfg(feature = "std")]
 mod service;
 mod signals;
+mod slots;
 mod vmem;
 pub use vmem::{MAX_VMEM_HANDLES, MAX_VMEM_MAPPINGS, MAX_VMEM_RESERVATIONS};
 
@@ -101,13 +102,15 @@ use aqueduct::backend::HostFn;
 use aqueduct::SignalHandle;
 
 use crate::driver::{Bo, Driver};
+use crate::slots::Slots;
 use crate::topology::{GpuNode, QueueSizes};
 
 /// GPUs the backend drives at most.
 pub const MAX_GPUS: usize = 8;
 /// Live queues at most.
 pub const MAX_QUEUES: usize = 128;
-/// Live user allocations at most (graphs and executables keep theirs in backend memory too).
+/// Live user allocations at most without `std`, which grows the table (graphs and executables
+/// keep theirs in backend memory too).
 pub const MAX_ALLOCATIONS: usize = 512;
 /// Signals in the pool (one 2 MiB GTT buffer): a progress signal per stream slot and a signal per
 /// recorded event, at HIP scale.
@@ -239,7 +242,7 @@ struct HostCall {
 
 struct State {
     queues: [Option<QueueRec>; MAX_QUEUES],
-    allocations: [Option<Allocation>; MAX_ALLOCATIONS],
+    allocations: Slots<Allocation, MAX_ALLOCATIONS>,
     signal_used: [u64; SIGNALS / 64],
     #[cfg(not(feature = "std"))]
     host_calls: [Option<HostCall>; MAX_HOST_CALLS],

@@ -8,13 +8,11 @@ use aqueduct::{Error, Result};
 
 use crate::abi::{self, event_type, limits};
 use crate::driver::{Bo, Driver, GTT_FLAGS};
+use crate::slots::Slots;
 use crate::topology::{self, GpuNode, QueueSizes};
 #[cfg(not(feature = "std"))]
 use crate::MAX_HOST_CALLS;
-use crate::{
-    Errno, Gpu, Kfd, KfdConfig, KfdError, KfdResult, Op, QueueRec, State, Sys, MAX_ALLOCATIONS, MAX_GPUS, MAX_QUEUES,
-    SIGNALS,
-};
+use crate::{Errno, Gpu, Kfd, KfdConfig, KfdError, KfdResult, Op, QueueRec, State, Sys, MAX_GPUS, MAX_QUEUES, SIGNALS};
 
 impl<S: Sys> Kfd<S> {
     /// Brings the backend up (§1.2): topology, `/dev/kfd`, interface version, render nodes and
@@ -55,7 +53,7 @@ impl<S: Sys> Kfd<S> {
             event_age: AtomicU64::new(1),
             state: spin::Mutex::new(State {
                 queues: [None; MAX_QUEUES],
-                allocations: [None; MAX_ALLOCATIONS],
+                allocations: Slots::EMPTY,
                 signal_used: [0; SIGNALS / 64],
                 #[cfg(not(feature = "std"))]
                 host_calls: [None; MAX_HOST_CALLS],
@@ -223,15 +221,9 @@ impl<S: Sys> Kfd<S> {
                         let _ = c.push(image);
                     }
                 }
-                let mut a: heapless::Vec<Bo, MAX_ALLOCATIONS> = heapless::Vec::new();
-                for al in st.allocations.iter_mut().rev() {
-                    if let Some(al) = al.take() {
-                        let _ = a.push(al.bo);
-                    }
-                }
-                (c, a)
+                (c, st.allocations.take_all())
             };
-            for bo in allocs.iter().chain(codes.iter()) {
+            for bo in allocs.iter().rev().flatten().map(|a| &a.bo).chain(codes.iter()) {
                 let _ = self.free_bo(bo);
             }
             if let Some(pool) = self.signal_pool.take() {

@@ -11,8 +11,8 @@
 //! - releasing a handle frees the exported buffer and closes the fd: the imports keep the
 //!   pages until they are unmapped.
 //!
-//! Capacities are fixed ([`MAX_VMEM_HANDLES`], [`MAX_VMEM_RESERVATIONS`],
-//! [`MAX_VMEM_MAPPINGS`]); running out is `OutOfMemory`.
+//! Without `std` the tables are fixed ([`MAX_VMEM_HANDLES`], [`MAX_VMEM_RESERVATIONS`],
+//! [`MAX_VMEM_MAPPINGS`]; running out is `OutOfMemory`); with it they grow (`crate::slots`).
 
 use aqueduct::backend::VMEM_GRANULARITY;
 use aqueduct::{Error, Result};
@@ -20,14 +20,15 @@ use aqueduct::{Error, Result};
 use crate::abi::{self, ioctl};
 use crate::driver::{Bo, Driver, GTT_FLAGS, PAGE, VRAM_FLAGS};
 use crate::on_drop::OnDrop;
+use crate::slots::Slots;
 use crate::sys::{Mapping, RawFd, Sys};
 use crate::{Kfd, KfdError, KfdResult, Op};
 
-/// Live physical handles at most.
+/// Live physical handles at most without `std`.
 pub const MAX_VMEM_HANDLES: usize = 256;
-/// Live reservations at most.
+/// Live reservations at most without `std`.
 pub const MAX_VMEM_RESERVATIONS: usize = 64;
-/// Live mappings at most.
+/// Live mappings at most without `std`.
 pub const MAX_VMEM_MAPPINGS: usize = 512;
 
 /// `O_RDWR | O_CLOEXEC` (Linux), the dma-buf fd's flags.
@@ -70,17 +71,14 @@ struct VMapping {
 
 /// The backend's virtual-memory tables (inside its state lock).
 pub(crate) struct VmemState {
-    physical: [Option<Physical>; MAX_VMEM_HANDLES],
-    reservations: [Option<Reservation>; MAX_VMEM_RESERVATIONS],
-    mappings: [Option<VMapping>; MAX_VMEM_MAPPINGS],
+    physical: Slots<Physical, MAX_VMEM_HANDLES>,
+    reservations: Slots<Reservation, MAX_VMEM_RESERVATIONS>,
+    mappings: Slots<VMapping, MAX_VMEM_MAPPINGS>,
 }
 
 impl VmemState {
-    pub(crate) const EMPTY: VmemState = VmemState {
-        physical: [None; MAX_VMEM_HANDLES],
-        reservations: [None; MAX_VMEM_RESERVATIONS],
-        mappings: [None; MAX_VMEM_MAPPINGS],
-    };
+    pub(crate) const EMPTY: VmemState =
+        VmemState { physical: Slots::EMPTY, reservations: Slots::EMPTY, mappings: Slots::EMPTY };
 }
 
 impl<S: Sys> Driver<S> {
@@ -156,13 +154,13 @@ impl<S: Sys> Kfd<S> {
             return Err(Error::InvalidValue);
         }
         self.record(self.check_process())?;
-        if self.state.lock().vmem.physical.iter().all(Option::is_some) {
+        if self.state.lock().vmem.physical.is_full() {
             return Err(Error::OutOfMemory);
         }
         let flags = if g.node.props.vram_bytes > 0 { VRAM_FLAGS } else { GTT_FLAGS };
         let (bo, fd) = self.record(self.drv.physical_create(g.node.gpu_id, bytes, flags))?;
         let mut st = self.state.lock();
-        match st.vmem.physical.iter_mut().find(|p| p.is_none()) {
+        match st.vmem.physical.vacant() {
             Some(s) => {
                 *s = Some(Physical { bo, fd, gpu: device as u8 });
                 Ok(bo.va)
@@ -198,12 +196,12 @@ impl<S: Sys> Kfd<S> {
         }
         let align = (alignment as u64).max(GRANULE);
         self.record(self.check_process())?;
-        if self.state.lock().vmem.reservations.iter().all(Option::is_some) {
+        if self.state.lock().vmem.reservations.is_full() {
             return Err(Error::OutOfMemory);
         }
         let (va, raw, raw_size) = self.record(self.drv.reserve_aligned(bytes, align, hint))?;
         let mut st = self.state.lock();
-        match st.vmem.reservations.iter_mut().find(|r| r.is_none()) {
+        match st.vmem.reservations.vacant() {
             Some(s) => {
                 *s = Some(Reservation { va, size: bytes, raw, raw_size });
                 Ok(va)
@@ -246,7 +244,7 @@ impl<S: Sys> Kfd<S> {
             if address % PAGE != 0 || !inside || overlaps {
                 return Err(Error::InvalidValue);
             }
-            let slot = vm.mappings.iter_mut().find(|m| m.is_none()).ok_or(Error::OutOfMemory)?;
+            let slot = vm.mappings.vacant().ok_or(Error::OutOfMemory)?;
             *slot = Some(VMapping { va: address, size, handle: PENDING, access: 0 });
             p
         };

@@ -295,6 +295,39 @@ fn more_code_objects_than_any_fixed_table_held_load_at_once() {
     }
 }
 
+#[test]
+fn a_hosted_backend_holds_more_live_allocations_than_the_fixed_table() {
+    // Without `std` kfd-direct's allocation table is `MAX_ALLOCATIONS` slots; hosted, it grows,
+    // so a program's live buffers are not capped. Each buffer is its own device memory (a fill
+    // of one shows in it alone), freed slots are used again, and teardown frees every buffer.
+    let sys = EmuSys::with_defaults().unwrap();
+    let rt: Runtime<_, _> = Runtime::new(Kfd::open(sys.clone(), KfdConfig::default()).unwrap(), SingleThread);
+    let n = aqueduct_kfd::MAX_ALLOCATIONS + 100;
+    let bufs: Vec<u64> = (0..n).map(|_| rt.malloc(64).unwrap()).collect();
+    assert_eq!(bufs.iter().collect::<std::collections::BTreeSet<_>>().len(), n);
+    for (i, &b) in bufs.iter().enumerate().step_by(97) {
+        rt.memset(b, i as u8, 64).unwrap();
+    }
+    let host = rt.host_malloc(64).unwrap();
+    for (i, &b) in bufs.iter().enumerate().step_by(97) {
+        rt.memcpy(host, b, 64).unwrap();
+        // SAFETY: 64 bytes of pinned host memory, written by the copy that completed.
+        let out = unsafe { std::slice::from_raw_parts(host as usize as *const u8, 64) };
+        assert!(out.iter().all(|&x| x == i as u8), "buffer {i}");
+    }
+    for &b in &bufs[..50] {
+        rt.free(b).unwrap();
+    }
+    let again: Vec<u64> = (0..50).map(|_| rt.malloc(64).unwrap()).collect();
+    assert!(again.iter().all(|a| !bufs[50..].contains(a)));
+    drop(rt);
+    let alloc = nr::ALLOC_MEMORY_OF_GPU;
+    let free = nr::FREE_MEMORY_OF_GPU;
+    let trace = sys.ioctl_trace();
+    let count = |nr| trace.iter().filter(|&&x| x == nr).count();
+    assert_eq!(count(alloc), count(free), "teardown frees every buffer");
+}
+
 /// A clang-15 code object whose kernel keeps a dynamically indexed local array in scratch.
 fn scratch_code_object() -> Vec<u8> {
     let dir = std::env::temp_dir().join(format!("kfd-scratch-{}", std::process::id()));
