@@ -269,30 +269,45 @@ pub unsafe trait Backend {
     /// Virtual memory management (docs/architecture.md §2, "Virtual memory"): creates
     /// *physical memory* of `bytes` on `device` — a multiple of [`VMEM_GRANULARITY`], else
     /// `InvalidValue` — that has no address until it is mapped, and returns its handle (never
-    /// 0). A backend without virtual memory management → `NotSupported`.
-    fn vmem_create(&self, device: u32, bytes: usize) -> Result<u64>;
+    /// 0). A backend without virtual memory management keeps the defaults of every `vmem_*`
+    /// method: `NotSupported`.
+    fn vmem_create(&self, _device: u32, _bytes: usize) -> Result<u64> {
+        Err(Error::NotSupported)
+    }
     /// Releases a handle of [`vmem_create`](Backend::vmem_create); its mappings keep the memory
     /// until they are unmapped. Unknown handles → `InvalidValue`.
-    fn vmem_release(&self, handle: u64) -> Result<()>;
+    fn vmem_release(&self, _handle: u64) -> Result<()> {
+        Err(Error::NotSupported)
+    }
     /// Reserves `bytes` (a multiple of [`VMEM_GRANULARITY`]) of device address space, aligned
     /// to `alignment` (0 or a power of two; at least the granularity), at `hint` if that range is
     /// free and suitably aligned (else anywhere); returns its start. Nothing is accessible there
     /// until memory is mapped and access granted.
-    fn vmem_reserve(&self, bytes: usize, alignment: usize, hint: u64) -> Result<u64>;
+    fn vmem_reserve(&self, _bytes: usize, _alignment: usize, _hint: u64) -> Result<u64> {
+        Err(Error::NotSupported)
+    }
     /// Frees the reservation starting at `address`. Unknown addresses, or a reservation with
     /// live mappings → `InvalidValue`.
-    fn vmem_free(&self, address: u64) -> Result<()>;
+    fn vmem_free(&self, _address: u64) -> Result<()> {
+        Err(Error::NotSupported)
+    }
     /// Maps all of the physical memory `handle` at `address`, inside one reservation and over
     /// no other mapping (`InvalidValue` otherwise). The same handle may be mapped at several
     /// addresses: each sees the same bytes. No device may access it yet
     /// ([`vmem_set_access`](Backend::vmem_set_access)).
-    fn vmem_map(&self, address: u64, handle: u64) -> Result<()>;
+    fn vmem_map(&self, _address: u64, _handle: u64) -> Result<()> {
+        Err(Error::NotSupported)
+    }
     /// Removes the mapping starting at `address` (every device's access with it); the caller has
     /// waited for every device access to it. Unknown addresses → `InvalidValue`.
-    fn vmem_unmap(&self, address: u64) -> Result<()>;
+    fn vmem_unmap(&self, _address: u64) -> Result<()> {
+        Err(Error::NotSupported)
+    }
     /// Grants (`access`) or revokes read-write access of `device` to the mapping starting at
     /// `address`. Unknown addresses → `InvalidValue`.
-    fn vmem_set_access(&self, address: u64, device: u32, access: bool) -> Result<()>;
+    fn vmem_set_access(&self, _address: u64, _device: u32, _access: bool) -> Result<()> {
+        Err(Error::NotSupported)
+    }
 
     /// The kernel object of a built-in kernel on `device`.
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64>;

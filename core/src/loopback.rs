@@ -869,37 +869,6 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
         Ok(())
     }
 
-    /// The loopback's device is the calling CPU and its memory fixed static arrays: there is no
-    /// address space of its own to reserve and map physical memory into, so virtual memory
-    /// management is `NotSupported` (docs/architecture.md §2, "Virtual memory").
-    fn vmem_create(&self, _device: u32, _bytes: usize) -> Result<u64> {
-        Err(Error::NotSupported)
-    }
-
-    fn vmem_release(&self, _handle: u64) -> Result<()> {
-        Err(Error::NotSupported)
-    }
-
-    fn vmem_reserve(&self, _bytes: usize, _alignment: usize, _hint: u64) -> Result<u64> {
-        Err(Error::NotSupported)
-    }
-
-    fn vmem_free(&self, _address: u64) -> Result<()> {
-        Err(Error::NotSupported)
-    }
-
-    fn vmem_map(&self, _address: u64, _handle: u64) -> Result<()> {
-        Err(Error::NotSupported)
-    }
-
-    fn vmem_unmap(&self, _address: u64) -> Result<()> {
-        Err(Error::NotSupported)
-    }
-
-    fn vmem_set_access(&self, _address: u64, _device: u32, _access: bool) -> Result<()> {
-        Err(Error::NotSupported)
-    }
-
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {
         if device >= self.device_count() {
             return Err(Error::InvalidDevice);

@@ -903,37 +903,6 @@ unsafe impl Backend for Rocr {
         unsafe { (self.hsa.hsa_amd_memory_unlock)(host as usize as *mut c_void) }.ok().map_err(status_error)
     }
 
-    /// ROCr 5.2 (the one Debian ships, which this backend loads) has no `hsa_amd_vmem_*`
-    /// (ROCm 6 added them), so virtual memory management is `NotSupported` here
-    /// (docs/architecture.md §2, "Virtual memory").
-    fn vmem_create(&self, _device: u32, _bytes: usize) -> Result<u64> {
-        Err(Error::NotSupported)
-    }
-
-    fn vmem_release(&self, _handle: u64) -> Result<()> {
-        Err(Error::NotSupported)
-    }
-
-    fn vmem_reserve(&self, _bytes: usize, _alignment: usize, _hint: u64) -> Result<u64> {
-        Err(Error::NotSupported)
-    }
-
-    fn vmem_free(&self, _address: u64) -> Result<()> {
-        Err(Error::NotSupported)
-    }
-
-    fn vmem_map(&self, _address: u64, _handle: u64) -> Result<()> {
-        Err(Error::NotSupported)
-    }
-
-    fn vmem_unmap(&self, _address: u64) -> Result<()> {
-        Err(Error::NotSupported)
-    }
-
-    fn vmem_set_access(&self, _address: u64, _device: u32, _access: bool) -> Result<()> {
-        Err(Error::NotSupported)
-    }
-
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {
         let g = self.gpus.get(device as usize).ok_or(Error::InvalidDevice)?;
         let i = match kernel {
