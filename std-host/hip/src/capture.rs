@@ -4,9 +4,7 @@
 //! from the node table in [`crate::global`].
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::{c_uint, c_ulonglong};
-use std::sync::{LazyLock, Mutex};
 
 use aqueduct::{CaptureStatus, GraphHandle, NodeId};
 
@@ -14,32 +12,8 @@ use crate::error::{
     api, Hip, HipResult, CAPTURE_INVALIDATED, CAPTURE_UNJOINED, ILLEGAL_STATE, INVALID_VALUE, NOT_SUPPORTED,
 };
 use crate::global::{global, lock, Global};
+use crate::graph::{capture_into_begin, capture_into_list, capture_into_take, into_of, is_capture_target, CaptureInto};
 use crate::{handle, put, stream_of, Handle};
-
-/// A capture into an existing graph of this layer (`hipStreamBeginCaptureToGraph`): core
-/// records it into a graph of its own whose first `base` nodes are empty stand-ins for the
-/// target's node ids `0..base` (so dependencies on the target's nodes are dependencies on
-/// them); `hipStreamEndCapture` moves what was captured after them into the target
-/// ([`crate::graph::merge_captured`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Into {
-    pub(crate) target: u64,
-    pub(crate) base: u16,
-    stream: u64,
-}
-
-/// Captures into existing graphs, by the core graph recording each.
-static INTO: LazyLock<Mutex<HashMap<u64, Into>>> = LazyLock::new(Default::default);
-
-/// The capture into an existing graph that core graph `core` records, if it is one.
-pub(crate) fn into_of(core: u64) -> Option<Into> {
-    lock(&INTO).get(&core).copied()
-}
-
-/// Whether a capture still records into graph `target` (it cannot be destroyed meanwhile).
-pub(crate) fn is_capture_target(target: u64) -> bool {
-    lock(&INTO).values().any(|i| i.target == target)
-}
 
 /// Refuses stream-ordered allocation and freeing on a stream capturing into an existing graph:
 /// the memory would belong to core's stand-in graph, not to the target.
@@ -53,7 +27,7 @@ pub(crate) fn refuse_memory_nodes(g: &Global, stream: Handle) -> HipResult {
 /// Releases the stand-in graphs of captures into existing graphs that ended without
 /// `hipStreamEndCapture` taking them (torn down with their stream, invalidated, unjoined).
 pub(crate) fn sweep_into(g: &Global) {
-    let listed: Vec<(u64, u64)> = lock(&INTO).iter().map(|(&core, i)| (core, i.stream)).collect();
+    let listed = capture_into_list();
     let stale = listed
         .into_iter()
         .filter(|&(core, stream)| !g.rt.stream_capture_info(stream_of(handle(stream))).is_ok_and(|c| c.graph == core));
@@ -62,7 +36,7 @@ pub(crate) fn sweep_into(g: &Global) {
         // (one already gone does not).
         let core = GraphHandle(core);
         if g.rt.graph_destroy(core).is_ok() || g.rt.graph_node_count(core).is_err() {
-            lock(&INTO).remove(&core.0);
+            capture_into_take(core.0);
         }
     }
 }
@@ -137,7 +111,7 @@ pub unsafe extern "C" fn hipStreamBeginCaptureToGraph(
             let _ = g.rt.graph_destroy(core);
             return Err(e.into());
         }
-        lock(&INTO).insert(core.0, Into { target, base, stream: stream as usize as u64 });
+        capture_into_begin(core.0, CaptureInto { target, base, stream: stream as usize as u64 });
         Ok(())
     })
 }
@@ -168,9 +142,9 @@ pub unsafe extern "C" fn hipStreamEndCapture(stream: Handle, graph: *mut Handle)
         }
         let ended = g.rt.stream_end_capture(stream_of(stream));
         let adopted = ended.map_err(Hip::from).and_then(|h| {
-            // Taken out first: INTO is never held while the graph table is locked (hipGraphDestroy
-            // looks at INTO under it).
-            let into = lock(&INTO).remove(&h.0);
+            // Taken out first: the table of captures into graphs is never held while the graph
+            // table is locked (hipGraphDestroy looks at it under that lock).
+            let into = capture_into_take(h.0);
             match into {
                 Some(into) => crate::graph::merge_captured(g, h, into).map(GraphHandle),
                 None => crate::graph::adopt_captured(g, h).map(|_| h),

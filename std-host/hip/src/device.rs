@@ -72,7 +72,7 @@ pub extern "C" fn hipDeviceReset() -> i32 {
         let g = global()?;
         let device = g.rt.device()?;
         g.rt.device_reset()?;
-        crate::launch::invalidate_launches();
+        crate::global::invalidate_launches();
         let mut allocs = lock(&g.allocs);
         g.pools.device_reset(&*g.rt, device, |addr| {
             allocs.remove(&addr);

@@ -13,9 +13,11 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::{Arc, LazyLock, Mutex};
 
+use crate::code_objects::FunctionEntry;
 use crate::error::{api, HipResult, INVALID_DEVICE_FUNCTION, INVALID_VALUE};
 use crate::global::{global, lock, Global};
-use crate::launch::{module_function_of, resolve, FunctionEntry};
+use crate::launch::resolve;
+use crate::module::module_function_of;
 use crate::properties::{properties, DeviceProp};
 use crate::put;
 use crate::register::function_on;
@@ -460,7 +462,7 @@ mod tests {
             kernarg_size: 0,
             args: None,
             hidden: Arc::from([]),
-            resources: Some(crate::launch::Resources { vgprs, sgprs, max_threads: 1024, wavefront: 64 }),
+            resources: Some(crate::code_objects::Resources { vgprs, sgprs, max_threads: 1024, wavefront: 64 }),
         }
     }
 

@@ -10,6 +10,7 @@
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use aqueduct::{Backend, MemPools, MemoryKind, Runtime};
@@ -17,8 +18,8 @@ use aqueduct_kfd_emu::GpuProfile;
 use aqueduct_std::select::{AnyBackend, BackendKind, OpenOptions};
 use aqueduct_std::threads::{on_thread_exit, StdThreadKeys, ThreadExit};
 
+use crate::code_objects::{FunctionEntry, HostKernel, ModuleEntry};
 use crate::error::{Hip, HipResult, NO_DEVICE};
-use crate::launch::{FunctionEntry, HostKernel, ModuleEntry};
 
 /// The runtime type, at HIP scale: 4096 streams, 16384 events, 256 threads, 256 graphs of up to
 /// 16384 nodes, 256 executables ([`aqueduct::config::HipScale`]).
@@ -56,6 +57,25 @@ impl ThreadExit for Global {
     fn thread_exit(&self) {
         self.rt.thread_exit();
     }
+}
+
+/// Moves on whenever a resolution of a kernel handle could change (a host kernel registered
+/// again, a fat binary unregistered, a module unloaded, a device reset, a new stack-size limit):
+/// [`crate::launch`]'s per-thread memory of resolved launches is valid for one value.
+static LAUNCH_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// Forgets every thread's remembered launch resolutions.
+pub(crate) fn invalidate_launches() {
+    // Ordering: Release pairs with the Acquire load in `launch_epoch`: a thread that sees the
+    // new epoch also sees the table change that moved it.
+    LAUNCH_EPOCH.fetch_add(1, Ordering::Release);
+}
+
+/// The current launch epoch; read before the tables a resolution consults, so a change made in
+/// between leaves that resolution already stale.
+pub(crate) fn launch_epoch() -> u64 {
+    // Ordering: Acquire pairs with `invalidate_launches`.
+    LAUNCH_EPOCH.load(Ordering::Acquire)
 }
 
 /// Locks a mutex, ignoring poisoning (no invariant spans a panic here).
@@ -188,18 +208,24 @@ fn init() -> Result<Arc<Global>, Hip> {
 }
 
 impl Global {
-    /// Whether `[addr, addr + bytes)` lies inside one allocation of this runtime, a loaded image
-    /// a registration's device range or mapped virtual memory (memory the device can reach); pageable host memory,
-    /// registered or not, does not (a registered range is reached at its device address).
-    pub(crate) fn is_device_reachable(&self, addr: u64, bytes: u64) -> bool {
-        let inside = |start: u64, len: u64| addr.saturating_add(bytes) <= start.saturating_add(len.max(1));
-        let allocs = lock(&self.allocs);
-        if allocs.range(..=addr).next_back().is_some_and(|(&start, &(len, _))| inside(start, len)) {
-            return true;
+    /// Waits for the work of `device` (switching the calling thread to it for the wait).
+    pub(crate) fn wait_idle_on(&self, device: u32) -> HipResult {
+        let current = self.rt.device()?;
+        if device == current {
+            return Ok(self.rt.device_wait_idle()?);
         }
-        drop(allocs);
-        lock(&self.images).range(..=addr).next_back().is_some_and(|(&start, &len)| inside(start, len))
-            || crate::host_register::in_device_range(addr, bytes)
-            || crate::virtual_memory::in_mapped_range(addr, bytes)
+        self.rt.set_device(device)?;
+        let r = self.rt.device_wait_idle();
+        self.rt.set_device(current)?;
+        Ok(r?)
     }
+}
+
+/// The last buffer id given (`HIP_POINTER_ATTRIBUTE_BUFFER_ID`).
+static BUFFER_ID: AtomicU32 = AtomicU32::new(0);
+
+/// A buffer id no allocation, registration or mapping has had.
+pub(crate) fn next_buffer_id() -> u32 {
+    // Ordering: Relaxed; a unique counter.
+    BUFFER_ID.fetch_add(1, Ordering::Relaxed) + 1
 }

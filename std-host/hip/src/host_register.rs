@@ -122,7 +122,7 @@ pub unsafe extern "C" fn hipHostRegister(ptr: *mut c_void, bytes: usize, flags: 
             aqueduct::Error::InvalidValue => INVALID_VALUE,
             e => Hip::from(e),
         })?;
-        let buffer_id = crate::memory::next_buffer_id();
+        let buffer_id = crate::global::next_buffer_id();
         regs.insert(host, Registration { host, device_address, bytes: bytes as u64, flags, device, buffer_id });
         Ok(())
     })
@@ -139,7 +139,7 @@ pub extern "C" fn hipHostUnregister(ptr: *mut c_void) -> i32 {
         }
         let r = by_host(ptr as usize as u64).ok_or(NOT_REGISTERED)?;
         // No work of the device may still reach the pages once they go back.
-        crate::memory::wait_idle_on(g, r.device)?;
+        g.wait_idle_on(r.device)?;
         lock(&REGISTRATIONS).remove(&r.host).ok_or(NOT_REGISTERED)?;
         if let Err(e) = g.rt.backend().host_unregister(r.device_address) {
             lock(&REGISTRATIONS).insert(r.host, r);

@@ -1,105 +1,42 @@
-//! Kernel launches: host kernels (`aqdRegisterHostKernel` + `hipLaunchKernel`) and modules of
-//! real AMDHSA code objects (`hipModuleLoad*`, `hipModuleGetFunction`, `hipModuleLaunchKernel`,
-//! `hipModuleUnload`).
+//! Kernel launches: host kernels (`aqdRegisterHostKernel` + `hipLaunchKernel`), registered
+//! kernels (`hipLaunchKernel` of a handle [`crate::register`] knows, after the `<<<>>>` call
+//! configuration `__hipPushCallConfiguration` / `__hipPopCallConfiguration`, or the older
+//! `hipConfigureCall` / `hipSetupArgument` / `hipLaunchByPtr`) and functions of modules
+//! ([`crate::module`]) with `hipModuleLaunchKernel`.
 //!
 //! A host kernel is a C function the emulated GPU runs once per work-group in place of GPU code:
 //! it is registered with the emulator as a C twin (`aqueduct_emu.h`) with a kernel object of its
 //! own, and its arguments travel in the dispatch's kernel-argument segment, each at its natural
 //! alignment.
 //! A module kernel dispatches the code object's kernel descriptor (modules are also what the
-//! registration ABI of [`crate::register`] loads from a program's fat binary); on the emulator the twin
-//! registered under the kernel's name runs (the fixture kernels have twins, see
-//! [`crate::global`]). Module kernel arguments are laid out from the code object's metadata
+//! registration ABI of [`crate::register`] loads from a program's fat binary); the emulated GPU
+//! executes its machine code (or a host twin: `AQUEDUCT_EMU_KERNELS`, docs/executor.md). Module kernel arguments are laid out from the code object's metadata
 //! note; a kernel the note does not describe (no note, an unreadable one, or no entry for it)
 //! has no known layout, and launching it with `kernelParams` fails with
 //! `hipErrorInvalidKernelFile` instead of running it over a zeroed argument segment. Such a
 //! kernel can still be launched with a ready buffer through `extra`.
 
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::ffi::{c_int, c_uint, c_void};
 use std::sync::Arc;
-
-use std::collections::HashMap;
 
 use amdhsa::{HiddenArg, LaunchValues};
 use aqueduct::{KernelLaunch, StreamHandle};
 use aqueduct_kfd_emu::c_abi::AqdEmuCtx;
 use aqueduct_kfd_emu::kernels::Twin;
 
+use crate::code_objects::{FunctionEntry, HostKernel};
 use crate::error::{
-    api, HipResult, FILE_NOT_FOUND, INVALID_CONFIGURATION, INVALID_DEVICE_FUNCTION, INVALID_HANDLE, INVALID_IMAGE,
-    INVALID_KERNEL_FILE, INVALID_VALUE, NOT_SUPPORTED, NO_BINARY_FOR_GPU,
+    api, HipResult, INVALID_CONFIGURATION, INVALID_DEVICE_FUNCTION, INVALID_KERNEL_FILE, INVALID_VALUE,
+    MISSING_CONFIGURATION, NOT_SUPPORTED,
 };
-use crate::global::{global, lock, Global};
-use crate::{handle, put, stream_of, Dim3, Handle};
+use crate::global::{global, invalidate_launches, launch_epoch, lock, Global};
+use crate::module::{function_handle, function_index, module_function_of};
+use crate::register::function_on;
+use crate::{put, stream_of, Dim3, Handle};
 
 /// `aqdHostKernel`.
 type HostKernelFn = unsafe extern "C" fn(*mut *mut c_void, Dim3, Dim3, Dim3);
-
-/// A registered host kernel.
-pub(crate) struct HostKernel {
-    object: u64,
-    /// (offset, size) of each argument in the kernel-argument segment.
-    args: Vec<(usize, usize)>,
-    kernarg_size: usize,
-}
-
-/// The explicit arguments of a kernel: (offset, size) of each in the kernel-argument segment.
-type ArgLayout = Vec<(usize, usize)>;
-
-/// A loaded module: core's handle, what the code object's metadata note says of each kernel,
-/// and where the image lies in device memory.
-pub(crate) struct ModuleEntry {
-    handle: aqueduct::ModuleHandle,
-    /// By kernel name; `None` when the note is missing or cannot be parsed.
-    kernels: Option<HashMap<String, KernelMeta>>,
-    /// Where the image sits in device memory (base, bytes); `None` where the backend does not
-    /// say (ROCr).
-    image: Option<(u64, u64)>,
-}
-
-/// What a kernel's metadata entry says, kept from the note (docs/code-objects.md §6).
-#[derive(Debug, Clone)]
-struct KernelMeta {
-    args: ArgLayout,
-    hidden: Arc<[HiddenArg]>,
-    resources: Resources,
-}
-
-/// A function of a module.
-#[derive(Clone)]
-pub(crate) struct FunctionEntry {
-    /// The kernel's symbol name (`hipKernelNameRef`).
-    pub(crate) name: Arc<str>,
-    pub(crate) module: usize,
-    pub(crate) object: u64,
-    pub(crate) group: u32,
-    /// The descriptor's fixed private segment per work-item.
-    pub(crate) private: u32,
-    /// The kernel needs a dynamic stack.
-    pub(crate) dynamic_stack: bool,
-    pub(crate) kernarg_size: usize,
-    /// `None`: the metadata does not describe this kernel, so `kernelParams` cannot be laid out.
-    pub(crate) args: Option<ArgLayout>,
-    /// The hidden arguments a launch fills (docs/code-objects.md §7).
-    pub(crate) hidden: Arc<[HiddenArg]>,
-    /// Registers and limits from the metadata (`None` when it does not describe the kernel).
-    pub(crate) resources: Option<Resources>,
-}
-
-/// What a kernel uses and allows, from its metadata entry (code object v3+).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Resources {
-    /// `.vgpr_count`.
-    pub(crate) vgprs: u32,
-    /// `.sgpr_count`.
-    pub(crate) sgprs: u32,
-    /// `.max_flat_workgroup_size`.
-    pub(crate) max_threads: u32,
-    /// `.wavefront_size`.
-    pub(crate) wavefront: u32,
-}
 
 impl FunctionEntry {
     /// The private segment a launch asks for: the fixed one, and for a kernel with a dynamic
@@ -111,27 +48,6 @@ impl FunctionEntry {
             self.private
         }
     }
-}
-
-/// What the metadata note of `elf` says of every kernel; `None` without a readable note.
-fn kernel_metadata(elf: &[u8]) -> Option<HashMap<String, KernelMeta>> {
-    let co = amdhsa::CodeObject::parse(elf).ok()?;
-    let meta = co.metadata().ok()??;
-    Some(
-        meta.kernels()
-            .map(|k| {
-                let args = k.explicit_args().map(|a| (a.offset as usize, a.size as usize)).collect();
-                let hidden = k.hidden_args().map(HiddenArg::from).collect();
-                let resources = Resources {
-                    vgprs: k.vgpr_count,
-                    sgprs: k.sgpr_count,
-                    max_threads: k.max_flat_workgroup_size,
-                    wavefront: k.wavefront_size,
-                };
-                (k.name.to_owned(), KernelMeta { args, hidden, resources })
-            })
-            .collect(),
-    )
 }
 
 /// Fills the hidden arguments of a launch of `hidden` into its segment (docs/code-objects.md
@@ -148,16 +64,6 @@ pub(crate) fn fill_hidden(seg: &mut [u8], hidden: &[HiddenArg], grid: [u32; 3], 
         LaunchValues { grid, workgroup: block, dims: 3, dynamic_lds, hostcall_buffer, ..LaunchValues::default() };
     // The segment spans every argument the metadata lists (`module_kernarg`).
     let _ = amdhsa::hidden::fill(seg, hidden.iter().copied(), &values);
-}
-
-/// Tags of module and function handles (top 16 bits).
-const MODULE_TAG: u64 = 0x3d0d << 48;
-const FUNCTION_TAG: u64 = 0xf0c7 << 48;
-const TAG_MASK: u64 = 0xffff << 48;
-
-fn untag(h: Handle, tag: u64) -> Option<usize> {
-    let v = h as usize as u64;
-    (v & TAG_MASK == tag).then_some((v & !TAG_MASK) as usize)
 }
 
 /// Lays out arguments of `sizes` bytes each at their natural alignment (the largest power of two
@@ -343,7 +249,7 @@ pub unsafe extern "C" fn hipLaunchKernel(
         }
         if !lock(&g.host_kernels).contains_key(&(function as usize)) {
             // SAFETY: the caller's contract.
-            let r = unsafe { crate::register::launch_registered(g, function, grid, block, args, shared_mem, stream) };
+            let r = unsafe { launch_registered(g, function, grid, block, args, shared_mem, stream) };
             if r.is_ok() {
                 remember_registered(g, function, stream);
             }
@@ -372,16 +278,6 @@ pub unsafe extern "C" fn hipLaunchKernel(
 // launched on (a handle value names one stream for its whole life) and its own current device.
 // A launch that finds all three goes straight to core, packing the arguments into a buffer the
 // thread reuses.
-
-/// Moves on whenever a resolution could change.
-static LAUNCH_EPOCH: AtomicU64 = AtomicU64::new(0);
-
-/// Forgets every thread's remembered resolutions.
-pub(crate) fn invalidate_launches() {
-    // Ordering: Release pairs with the Acquire load in `launch_resolved`: a thread that sees the
-    // new epoch also sees the table change that moved it.
-    LAUNCH_EPOCH.fetch_add(1, Ordering::Release);
-}
 
 /// A kernel handle resolved for one device.
 struct Resolved {
@@ -467,7 +363,7 @@ fn remember(g: &Global, stream: Handle, epoch: u64, resolve: impl FnOnce(u32) ->
 fn remember_host_kernel(g: &Global, function: *const c_void, stream: Handle) {
     // Ordering: Acquire, as in `launch_resolved`; read before the tables, so a change made in
     // between leaves this resolution already stale.
-    let epoch = LAUNCH_EPOCH.load(Ordering::Acquire);
+    let epoch = launch_epoch();
     remember(g, stream, epoch, |device| {
         let kernels = lock(&g.host_kernels);
         let k = kernels.get(&(function as usize))?;
@@ -487,9 +383,9 @@ fn remember_host_kernel(g: &Global, function: *const c_void, stream: Handle) {
 
 fn remember_registered(g: &Global, function: *const c_void, stream: Handle) {
     // Ordering: as in `remember_host_kernel`.
-    let epoch = LAUNCH_EPOCH.load(Ordering::Acquire);
+    let epoch = launch_epoch();
     remember(g, stream, epoch, |device| {
-        let f = crate::register::function_on(g, function as usize, device).ok()?;
+        let f = function_on(g, function as usize, device).ok()?;
         let args = f.args.as_ref()?;
         let explicit_end = args.iter().map(|&(o, s)| o.saturating_add(s)).max().unwrap_or(0);
         Some(Resolved {
@@ -523,7 +419,7 @@ unsafe fn launch_resolved(
     let s = stream_of(stream);
     let shared = u32::try_from(shared_mem).ok()?;
     // Ordering: Acquire pairs with `invalidate_launches`.
-    let epoch = LAUNCH_EPOCH.load(Ordering::Acquire);
+    let epoch = launch_epoch();
     LAUNCH_CACHE
         .try_with(|c| {
             let mut c = c.borrow_mut();
@@ -613,112 +509,6 @@ pub unsafe extern "C" fn aqdBenchCoreLaunch(
     })
 }
 
-/// The size of the ELF image at `image`, from its header tables (`amdhsa::elf::extent`:
-/// `hipModuleLoadData` receives no size, so the headers are trusted only as far as they are
-/// self-consistent, and nothing is read before the bytes that announce it were checked).
-///
-/// # Safety
-/// `image` points at a readable buffer that starts with `\x7fELF` only if it is a complete
-/// ELF64 file (whose header tables lie inside it); any other buffer has at least 4 readable bytes.
-pub(crate) unsafe fn elf_size(image: *const u8) -> HipResult<usize> {
-    // SAFETY: the caller's contract: the 4 magic bytes are readable, and an ELF file's header
-    // and the tables it places are (extent reads nothing else, and each only once the bytes
-    // announcing it were checked).
-    let read = |off: usize, len: usize| Some(unsafe { std::slice::from_raw_parts(image.add(off), len) });
-    amdhsa::elf::extent(read).map_err(|_| INVALID_IMAGE)
-}
-
-/// The size of the clang offload bundle at `blob`, from its header.
-///
-/// # Safety
-/// `blob` points at a complete bundle (every offset its header announces is readable).
-pub(crate) unsafe fn bundle_size(blob: *const u8) -> HipResult<usize> {
-    // SAFETY: the caller's contract.
-    let read = |off: usize, len: usize| Some(unsafe { std::slice::from_raw_parts(blob.add(off), len) });
-    amdhsa::bundle::extent(read).map_err(|e| if e == amdhsa::Error::Compressed { NOT_SUPPORTED } else { INVALID_IMAGE })
-}
-
-/// The code object of `bundle` for `device`: the most specific entry that runs on it
-/// (docs/code-objects.md §2), or `hipErrorNoBinaryForGpu`.
-pub(crate) fn entry_for<'b>(g: &Global, bundle: &'b [u8], device: u32) -> HipResult<&'b [u8]> {
-    let b = amdhsa::Bundle::parse(bundle).map_err(|_| INVALID_IMAGE)?;
-    let target = device_target(g, device)?;
-    b.best_for(&target).map(|e| e.code).ok_or(NO_BINARY_FOR_GPU)
-}
-
-/// What `device` runs as: its processor, SRAM ECC on where it has it, XNACK off.
-pub(crate) fn device_target(g: &Global, device: u32) -> HipResult<amdhsa::TargetId> {
-    let gfx = g.rt.device_info(device)?.gfx_target_version;
-    let processor = amdhsa::Processor::from_gfx_target_version(gfx).ok_or(NO_BINARY_FOR_GPU)?;
-    Ok(amdhsa::TargetId::device(processor, false))
-}
-
-/// Loads the code object `elf` onto `device`; returns the module's index. The backend's
-/// answer is HIP's: `hipErrorInvalidImage` for bytes that are not a code object,
-/// `hipErrorNoBinaryForGpu` for one built for another target, `hipErrorOutOfMemory`.
-pub(crate) fn load_on(g: &Global, device: u32, elf: &[u8]) -> HipResult<usize> {
-    let handle = g.rt.module_load(device, elf)?;
-    let image = g.rt.module_image(handle).ok().flatten();
-    if let Some((base, bytes)) = image {
-        lock(&g.images).insert(base, bytes);
-    }
-    let kernels = kernel_metadata(elf);
-    let mut modules = lock(&g.modules);
-    modules.push(Some(ModuleEntry { handle, kernels, image }));
-    Ok(modules.len() - 1)
-}
-
-/// `hipModuleLoadData` of a code object or of an offload bundle (as clr takes either).
-fn load(g: &Global, image: &[u8]) -> HipResult<Handle> {
-    let device = g.rt.device()?;
-    let code = if image.starts_with(amdhsa::bundle::MAGIC) { entry_for(g, image, device)? } else { image };
-    let i = load_on(g, device, code)?;
-    Ok(handle(MODULE_TAG | i as u64))
-}
-
-/// The device address and size of data symbol `name` of module `module`:
-/// `hipErrorInvalidSymbol` if the code object has no such variable.
-pub(crate) fn module_variable(g: &Global, module: usize, name: &str) -> HipResult<(u64, u64)> {
-    let h = lock(&g.modules).get(module).and_then(Option::as_ref).map(|m| m.handle).ok_or(INVALID_HANDLE)?;
-    let v = g.rt.module_variable(h, name)?;
-    Ok((v.address, v.size))
-}
-
-/// Unloads module `module` (no launch of its kernels may still be pending).
-pub(crate) fn unload(g: &Global, module: usize) -> HipResult {
-    let entry = lock(&g.modules).get_mut(module).and_then(Option::take).ok_or(INVALID_HANDLE)?;
-    if let Some((base, _)) = entry.image {
-        lock(&g.images).remove(&base);
-    }
-    Ok(g.rt.module_unload(entry.handle)?)
-}
-
-/// Function `name` of module `module`: `hipErrorNotFound` if the code object has no such kernel.
-pub(crate) fn module_function(g: &Global, module: usize, name: &str) -> HipResult<FunctionEntry> {
-    let modules = lock(&g.modules);
-    let m = modules.get(module).and_then(Option::as_ref).ok_or(INVALID_HANDLE)?;
-    let k = g.rt.module_kernel(m.handle, name)?;
-    let meta = m.kernels.as_ref().and_then(|ks| ks.get(name));
-    if k.dynamic_stack {
-        // The stack comes on top of the fixed private segment: the device's scratch holds it
-        // before the first launch (docs/code-objects.md §9).
-        let device = g.rt.module_device(m.handle)?;
-        g.rt.reserve_scratch(device, k.private_segment_size.max(crate::properties::stack_size_limit()))?;
-    }
-    Ok(FunctionEntry {
-        name: Arc::from(name),
-        module,
-        object: k.kernel_object,
-        group: k.group_segment_size,
-        private: k.private_segment_size,
-        dynamic_stack: k.dynamic_stack,
-        kernarg_size: k.kernarg_size as usize,
-        args: meta.map(|m| m.args.clone()),
-        hidden: meta.map_or_else(|| Arc::from([]), |m| m.hidden.clone()),
-        resources: meta.map(|m| m.resources),
-    })
-}
-
 /// What a kernel handle passed to HIP names on `device`, as a function: a host kernel of
 /// `aqdRegisterHostKernel`, a kernel handle of `__hipRegisterFunction`, or a `hipFunction_t` of
 /// `hipModuleGetFunction` (in that order, as HIP tries the registered handle before taking the
@@ -738,10 +528,10 @@ pub(crate) fn resolve(g: &Global, func: *const c_void, device: u32) -> HipResult
             resources: None,
         });
     }
-    if let Ok(f) = crate::register::function_on(g, func as usize, device) {
+    if let Ok(f) = function_on(g, func as usize, device) {
         return Ok((*f).clone());
     }
-    if let Some(i) = untag(func as Handle, FUNCTION_TAG) {
+    if let Some(i) = function_index(func as Handle) {
         return lock(&g.functions).get(i).cloned().ok_or(INVALID_DEVICE_FUNCTION);
     }
     Err(INVALID_DEVICE_FUNCTION)
@@ -757,7 +547,7 @@ pub(crate) fn handle_of_object(g: &Global, object: u64) -> Option<*const c_void>
     }
     let functions = lock(&g.functions);
     let i = functions.iter().position(|f| f.object == object)?;
-    Some((FUNCTION_TAG | i as u64) as usize as *const c_void)
+    Some(function_handle(i) as *const c_void)
 }
 
 /// A launch's configuration: blocks, threads per block, dynamic LDS bytes, stream.
@@ -812,110 +602,6 @@ pub(crate) unsafe fn launch_function_items(
     fill_hidden(&mut seg, &f.hidden, items, workgroup, shared_mem);
     let t = Target { object: f.object, group: f.group.saturating_add(shared_mem), private: f.launch_private() };
     launch_items(g, stream, t, items, workgroup, &seg)
-}
-
-/// The module index a `hipModule_t` names (`hipErrorInvalidHandle` for anything else).
-pub(crate) fn module_index(module: Handle) -> HipResult<usize> {
-    untag(module, MODULE_TAG).ok_or(INVALID_HANDLE)
-}
-
-/// The function a `hipFunction_t` names, if its module is still loaded; anything else is
-/// `hipErrorInvalidHandle`.
-pub(crate) fn module_function_of(g: &Global, function: Handle) -> HipResult<FunctionEntry> {
-    let i = untag(function, FUNCTION_TAG).ok_or(INVALID_HANDLE)?;
-    let f = lock(&g.functions).get(i).cloned().ok_or(INVALID_HANDLE)?;
-    if lock(&g.modules).get(f.module).and_then(Option::as_ref).is_none() {
-        return Err(INVALID_HANDLE);
-    }
-    Ok(f)
-}
-
-/// `hipModuleLoad`: loads an AMDHSA code object file.
-///
-/// # Safety
-/// `module` is NULL or valid for writes; `path` is NULL or a NUL-terminated string.
-#[no_mangle]
-pub unsafe extern "C" fn hipModuleLoad(module: *mut Handle, path: *const c_char) -> i32 {
-    api(|| {
-        let g = global()?;
-        if module.is_null() || path.is_null() {
-            return Err(INVALID_VALUE);
-        }
-        // SAFETY: the caller's contract: a NUL-terminated string.
-        let path = unsafe { CStr::from_ptr(path) };
-        let path = path.to_str().map_err(|_| FILE_NOT_FOUND)?;
-        let elf = std::fs::read(path).map_err(|_| FILE_NOT_FOUND)?;
-        let h = load(g, &elf)?;
-        // SAFETY: the caller's contract.
-        unsafe { put(module, h) }
-    })
-}
-
-/// `hipModuleLoadData`: loads the AMDHSA code object (ELF) at `image`, or the device's code
-/// object of the clang offload bundle there.
-///
-/// # Safety
-/// `module` is NULL or valid for writes; `image` is NULL or points at a complete ELF file.
-#[no_mangle]
-pub unsafe extern "C" fn hipModuleLoadData(module: *mut Handle, image: *const c_void) -> i32 {
-    api(|| {
-        let g = global()?;
-        if module.is_null() || image.is_null() {
-            return Err(INVALID_VALUE);
-        }
-        // SAFETY: the caller's contract: a complete ELF file or bundle (its 24 magic bytes are
-        // readable either way: an ELF header is 64).
-        let bundle = unsafe { std::slice::from_raw_parts(image.cast::<u8>(), 4) } == &amdhsa::bundle::MAGIC[..4];
-        let size = if bundle {
-            // SAFETY: as above: a complete bundle.
-            unsafe { bundle_size(image.cast()) }?
-        } else {
-            // SAFETY: as above: a complete ELF file.
-            unsafe { elf_size(image.cast()) }?
-        };
-        // SAFETY: as above; the file spans `size` bytes.
-        let bytes = unsafe { std::slice::from_raw_parts(image.cast::<u8>(), size) };
-        let h = load(g, bytes)?;
-        // SAFETY: the caller's contract.
-        unsafe { put(module, h) }
-    })
-}
-
-/// `hipModuleUnload`: no launch of the module's kernels may still be pending.
-#[no_mangle]
-pub extern "C" fn hipModuleUnload(module: Handle) -> i32 {
-    api(|| {
-        let g = global()?;
-        let i = untag(module, MODULE_TAG).ok_or(INVALID_HANDLE)?;
-        invalidate_launches();
-        unload(g, i)
-    })
-}
-
-/// `hipModuleGetFunction`: an unknown name is `hipErrorNotFound`.
-///
-/// # Safety
-/// `function` is NULL or valid for writes; `name` is NULL or a NUL-terminated string.
-#[no_mangle]
-pub unsafe extern "C" fn hipModuleGetFunction(function: *mut Handle, module: Handle, name: *const c_char) -> i32 {
-    api(|| {
-        let g = global()?;
-        if function.is_null() || name.is_null() {
-            return Err(INVALID_VALUE);
-        }
-        // SAFETY: the caller's contract: a NUL-terminated string.
-        let name = unsafe { CStr::from_ptr(name) }.to_str().map_err(|_| crate::error::NOT_FOUND)?;
-        if name.is_empty() {
-            return Err(INVALID_VALUE);
-        }
-        let i = untag(module, MODULE_TAG).ok_or(INVALID_HANDLE)?;
-        let entry = module_function(g, i, name)?;
-        let mut functions = lock(&g.functions);
-        functions.push(entry);
-        let h = handle(FUNCTION_TAG | (functions.len() - 1) as u64);
-        // SAFETY: the caller's contract.
-        unsafe { put(function, h) }
-    })
 }
 
 /// `HIP_LAUNCH_PARAM_BUFFER_POINTER`, `…_SIZE`, `…_END`.
@@ -1010,6 +696,146 @@ pub unsafe extern "C" fn hipModuleLaunchKernel(
     })
 }
 
+/// `hipLaunchKernel` of a registered kernel handle: the kernel of the fat binary's code object
+/// for the stream's device, with `args` laid out by the code object's metadata.
+///
+/// # Safety
+/// `args` holds one pointer per kernel argument, each valid for the argument's size.
+pub(crate) unsafe fn launch_registered(
+    g: &Global,
+    function: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_mem: usize,
+    stream: Handle,
+) -> HipResult {
+    let device = g.rt.stream_device(stream_of(stream))?;
+    let f = function_on(g, function as usize, device)?;
+    let shared_mem = u32::try_from(shared_mem).map_err(|_| INVALID_VALUE)?;
+    let c = Config { grid, block, shared_mem, stream };
+    // SAFETY: the caller's contract.
+    unsafe { launch_function(g, &f, c, args, std::ptr::null_mut()) }
+}
+
+/// A launch configuration pushed by `<<<>>>` (or `hipConfigureCall`), with the argument buffer
+/// `hipSetupArgument` fills.
+struct Call {
+    grid: Dim3,
+    block: Dim3,
+    shared_mem: usize,
+    stream: Handle,
+    args: Vec<u8>,
+}
+
+std::thread_local! {
+    /// The calling thread's pushed configurations (HIP keeps a thread-local stack).
+    static CALLS: RefCell<Vec<Call>> = const { RefCell::new(Vec::new()) };
+}
+
+fn push_call(grid: Dim3, block: Dim3, shared_mem: usize, stream: Handle) -> HipResult {
+    let call = Call { grid, block, shared_mem, stream, args: Vec::new() };
+    CALLS.try_with(|c| c.borrow_mut().push(call)).map_err(|_| INVALID_VALUE)
+}
+
+fn pop_call() -> HipResult<Call> {
+    CALLS.try_with(|c| c.borrow_mut().pop()).ok().flatten().ok_or(MISSING_CONFIGURATION)
+}
+
+/// `__hipPushCallConfiguration`: pushes the launch configuration of a `<<<>>>` call.
+#[no_mangle]
+pub extern "C" fn __hipPushCallConfiguration(grid: Dim3, block: Dim3, shared_mem: usize, stream: Handle) -> i32 {
+    api(|| push_call(grid, block, shared_mem, stream))
+}
+
+/// `__hipPopCallConfiguration`: pops the configuration the device stub launches with. An empty
+/// stack is `hipErrorMissingConfiguration` (HIP reads past its stack there).
+///
+/// # Safety
+/// Each pointer is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn __hipPopCallConfiguration(
+    grid: *mut Dim3,
+    block: *mut Dim3,
+    shared_mem: *mut usize,
+    stream: *mut Handle,
+) -> i32 {
+    api(|| {
+        if grid.is_null() || block.is_null() || shared_mem.is_null() || stream.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        let c = pop_call()?;
+        // SAFETY: the caller's contract; all four are non-null.
+        unsafe {
+            put(grid, c.grid)?;
+            put(block, c.block)?;
+            put(shared_mem, c.shared_mem)?;
+            put(stream, c.stream)
+        }
+    })
+}
+
+/// `hipConfigureCall` (the launch API before `__hipPushCallConfiguration`).
+#[no_mangle]
+pub extern "C" fn hipConfigureCall(grid: Dim3, block: Dim3, shared_mem: usize, stream: Handle) -> i32 {
+    api(|| push_call(grid, block, shared_mem, stream))
+}
+
+/// `hipSetupArgument`: copies `size` bytes of `arg` to `offset` of the pending launch's argument
+/// buffer.
+///
+/// # Safety
+/// `arg` is valid for reading `size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn hipSetupArgument(arg: *const c_void, size: usize, offset: usize) -> i32 {
+    api(|| {
+        if arg.is_null() && size > 0 {
+            return Err(INVALID_VALUE);
+        }
+        let end = offset.checked_add(size).ok_or(INVALID_VALUE)?;
+        CALLS
+            .try_with(|c| {
+                let mut calls = c.borrow_mut();
+                let call = calls.last_mut().ok_or(MISSING_CONFIGURATION)?;
+                if call.args.len() < end {
+                    call.args.resize(end, 0);
+                }
+                if size > 0 {
+                    // SAFETY: the caller's contract.
+                    let src = unsafe { std::slice::from_raw_parts(arg.cast::<u8>(), size) };
+                    call.args[offset..end].copy_from_slice(src);
+                }
+                Ok(())
+            })
+            .map_err(|_| INVALID_VALUE)?
+    })
+}
+
+/// `hipLaunchByPtr`: launches the kernel of handle `function` with the configuration and
+/// argument buffer of `hipConfigureCall` / `hipSetupArgument`.
+#[no_mangle]
+pub extern "C" fn hipLaunchByPtr(function: *const c_void) -> i32 {
+    api(|| {
+        let g = global()?;
+        let mut c = pop_call()?;
+        let device = g.rt.stream_device(stream_of(c.stream))?;
+        let f = function_on(g, function as usize, device)?;
+        let mut size = c.args.len();
+        let key = std::ptr::without_provenance_mut::<c_void>;
+        let mut extra: [*mut c_void; 5] = [
+            key(PARAM_BUFFER_POINTER),
+            c.args.as_mut_ptr().cast(),
+            key(PARAM_BUFFER_SIZE),
+            (&mut size as *mut usize).cast(),
+            key(PARAM_END),
+        ];
+        let shared_mem = u32::try_from(c.shared_mem).map_err(|_| INVALID_VALUE)?;
+        let config = Config { grid: c.grid, block: c.block, shared_mem, stream: c.stream };
+        // SAFETY: `extra` is a well-formed list over the call's buffer, which outlives the call.
+        unsafe { launch_function(g, &f, config, std::ptr::null_mut(), extra.as_mut_ptr()) }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1020,19 +846,6 @@ mod tests {
         assert_eq!(args, [(0, 1), (8, 8), (16, 2), (20, 12), (32, 16), (48, 4)]);
         assert_eq!(total, 64);
         assert_eq!(layout(&[]), (vec![], 0));
-    }
-
-    #[test]
-    fn elf_size_of_the_fixture_is_its_file_length() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../kfd-direct/emu/fixtures/kernels-gfx90a.co");
-        let elf = std::fs::read(path).expect("the emulator's gfx90a fixture");
-        // SAFETY: a complete ELF file.
-        assert_eq!(unsafe { elf_size(elf.as_ptr()) }, Ok(elf.len()));
-        let mut wrapped = elf[..64].to_vec();
-        wrapped[0x28..0x30].copy_from_slice(&(u64::MAX - 64).to_le_bytes());
-        wrapped[0x3c..0x3e].copy_from_slice(&2u16.to_le_bytes());
-        // SAFETY: the section table's end wraps, which is refused before any table is read.
-        assert_eq!(unsafe { elf_size(wrapped.as_ptr()) }, Err(INVALID_IMAGE));
     }
 
     #[test]

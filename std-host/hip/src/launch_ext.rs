@@ -1,8 +1,8 @@
 //! Extended and cooperative launches: `hipExtLaunchKernel` and the module forms
 //! `hipExtModuleLaunchKernel` / `hipHccModuleLaunchKernel` (a launch between two events),
 //! `hipLaunchCooperativeKernel`, `hipLaunchCooperativeKernelMultiDevice` and
-//! `hipExtLaunchMultiKernelMultiDevice`, and newer HIP's `hipModuleLaunchCooperativeKernel` and
-//! `hipModuleLaunchCooperativeKernelMultiDevice` (`aqueduct_hip.h`) (docs/hip-semantics.md §10).
+//! `hipExtLaunchMultiKernelMultiDevice`, and newer HIP's `hipModuleLaunchCooperativeKernel`,
+//! `hipModuleLaunchCooperativeKernelMultiDevice` and `hipLaunchKernelExC` (`aqueduct_hip.h`) (docs/hip-semantics.md §10).
 //!
 //! A cooperative launch may only ask for a grid whose work-groups can all be resident at once:
 //! HIP's occupancy for the block size and dynamic LDS, times the device's CUs; more is
@@ -22,11 +22,11 @@ use std::ffi::{c_int, c_uint, c_void};
 use crate::error::{api, status, Hip, HipResult, INVALID_CONFIGURATION, INVALID_DEVICE, INVALID_VALUE};
 use crate::function::occupancy;
 use crate::global::{global, Global};
-use crate::launch::{
-    geometry, hipLaunchKernel, launch_function, launch_function_items, module_function_of, resolve, Config,
-};
+use crate::launch::{geometry, hipLaunchKernel, launch_function, launch_function_items, resolve, Config};
+use crate::module::module_function_of;
 use crate::properties::properties;
 use crate::stream::{hipEventCreateWithFlags, hipEventDestroy, hipEventRecord, hipStreamWaitEvent};
+use crate::stream_attr::LaunchConfig;
 use crate::{stream_of, Dim3, Handle};
 
 /// `hipErrorCooperativeLaunchTooLarge`.
@@ -487,4 +487,36 @@ pub unsafe extern "C" fn hip_launch_kernel_ggl_impl(
         // SAFETY: the caller's contract: an `extra` list.
         unsafe { launch_function(g, &f, c, std::ptr::null_mut(), kernarg) }
     });
+}
+
+/// `hipLaunchKernelExC`: a launch of `function` (a kernel handle, a host kernel or a
+/// `hipFunction_t`, as `hipLaunchCooperativeKernel` takes) with `config`'s dimensions, LDS and
+/// stream, and its attributes as [`crate::stream_attr::launch_attributes`] checks them (a
+/// cooperative one launches as `hipLaunchCooperativeKernel`).
+///
+/// # Safety
+/// `config` is NULL or valid, its `attrs` NULL or holding `num_attrs` entries; `args` as for
+/// `hipLaunchKernel`.
+#[no_mangle]
+pub unsafe extern "C" fn hipLaunchKernelExC(
+    config: *const LaunchConfig,
+    function: *const c_void,
+    args: *mut *mut c_void,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        if config.is_null() || function.is_null() {
+            return Err(INVALID_VALUE);
+        }
+        // SAFETY: the caller's contract.
+        let c = unsafe { &*config };
+        // SAFETY: the caller's contract on `attrs`.
+        let cooperative = unsafe { crate::stream_attr::launch_attributes(g, c) }?;
+        let (grid, block, lds, stream) = (c.grid_dim, c.block_dim, c.dynamic_smem_bytes, c.stream);
+        if cooperative {
+            check_cooperative(g, function, grid, block, lds, stream)?;
+        }
+        // SAFETY: forwarded caller contract.
+        unsafe { launch_any(g, function, grid, block, args, lds, stream) }
+    })
 }

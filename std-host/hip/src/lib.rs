@@ -9,33 +9,46 @@
 //!
 //! ## Layers, and who validates what
 //!
-//! - `error`: `hipError_t` names and strings, the calling thread's last error, and the one
-//!   boundary every exported function goes through (panics become `hipErrorUnknown`; nothing
-//!   unwinds into C).
-//! - `global`: one process-wide core [`aqueduct::Runtime`] over the backend `AQUEDUCT_BACKEND`
-//!   selects (the emulated GPU by default), created on first use, with std-host's thread keys.
-//! - `register`: HIP's registration ABI (fat binaries, kernel handles, device variables, the
-//!   `<<<>>>` call configuration), as hipcc-generated host code calls it.
-//! - `graph`: graphs built node by node (conditional nodes too), executables and their updates,
-//!   over core's graphs.
-//! - `mempool`: stream-ordered allocation over core's [`aqueduct::MemPools`].
-//! - `peer`: several GPUs: peer access and peer copies.
-//! - `device`, `device_query`, `properties`, `driver_context`, `stream`, `per_thread`,
-//!   `capture`, `memory`, `host_memory`, `managed`, `pitched`, `launch`, `module`, `function`,
-//!   `launch_ext`, `stream_attr`, `context`: the exported functions (`per_thread`: the `_spt` forms over the
-//!   others; `driver_context`: HIP's deprecated `hipCtx*` contexts, `context`: aqueduct's
-//!   execution contexts; `module`: module globals and texture references; `function`: kernel
-//!   attributes and occupancy; `launch_ext`: extended and cooperative launches; `stream_attr`: stream attributes and
-//!   attributed launches; `array`:
-//!   arrays over linear memory; `tracing`: the profiler, callbacks and names, with
-//!   `api_names`; `half`: the half-precision helpers; `rtc`: `hiprtc`, compiling with the
-//!   installed clang-15). This
-//!   layer checks what only C has — NULL out-pointers, in the order HIP checks them — converts
-//!   handles, and passes everything else to core, whose errors already carry HIP's numbers.
+//! Modules import one way, lowest first (`scripts/check-layers std-host/hip/src` fails on a
+//! cycle; CI runs it):
 //!
-//! - `texture`, `interop`, `ipc`, `virtual_memory`: exported, checked, and answered
-//!   `hipErrorNotSupported` (the `not_supported!` functions and the argument checks HIP makes
-//!   first), each module saying why.
+//! 0. Leaves: `error` (`hipError_t` names and strings, the calling thread's last error, and the
+//!    one boundary every exported function goes through: panics become `hipErrorUnknown`,
+//!    nothing unwinds into C), `code_objects` (the module table's types: modules, functions,
+//!    host kernels, what a kernel's metadata says), `api_names`, `half`, `interop`.
+//! 1. `global`: one process-wide core [`aqueduct::Runtime`] over the backend `AQUEDUCT_BACKEND`
+//!    selects (the emulated GPU by default), created on first use, with std-host's thread keys,
+//!    and the tables the C layer keeps beside core (allocations, modules, functions, host
+//!    kernels, graph-node handles), the launch epoch and buffer ids.
+//! 2. What an address can be, and device state: `host_register` (registered host memory),
+//!    `virtual_memory` (reserved ranges, physical handles, mappings), `properties` (device
+//!    properties and limits), `hostcall`, `context` (aqueduct's execution contexts),
+//!    `stream_attr` (stream attributes, and the checks of launch attributes).
+//! 3. `memory` (allocation, the one address lookup over allocations, registrations, mappings
+//!    and images; copies and fills) and `module` (loading code objects, their functions and
+//!    variables).
+//! 4. Over memory: `managed`, `peer` (several GPUs), `ipc`; over modules: `rtc` (`hiprtc`,
+//!    compiling with the installed clang-15).
+//! 5. `register`: HIP's registration ABI (fat binaries, kernel handles, device variables,
+//!    symbol copies), as hipcc-generated host code calls it.
+//! 6. `launch` (host kernels, `hipLaunchKernel`, module launches, the `<<<>>>` call
+//!    configuration) and `array` (arrays over linear memory).
+//! 7. Over launches: `device`, `function` (kernel attributes and occupancy), `tracing` (the
+//!    profiler, callbacks and names); `pitched` (2-D/3-D memory) and `texture` over arrays.
+//! 8. `graph` (graphs built node by node, conditional nodes too, executables and their updates,
+//!    over core's graphs) and `device_query`.
+//! 9. `capture` (stream capture, into new or existing graphs) and `driver_context` (HIP's
+//!    deprecated `hipCtx*` contexts).
+//! 10. `stream` (streams and events), `mempool` (stream-ordered allocation over core's
+//!     [`aqueduct::MemPools`]), `host_memory`.
+//! 11. `launch_ext`: extended, cooperative and attributed launches.
+//! 12. `per_thread`: the `_spt` forms over all of the above.
+//!
+//! This layer checks what only C has — NULL out-pointers, in the order HIP checks them —
+//! converts handles, and passes everything else to core, whose errors already carry HIP's
+//! numbers. What this machine cannot do (`texture` sampling, GL/external-memory `interop`, a
+//! few of `virtual_memory`'s and `ipc`'s calls) is exported, checked, and answered
+//! `hipErrorNotSupported`, each module saying why (README lists them).
 //!
 //! Handles are core's generational 64-bit values used as pointers (never 0, 1 or 2); graph
 //! nodes, modules and functions get tagged indices into tables kept here. A destroyed or garbage
@@ -61,6 +74,7 @@ macro_rules! not_supported {
 mod api_names;
 mod array;
 mod capture;
+mod code_objects;
 mod context;
 mod device;
 mod device_query;

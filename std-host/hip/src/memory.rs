@@ -75,8 +75,8 @@ pub(crate) fn alloc(ptr: *mut *mut c_void, bytes: usize, host: Option<c_uint>) -
         if let Some(flags) = host {
             lock(&HOST_FLAGS).insert(addr, flags);
         }
-        let id = next_buffer_id();
-        lock(&BUFFER_IDS).0.insert(addr, id);
+        let id = crate::global::next_buffer_id();
+        lock(&BUFFER_IDS).insert(addr, id);
     }
     // SAFETY: `ptr` was checked non-null by the caller of this helper, which holds the C
     // contract that it is valid for writes.
@@ -86,15 +86,8 @@ pub(crate) fn alloc(ptr: *mut *mut c_void, bytes: usize, host: Option<c_uint>) -
 /// The flags of each `hipHostMalloc` allocation (for `hipPointerGetAttributes`).
 static HOST_FLAGS: LazyLock<Mutex<HashMap<u64, c_uint>>> = LazyLock::new(Default::default);
 
-/// Each allocation's buffer id (`HIP_POINTER_ATTRIBUTE_BUFFER_ID`), and the last id given.
-static BUFFER_IDS: LazyLock<Mutex<(HashMap<u64, u32>, u32)>> = LazyLock::new(Default::default);
-
-/// A buffer id no allocation or registration has had.
-pub(crate) fn next_buffer_id() -> u32 {
-    let mut ids = lock(&BUFFER_IDS);
-    ids.1 += 1;
-    ids.1
-}
+/// Each allocation's buffer id (`HIP_POINTER_ATTRIBUTE_BUFFER_ID`).
+static BUFFER_IDS: LazyLock<Mutex<HashMap<u64, u32>>> = LazyLock::new(Default::default);
 
 /// An allocation of this runtime holding `addr`: its start, bytes, device, `hipHostMalloc`
 /// flags (`None` for device memory) and buffer id.
@@ -136,9 +129,25 @@ static MANAGED: LazyLock<Mutex<std::collections::HashSet<u32>>> = LazyLock::new(
 
 /// Marks the allocation at `base` as managed memory.
 pub(crate) fn mark_managed(base: u64) {
-    if let Some(&id) = lock(&BUFFER_IDS).0.get(&base) {
+    if let Some(&id) = lock(&BUFFER_IDS).get(&base) {
         lock(&MANAGED).insert(id);
     }
+}
+
+/// Whether `[addr, addr + bytes)` lies inside one allocation of this runtime, a loaded image,
+/// a registration's device range or mapped virtual memory (memory the device can reach);
+/// pageable host memory, registered or not, does not (a registered range is reached at its
+/// device address).
+pub(crate) fn device_reachable(g: &Global, addr: u64, bytes: u64) -> bool {
+    let inside = |start: u64, len: u64| addr.saturating_add(bytes) <= start.saturating_add(len.max(1));
+    let allocs = lock(&g.allocs);
+    if allocs.range(..=addr).next_back().is_some_and(|(&start, &(len, _))| inside(start, len)) {
+        return true;
+    }
+    drop(allocs);
+    lock(&g.images).range(..=addr).next_back().is_some_and(|(&start, &len)| inside(start, len))
+        || crate::host_register::in_device_range(addr, bytes)
+        || crate::virtual_memory::in_mapped_range(addr, bytes)
 }
 
 /// The allocation holding `addr` (any address inside it), if any; a registration
@@ -154,7 +163,18 @@ pub(crate) fn allocation_of(g: &Global, addr: u64) -> Option<Allocation> {
             Some(r) => (r, r.host),
             None => match crate::host_register::by_device(addr) {
                 Some(r) => (r, r.device_address),
-                None => return crate::virtual_memory::mapping_of(addr),
+                None => {
+                    let m = crate::virtual_memory::mapping_of(addr)?;
+                    return Some(Allocation {
+                        base: m.base,
+                        bytes: m.bytes,
+                        device: m.device,
+                        host_flags: None,
+                        buffer_id: m.buffer_id,
+                        managed: false,
+                        registered: None,
+                    });
+                }
             },
         };
         return Some(Allocation {
@@ -168,21 +188,9 @@ pub(crate) fn allocation_of(g: &Global, addr: u64) -> Option<Allocation> {
         });
     };
     let host_flags = lock(&HOST_FLAGS).get(&base).copied();
-    let buffer_id = lock(&BUFFER_IDS).0.get(&base).copied().unwrap_or(0);
+    let buffer_id = lock(&BUFFER_IDS).get(&base).copied().unwrap_or(0);
     let managed = lock(&MANAGED).contains(&buffer_id);
     Some(Allocation { base, bytes, device, host_flags, buffer_id, managed, registered: None })
-}
-
-/// Waits for the work of `device` (switching the calling thread to it for the wait).
-pub(crate) fn wait_idle_on(g: &Global, device: u32) -> HipResult {
-    let current = g.rt.device()?;
-    if device == current {
-        return Ok(g.rt.device_wait_idle()?);
-    }
-    g.rt.set_device(device)?;
-    let r = g.rt.device_wait_idle();
-    g.rt.set_device(current)?;
-    Ok(r?)
 }
 
 /// `hipFree` / `hipHostFree`: NULL is a no-op (after the capture-mode check an allocation
@@ -213,15 +221,15 @@ pub(crate) fn free(p: *mut c_void) -> HipResult {
         Freed::NotPooled => {}
     }
     let device = entry.map(|(_, d)| d).ok_or(INVALID_VALUE)?;
-    wait_idle_on(g, device).inspect_err(|_| restore())?;
+    g.wait_idle_on(device).inspect_err(|_| restore())?;
     let host_flags = lock(&HOST_FLAGS).remove(&addr);
-    let buffer = lock(&BUFFER_IDS).0.remove(&addr);
+    let buffer = lock(&BUFFER_IDS).remove(&addr);
     if let Err(e) = g.rt.free(addr) {
         if let Some(f) = host_flags {
             lock(&HOST_FLAGS).insert(addr, f);
         }
         if let Some(id) = buffer {
-            lock(&BUFFER_IDS).0.insert(addr, id);
+            lock(&BUFFER_IDS).insert(addr, id);
         }
         restore();
         return Err(e.into());
@@ -288,7 +296,8 @@ pub(crate) fn check_kind(kind: c_uint) -> HipResult {
 /// with `copy(dst, src, bytes)` (which also synchronises). `Ok(false)` when both sides are
 /// device-reachable and nothing was done.
 fn staged(g: &Global, dst: u64, src: u64, bytes: u64, copy: impl Fn(u64, u64, u64) -> HipResult) -> HipResult<bool> {
-    let (dst_dev, src_dev) = (g.is_device_reachable(dst, bytes), g.is_device_reachable(src, bytes));
+    let (dst_dev, src_dev) =
+        (crate::memory::device_reachable(g, dst, bytes), crate::memory::device_reachable(g, src, bytes));
     if dst_dev && src_dev {
         return Ok(false);
     }
@@ -424,7 +433,7 @@ pub(crate) fn memcpy_on(g: &Global, stream: StreamHandle, d: u64, s: u64, n: u64
     let (d, s) = (device_view(d, n), device_view(s, n));
     // The stream's checks (stale, detached, invalidated capture) and the NULL checks.
     g.rt.memcpy_async(stream, d, s, 0)?;
-    let (dst_dev, src_dev) = (g.is_device_reachable(d, n), g.is_device_reachable(s, n));
+    let (dst_dev, src_dev) = (crate::memory::device_reachable(g, d, n), crate::memory::device_reachable(g, s, n));
     let capturing = g.rt.stream_is_capturing(stream).is_ok_and(|st| st != CaptureStatus::None);
     if (dst_dev && src_dev) || capturing || n == 0 {
         return Ok(g.rt.memcpy_async(stream, d, s, n)?);
@@ -575,7 +584,7 @@ pub unsafe extern "C" fn hipMemcpyBatchAsync(
             // the device reaches (registered memory too) is read by the device, so the copy
             // completes before the return.
             let during = attrs[a].src_access_order == ORDER_DURING_API_CALL;
-            let copied = if during && g.is_device_reachable(device_view(src, n), n) {
+            let copied = if during && crate::memory::device_reachable(g, device_view(src, n), n) {
                 g.rt.stream_wait_idle(s)
                     .map_err(Into::into)
                     .and_then(|()| memcpy_on(g, s, d, src, n))
@@ -627,7 +636,7 @@ fn check_fill(g: &Global, dst: u64, bytes: u64) -> HipResult<bool> {
     if bytes == 0 {
         return Ok(false);
     }
-    if dst == 0 || !g.is_device_reachable(dst, bytes) {
+    if dst == 0 || !crate::memory::device_reachable(g, dst, bytes) {
         return Err(INVALID_VALUE);
     }
     Ok(true)
@@ -893,7 +902,7 @@ pub unsafe extern "C" fn hipHostGetDevicePointer(
             // SAFETY: the caller's contract.
             return unsafe { put(device_ptr, device) };
         }
-        if host.is_null() || !g.is_device_reachable(addr, 1) {
+        if host.is_null() || !crate::memory::device_reachable(g, addr, 1) {
             return Err(INVALID_VALUE);
         }
         // SAFETY: the caller's contract.

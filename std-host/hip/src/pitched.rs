@@ -304,7 +304,7 @@ fn fill(g: &Global, order: Order, dst: Side, value: c_int, width: usize, height:
     let span = dst.row(height - 1, depth - 1) + width as u64 - dst.base;
     // Registered host memory named by its host address is filled at its device address.
     let dst = Side { base: crate::host_register::device_view(dst.base, span), ..dst };
-    if !g.is_device_reachable(dst.base, span) {
+    if !crate::memory::device_reachable(g, dst.base, span) {
         return Err(INVALID_VALUE);
     }
     run_fills(g, order, &fill_rows(dst, width, height, depth), value as u8)

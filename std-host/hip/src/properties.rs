@@ -460,7 +460,7 @@ pub extern "C" fn hipDeviceSetLimit(limit: c_uint, value: usize) -> i32 {
                 }
                 // Ordering: Relaxed; launches resolved before see the change once the epoch moves.
                 STACK_SIZE.store(value, Ordering::Relaxed);
-                crate::launch::invalidate_launches();
+                crate::global::invalidate_launches();
                 Ok(())
             }
             LIMIT_MALLOC_HEAP_SIZE | LIMIT_STACK_SIZE => Err(INVALID_VALUE),

@@ -7,8 +7,9 @@
 //! into the variable of every module loaded from the binary); `kernel<<<grid, block, shmem, stream>>>(…)`
 //! becomes `__hipPushCallConfiguration` followed by the device stub, which pops the
 //! configuration and calls `hipLaunchKernel(handle, …)`; an `atexit` destructor calls
-//! `__hipUnregisterFatBinary`. The older launch path (`hipConfigureCall`, `hipSetupArgument`,
-//! `hipLaunchByPtr`) is served too.
+//! `__hipUnregisterFatBinary`. The call configuration, and the older launch path
+//! (`hipConfigureCall`, `hipSetupArgument`, `hipLaunchByPtr`), are [`crate::launch`]'s; this
+//! module resolves the handles they launch ([`function_on`]).
 //!
 //! # Fat binaries and code-object selection
 //!
@@ -26,25 +27,22 @@
 //! `hipErrorInvalidImage` at the first launch and `hipErrorInvalidKernelFile` after it (README,
 //! "HIP C ABI"). Compressed bundles (`CCOB`) are `hipErrorNotSupported`.
 //!
-//! On the emulated GPU the chosen code object's kernels run as the host twins registered under
-//! their symbol names (`AQUEDUCT_TWINS`).
+//! On the emulated GPU the chosen code object's kernels execute their machine code (or host
+//! twins: `AQUEDUCT_EMU_KERNELS`, docs/executor.md).
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
+use crate::code_objects::FunctionEntry;
 use crate::error::{
     api, Hip, HipResult, INVALID_DEVICE_FUNCTION, INVALID_MEMCPY_DIRECTION, INVALID_SYMBOL, INVALID_VALUE,
-    MISSING_CONFIGURATION, NOT_SUPPORTED, NO_BINARY_FOR_GPU,
+    NOT_SUPPORTED, NO_BINARY_FOR_GPU,
 };
 use crate::global::{global, global_if_created, lock, Global};
-use crate::launch::{
-    bundle_size, elf_size, entry_for, launch_function, load_on, module_function, module_variable, unload, Config,
-    FunctionEntry, PARAM_BUFFER_POINTER, PARAM_BUFFER_SIZE, PARAM_END,
-};
 use crate::memory::{check_capturing, memcpy_on, memcpy_sync};
+use crate::module::{bundle_size, elf_size, entry_for, load_on, module_function, module_variable, unload};
 use crate::{put, stream_of, Dim3, Handle};
 
 /// `__hipFatMAGIC2`: "HIPF".
@@ -180,28 +178,6 @@ pub(crate) fn variable(g: &Global, symbol: *const c_void) -> HipResult<(u64, u64
     let module = module_on(g, &mut reg, binary, device, INVALID_SYMBOL)?;
     drop(reg);
     module_variable(g, module, &name)
-}
-
-/// `hipLaunchKernel` of a registered kernel handle: the kernel of the fat binary's code object
-/// for the stream's device, with `args` laid out by the code object's metadata.
-///
-/// # Safety
-/// `args` holds one pointer per kernel argument, each valid for the argument's size.
-pub(crate) unsafe fn launch_registered(
-    g: &Global,
-    function: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *mut *mut c_void,
-    shared_mem: usize,
-    stream: Handle,
-) -> HipResult {
-    let device = g.rt.stream_device(stream_of(stream))?;
-    let f = function_on(g, function as usize, device)?;
-    let shared_mem = u32::try_from(shared_mem).map_err(|_| INVALID_VALUE)?;
-    let c = Config { grid, block, shared_mem, stream };
-    // SAFETY: the caller's contract.
-    unsafe { launch_function(g, &f, c, args, std::ptr::null_mut()) }
 }
 
 /// Reads a NUL-terminated name.
@@ -349,7 +325,7 @@ pub unsafe extern "C" fn __hipUnregisterFatBinary(modules: *mut *mut c_void) {
         (b, managed)
     };
     let (binary, managed) = binary;
-    crate::launch::invalidate_launches();
+    crate::global::invalidate_launches();
     if let Some(g) = global_if_created() {
         if !SYNCHRONIZED.swap(true, Ordering::AcqRel) {
             let _ = g.rt.device_synchronize();
@@ -364,124 +340,6 @@ pub unsafe extern "C" fn __hipUnregisterFatBinary(modules: *mut *mut c_void) {
     // SAFETY: `h` came from `Box::into_raw` in `__hipRegisterFatBinary` and was just removed
     // from the registry, so it is freed once.
     drop(unsafe { Box::from_raw(modules) });
-}
-
-/// A launch configuration pushed by `<<<>>>` (or `hipConfigureCall`), with the argument buffer
-/// `hipSetupArgument` fills.
-struct Call {
-    grid: Dim3,
-    block: Dim3,
-    shared_mem: usize,
-    stream: Handle,
-    args: Vec<u8>,
-}
-
-std::thread_local! {
-    /// The calling thread's pushed configurations (HIP keeps a thread-local stack).
-    static CALLS: RefCell<Vec<Call>> = const { RefCell::new(Vec::new()) };
-}
-
-fn push_call(grid: Dim3, block: Dim3, shared_mem: usize, stream: Handle) -> HipResult {
-    let call = Call { grid, block, shared_mem, stream, args: Vec::new() };
-    CALLS.try_with(|c| c.borrow_mut().push(call)).map_err(|_| INVALID_VALUE)
-}
-
-fn pop_call() -> HipResult<Call> {
-    CALLS.try_with(|c| c.borrow_mut().pop()).ok().flatten().ok_or(MISSING_CONFIGURATION)
-}
-
-/// `__hipPushCallConfiguration`: pushes the launch configuration of a `<<<>>>` call.
-#[no_mangle]
-pub extern "C" fn __hipPushCallConfiguration(grid: Dim3, block: Dim3, shared_mem: usize, stream: Handle) -> i32 {
-    api(|| push_call(grid, block, shared_mem, stream))
-}
-
-/// `__hipPopCallConfiguration`: pops the configuration the device stub launches with. An empty
-/// stack is `hipErrorMissingConfiguration` (HIP reads past its stack there).
-///
-/// # Safety
-/// Each pointer is NULL or valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn __hipPopCallConfiguration(
-    grid: *mut Dim3,
-    block: *mut Dim3,
-    shared_mem: *mut usize,
-    stream: *mut Handle,
-) -> i32 {
-    api(|| {
-        if grid.is_null() || block.is_null() || shared_mem.is_null() || stream.is_null() {
-            return Err(INVALID_VALUE);
-        }
-        let c = pop_call()?;
-        // SAFETY: the caller's contract; all four are non-null.
-        unsafe {
-            put(grid, c.grid)?;
-            put(block, c.block)?;
-            put(shared_mem, c.shared_mem)?;
-            put(stream, c.stream)
-        }
-    })
-}
-
-/// `hipConfigureCall` (the launch API before `__hipPushCallConfiguration`).
-#[no_mangle]
-pub extern "C" fn hipConfigureCall(grid: Dim3, block: Dim3, shared_mem: usize, stream: Handle) -> i32 {
-    api(|| push_call(grid, block, shared_mem, stream))
-}
-
-/// `hipSetupArgument`: copies `size` bytes of `arg` to `offset` of the pending launch's argument
-/// buffer.
-///
-/// # Safety
-/// `arg` is valid for reading `size` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn hipSetupArgument(arg: *const c_void, size: usize, offset: usize) -> i32 {
-    api(|| {
-        if arg.is_null() && size > 0 {
-            return Err(INVALID_VALUE);
-        }
-        let end = offset.checked_add(size).ok_or(INVALID_VALUE)?;
-        CALLS
-            .try_with(|c| {
-                let mut calls = c.borrow_mut();
-                let call = calls.last_mut().ok_or(MISSING_CONFIGURATION)?;
-                if call.args.len() < end {
-                    call.args.resize(end, 0);
-                }
-                if size > 0 {
-                    // SAFETY: the caller's contract.
-                    let src = unsafe { std::slice::from_raw_parts(arg.cast::<u8>(), size) };
-                    call.args[offset..end].copy_from_slice(src);
-                }
-                Ok(())
-            })
-            .map_err(|_| INVALID_VALUE)?
-    })
-}
-
-/// `hipLaunchByPtr`: launches the kernel of handle `function` with the configuration and
-/// argument buffer of `hipConfigureCall` / `hipSetupArgument`.
-#[no_mangle]
-pub extern "C" fn hipLaunchByPtr(function: *const c_void) -> i32 {
-    api(|| {
-        let g = global()?;
-        let mut c = pop_call()?;
-        let device = g.rt.stream_device(stream_of(c.stream))?;
-        let f = function_on(g, function as usize, device)?;
-        let mut size = c.args.len();
-        let key = std::ptr::without_provenance_mut::<c_void>;
-        let mut extra: [*mut c_void; 5] = [
-            key(PARAM_BUFFER_POINTER),
-            c.args.as_mut_ptr().cast(),
-            key(PARAM_BUFFER_SIZE),
-            (&mut size as *mut usize).cast(),
-            key(PARAM_END),
-        ];
-        let shared_mem = u32::try_from(c.shared_mem).map_err(|_| INVALID_VALUE)?;
-        let config = Config { grid: c.grid, block: c.block, shared_mem, stream: c.stream };
-        // SAFETY: `extra` is a well-formed list over the call's buffer, which outlives the call.
-        unsafe { launch_function(g, &f, config, std::ptr::null_mut(), extra.as_mut_ptr()) }
-    })
 }
 
 /// `hipGetSymbolAddress`: the device address of a registered variable on the calling thread's

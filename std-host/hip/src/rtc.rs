@@ -429,7 +429,7 @@ pub unsafe extern "C" fn hiprtcCompileProgram(prog: *mut Program, count: c_int, 
         }
         let target = global()
             .ok()
-            .and_then(|g| g.rt.device().ok().and_then(|d| crate::launch::device_target(g, d).ok()))
+            .and_then(|g| g.rt.device().ok().and_then(|d| crate::module::device_target(g, d).ok()))
             // `--offload-arch` takes the processor and features, without the triple.
             .map_or_else(
                 || "gfx90a".to_owned(),

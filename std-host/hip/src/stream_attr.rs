@@ -1,6 +1,6 @@
-//! Stream attributes and attributed launches (newer HIP, CUDA's semantics):
-//! `hipStreamGetAttribute`, `hipStreamSetAttribute`, `hipStreamCopyAttributes` and
-//! `hipLaunchKernelExC`.
+//! Stream attributes and the attributes of launches (newer HIP, CUDA's semantics):
+//! `hipStreamGetAttribute`, `hipStreamSetAttribute`, `hipStreamCopyAttributes`, and the checks
+//! of `hipLaunchKernelExC`'s attributes (the launch itself is `crate::launch_ext`'s).
 //!
 //! A stream's attributes are what CUDA lets a stream carry: an access policy window and a
 //! synchronization policy (both hints: the emulated GPU has no persisting L2 lines to set aside,
@@ -273,57 +273,37 @@ pub extern "C" fn hipStreamCopyAttributes(dst: Handle, src: Handle) -> i32 {
     })
 }
 
-/// `hipLaunchKernelExC`: a launch of `function` (a kernel handle, a host kernel or a
-/// `hipFunction_t`, as `hipLaunchCooperativeKernel` takes) with `config`'s dimensions, LDS and
-/// stream, and its attributes: cooperative (non-zero: `hipLaunchCooperativeKernel`'s launch and
-/// checks), priority (the stream's own only, as [`hipStreamSetAttribute`]), an access policy
-/// window (a hint, checked as a stream's) and synchronization policy (checked); memory
-/// synchronization domains are `hipErrorNotSupported`, any other id `hipErrorInvalidValue`.
+/// The attributes of a `hipLaunchKernelExC` launch (`crate::launch_ext`), checked:
+/// cooperative (returned: non-zero asks for `hipLaunchCooperativeKernel`'s launch and checks),
+/// priority (the stream's own only, as [`hipStreamSetAttribute`]), an access policy window (a
+/// hint, checked as a stream's) and synchronization policy (checked); memory synchronization
+/// domains are `hipErrorNotSupported`, any other id `hipErrorInvalidValue`.
 ///
 /// # Safety
-/// `config` is NULL or valid, its `attrs` NULL or holding `num_attrs` entries; `args` as for
-/// `hipLaunchKernel`.
-#[no_mangle]
-pub unsafe extern "C" fn hipLaunchKernelExC(
-    config: *const LaunchConfig,
-    function: *const c_void,
-    args: *mut *mut c_void,
-) -> i32 {
-    api(|| {
-        let g = global()?;
-        if config.is_null() || function.is_null() {
-            return Err(INVALID_VALUE);
-        }
-        // SAFETY: the caller's contract.
-        let c = unsafe { &*config };
-        let attrs: &[LaunchAttribute] = match (c.attrs.is_null(), c.num_attrs) {
-            (_, 0) => &[],
-            (true, _) => return Err(INVALID_VALUE),
-            // SAFETY: the caller's contract: `num_attrs` entries.
-            (false, n) => unsafe { std::slice::from_raw_parts(c.attrs, n as usize) },
-        };
-        let mut cooperative = false;
-        for a in attrs {
-            // SAFETY: the attribute's value as an int and as a window: every byte pattern is
-            // valid for both (integers, a float and a raw pointer); each id uses its member.
-            let (int, window) = unsafe { (a.value.int, a.value.access_policy_window) };
-            match a.id {
-                COOPERATIVE => cooperative = int != 0,
-                PRIORITY => same_priority(g, c.stream, int)?,
-                ACCESS_POLICY_WINDOW => check_window(&window)?,
-                SYNCHRONIZATION_POLICY if !(SYNC_POLICY_AUTO..=SYNC_POLICY_BLOCKING_SYNC).contains(&int) => {
-                    return Err(INVALID_VALUE)
-                }
-                SYNCHRONIZATION_POLICY => {}
-                MEM_SYNC_DOMAIN_MAP | MEM_SYNC_DOMAIN => return Err(NOT_SUPPORTED),
-                _ => return Err(INVALID_VALUE),
+/// `c.attrs` is NULL or holds `c.num_attrs` entries.
+pub(crate) unsafe fn launch_attributes(g: &Global, c: &LaunchConfig) -> HipResult<bool> {
+    let attrs: &[LaunchAttribute] = match (c.attrs.is_null(), c.num_attrs) {
+        (_, 0) => &[],
+        (true, _) => return Err(INVALID_VALUE),
+        // SAFETY: the caller's contract: `num_attrs` entries.
+        (false, n) => unsafe { std::slice::from_raw_parts(c.attrs, n as usize) },
+    };
+    let mut cooperative = false;
+    for a in attrs {
+        // SAFETY: the attribute's value as an int and as a window: every byte pattern is
+        // valid for both (integers, a float and a raw pointer); each id uses its member.
+        let (int, window) = unsafe { (a.value.int, a.value.access_policy_window) };
+        match a.id {
+            COOPERATIVE => cooperative = int != 0,
+            PRIORITY => same_priority(g, c.stream, int)?,
+            ACCESS_POLICY_WINDOW => check_window(&window)?,
+            SYNCHRONIZATION_POLICY if !(SYNC_POLICY_AUTO..=SYNC_POLICY_BLOCKING_SYNC).contains(&int) => {
+                return Err(INVALID_VALUE)
             }
+            SYNCHRONIZATION_POLICY => {}
+            MEM_SYNC_DOMAIN_MAP | MEM_SYNC_DOMAIN => return Err(NOT_SUPPORTED),
+            _ => return Err(INVALID_VALUE),
         }
-        let (grid, block, lds, stream) = (c.grid_dim, c.block_dim, c.dynamic_smem_bytes, c.stream);
-        if cooperative {
-            crate::launch_ext::check_cooperative(g, function, grid, block, lds, stream)?;
-        }
-        // SAFETY: forwarded caller contract.
-        unsafe { crate::launch_ext::launch_any(g, function, grid, block, args, lds, stream) }
-    })
+    }
+    Ok(cooperative)
 }

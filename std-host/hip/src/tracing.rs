@@ -18,7 +18,8 @@ use std::sync::{LazyLock, Mutex};
 use crate::api_names::API_NAMES;
 use crate::error::{api, NOT_SUPPORTED};
 use crate::global::{global, lock};
-use crate::launch::{module_function_of, resolve};
+use crate::launch::resolve;
+use crate::module::module_function_of;
 use crate::{stream_of, Handle};
 
 /// `hipProfilerStart`: no profiler attaches here (`hipErrorNotSupported`, as HIP 5.2).

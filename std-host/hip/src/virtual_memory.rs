@@ -158,19 +158,24 @@ pub(crate) fn in_mapped_range(addr: u64, bytes: u64) -> bool {
 
 /// The mapping holding `addr` as device memory of its handle's device, for the pointer queries
 /// (`hipPointerGetAttributes`, `hipMemGetAddressRange`): one mapping, even beside another.
-pub(crate) fn mapping_of(addr: u64) -> Option<crate::memory::Allocation> {
+pub(crate) fn mapping_of(addr: u64) -> Option<MappingInfo> {
     let vmm = lock(&VMM);
     let (base, m) = vmm.holding(addr)?;
     let device = vmm.handles.get(&m.handle).map_or(0, |h| h.device);
-    Some(crate::memory::Allocation {
-        base,
-        bytes: m.bytes,
-        device,
-        host_flags: None,
-        buffer_id: m.buffer_id,
-        managed: false,
-        registered: None,
-    })
+    Some(MappingInfo { base, bytes: m.bytes, device, buffer_id: m.buffer_id })
+}
+
+/// One mapping as the pointer queries see it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MappingInfo {
+    /// Its first address.
+    pub(crate) base: u64,
+    /// Its bytes.
+    pub(crate) bytes: u64,
+    /// Its handle's device.
+    pub(crate) device: u32,
+    /// Its buffer id (`HIP_POINTER_ATTRIBUTE_BUFFER_ID`).
+    pub(crate) buffer_id: u32,
 }
 
 /// A location must be an existing device.
@@ -353,7 +358,7 @@ pub extern "C" fn hipMemMap(
             return Err(INVALID_VALUE);
         }
         g.rt.backend().vmem_map(va, h)?;
-        let buffer_id = crate::memory::next_buffer_id();
+        let buffer_id = crate::global::next_buffer_id();
         vmm.mappings.insert(va, Mapped { bytes: info.bytes, handle: h, access: 0, buffer_id });
         Ok(())
     })
@@ -362,7 +367,7 @@ pub extern "C" fn hipMemMap(
 /// Waits for the work of every device in `mask`.
 fn wait_devices(g: &Global, mask: u64) -> HipResult {
     for d in (0..64).filter(|d| mask & (1 << d) != 0) {
-        crate::memory::wait_idle_on(g, d)?;
+        g.wait_idle_on(d)?;
     }
     Ok(())
 }

@@ -1,6 +1,5 @@
 //! Flattening graphs of this layer into core graphs: instantiation, and taking over captured graphs.
 
-use super::patch::{way, Row, Site, Way};
 use super::*;
 use crate::launch::handle_of_object;
 use aqueduct::backend::{CopyArgs, FillArgs};
@@ -310,6 +309,66 @@ impl KernelNode {
     }
 }
 
+/// What one node became in an executable.
+#[derive(Debug, Clone, Default)]
+pub(super) enum Site {
+    /// Nothing to patch: an empty, memory or captured node, a destroyed id.
+    #[default]
+    None,
+    /// A kernel: one dispatch.
+    Dispatch(NodeId),
+    /// A copy or a fill: its rows, in order.
+    Rows(Vec<Row>),
+    /// A host function.
+    Host(NodeId),
+    /// An event record or wait.
+    Event(NodeId),
+    /// A child graph: what each of its nodes became, by id.
+    Child(Vec<Site>),
+}
+
+/// One row of a copy or fill in an executable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Row {
+    /// Zero bytes: an empty node.
+    Empty,
+    /// One built-in dispatch: a device copy or a fill.
+    Dispatch(NodeId),
+    /// Pageable to device: the host copies into `buffer` (host-copy record `record`), then the
+    /// device copy `copy` moves it on.
+    ToDevice { copy: NodeId, record: usize, buffer: u64, room: u64 },
+    /// Device to pageable: the device copy `copy` fills `buffer`, then the host copies it out.
+    ToHost { copy: NodeId, record: usize, buffer: u64, room: u64 },
+    /// Pageable on both sides: the host copies.
+    Host { record: usize },
+}
+
+/// How a copy row moves its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Way {
+    Empty,
+    Device,
+    ToDevice,
+    ToHost,
+    Host,
+}
+
+/// How `bytes` from `src` to `dst` are copied: by the device when it reaches both sides (or
+/// when nothing may be staged: a capture's graph records the copy as it is), otherwise staged
+/// through the host.
+pub(super) fn way(g: &Global, dst: u64, src: u64, bytes: u64, staged: bool) -> Way {
+    if bytes == 0 {
+        return Way::Empty;
+    }
+    let (d, s) = (crate::memory::device_reachable(g, dst, bytes), crate::memory::device_reachable(g, src, bytes));
+    match (d, s) {
+        _ if (d && s) || !staged => Way::Device,
+        (true, false) => Way::ToDevice,
+        (false, true) => Way::ToHost,
+        _ => Way::Host,
+    }
+}
+
 /// An executable as instantiated: core's, what it owns, what each node became (by id) and the
 /// device it runs on.
 pub(super) struct Instance {
@@ -422,13 +481,13 @@ pub(crate) fn adopt_captured(g: &Global, core: GraphHandle) -> HipResult {
 /// become new nodes of the target, edges from a stand-in become edges from the target's node
 /// of that id (if it still lives), and node handles given out during the capture name the new
 /// nodes. Core's graph is released. Returns the target.
-pub(crate) fn merge_captured(g: &Global, core: GraphHandle, into: crate::capture::Into) -> HipResult<u64> {
+pub(crate) fn merge_captured(g: &Global, core: GraphHandle, into: super::CaptureInto) -> HipResult<u64> {
     let merged = merge(g, core, into);
     let _ = g.rt.graph_destroy(core);
     merged
 }
 
-fn merge(g: &Global, core: GraphHandle, into: crate::capture::Into) -> HipResult<u64> {
+fn merge(g: &Global, core: GraphHandle, into: super::CaptureInto) -> HipResult<u64> {
     let device = g.rt.device()?;
     let base = usize::from(into.base);
     let count = g.rt.graph_node_count(core)?;

@@ -165,7 +165,9 @@ impl Graph {
             let allowed = match kind {
                 Kind::Kernel(_) | Kind::Memset(_) | Kind::Empty | Kind::Conditional(_) => true,
                 Kind::Copy(c) => c.rows().iter().all(|&(dst, src, bytes)| {
-                    bytes == 0 || (g.is_device_reachable(dst, bytes) && g.is_device_reachable(src, bytes))
+                    bytes == 0
+                        || (crate::memory::device_reachable(g, dst, bytes)
+                            && crate::memory::device_reachable(g, src, bytes))
                 }),
                 Kind::Child(c) => {
                     c.check_body(g)?;

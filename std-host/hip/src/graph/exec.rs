@@ -1,7 +1,7 @@
 //! Executables: instantiate, launch, destroy, per-node parameters, whole-graph update.
 
-use super::build::{instantiate, Instance, Staging};
-use super::patch::{differing, new_stamp, same_params, Patched, Site, Target};
+use super::build::{instantiate, Instance, Site, Staging};
+use super::patch::{differing, new_stamp, same_params, Patched, Target};
 use super::*;
 
 // ----- executables ----------------------------------------------------------------------------

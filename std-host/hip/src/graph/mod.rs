@@ -33,11 +33,12 @@ use std::sync::{LazyLock, Mutex};
 use aqueduct::{EventHandle, GraphExecHandle, GraphHandle};
 use aqueduct::{NodeId, NodeKind};
 
+use crate::code_objects::FunctionEntry;
 use crate::error::{
     api, Hip, HipResult, INVALID_CONFIGURATION, INVALID_MEMCPY_DIRECTION, INVALID_VALUE, NOT_SUPPORTED,
 };
 use crate::global::{global, lock, Global};
-use crate::launch::{fill_hidden, geometry, module_kernarg, resolve, FunctionEntry};
+use crate::launch::{fill_hidden, geometry, module_kernarg, resolve};
 use crate::pitched::{Extent, Memcpy3DParms, PitchedPtr, Pos};
 use crate::register::{check_direction, symbol_range, TO_DEVICE, TO_HOST};
 use crate::{handle, put, stream_of, Dim3, Handle};
@@ -523,6 +524,51 @@ impl Graphs {
     }
 }
 
+// ----- captures into existing graphs ---------------------------------------------------------
+
+/// A capture into an existing graph of this layer (`hipStreamBeginCaptureToGraph`): core
+/// records it into a graph of its own whose first `base` nodes are empty stand-ins for the
+/// target's node ids `0..base` (so dependencies on the target's nodes are dependencies on
+/// them); `hipStreamEndCapture` moves what was captured after them into the target
+/// ([`merge_captured`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CaptureInto {
+    pub(crate) target: u64,
+    pub(crate) base: u16,
+    pub(crate) stream: u64,
+}
+
+/// Captures into existing graphs, by the core graph recording each ([`crate::capture`] begins
+/// and ends them).
+static INTO: LazyLock<Mutex<HashMap<u64, CaptureInto>>> = LazyLock::new(Default::default);
+
+/// The capture into an existing graph that core graph `core` records, if it is one.
+pub(crate) fn into_of(core: u64) -> Option<CaptureInto> {
+    lock(&INTO).get(&core).copied()
+}
+
+/// Whether a capture still records into graph `target` (it cannot be destroyed meanwhile).
+pub(crate) fn is_capture_target(target: u64) -> bool {
+    lock(&INTO).values().any(|i| i.target == target)
+}
+
+/// Records a capture into an existing graph, recorded by core graph `core`.
+pub(crate) fn capture_into_begin(core: u64, into: CaptureInto) {
+    lock(&INTO).insert(core, into);
+}
+
+/// Takes the capture into an existing graph that core graph `core` recorded, if any.
+pub(crate) fn capture_into_take(core: u64) -> Option<CaptureInto> {
+    lock(&INTO).remove(&core)
+}
+
+/// Every capture into an existing graph: (core graph, stream).
+pub(crate) fn capture_into_list() -> Vec<(u64, u64)> {
+    lock(&INTO).iter().map(|(&core, i)| (core, i.stream)).collect()
+}
+
+// ----- the graph table ------------------------------------------------------------------------
+
 static GRAPHS: LazyLock<Mutex<Graphs>> = LazyLock::new(Default::default);
 
 /// A graph that owns memory (captured allocations): whether the graph still lives, and the
@@ -709,7 +755,7 @@ pub extern "C" fn hipGraphDestroy(graph: Handle) -> i32 {
         let h = graph as usize as u64;
         let mut graphs = lock(&GRAPHS);
         match graphs.map.get(&h) {
-            Some(Entry::Owned(_)) if crate::capture::is_capture_target(h) => Err(INVALID_VALUE),
+            Some(Entry::Owned(_)) if is_capture_target(h) => Err(INVALID_VALUE),
             Some(Entry::Owned(_)) => {
                 graphs.map.remove(&h);
                 drop(graphs);
@@ -1163,7 +1209,7 @@ fn copy_1d(g: &Global, dst: u64, src: u64, count: usize, kind: c_uint) -> HipRes
     if overruns(g, dst, n) || overruns(g, src, n) {
         return Err(INVALID_VALUE);
     }
-    let (d, s) = (g.is_device_reachable(dst, n), g.is_device_reachable(src, n));
+    let (d, s) = (crate::memory::device_reachable(g, dst, n), crate::memory::device_reachable(g, src, n));
     if (!s && d && !matches!(kind, TO_DEVICE | MEMCPY_DEFAULT))
         || (!d && s && !matches!(kind, TO_HOST | MEMCPY_DEFAULT))
     {

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use aqueduct::{BuiltinKernel, Error, GraphExecHandle, HostFn, NodeId};
 
-use super::build::{builtin_launch, copy_args, fill_args, Staging};
+use super::build::{builtin_launch, copy_args, fill_args, way, Row, Site, Staging, Way};
 use super::{CopyNode, Graph, Kind};
 use crate::error::HipResult;
 use crate::global::Global;
@@ -84,66 +84,6 @@ impl Graph {
         if self.live(id) {
             self.set_stamp(id, new_stamp());
         }
-    }
-}
-
-/// What one node became in an executable.
-#[derive(Debug, Clone, Default)]
-pub(super) enum Site {
-    /// Nothing to patch: an empty, memory or captured node, a destroyed id.
-    #[default]
-    None,
-    /// A kernel: one dispatch.
-    Dispatch(NodeId),
-    /// A copy or a fill: its rows, in order.
-    Rows(Vec<Row>),
-    /// A host function.
-    Host(NodeId),
-    /// An event record or wait.
-    Event(NodeId),
-    /// A child graph: what each of its nodes became, by id.
-    Child(Vec<Site>),
-}
-
-/// One row of a copy or fill in an executable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Row {
-    /// Zero bytes: an empty node.
-    Empty,
-    /// One built-in dispatch: a device copy or a fill.
-    Dispatch(NodeId),
-    /// Pageable to device: the host copies into `buffer` (host-copy record `record`), then the
-    /// device copy `copy` moves it on.
-    ToDevice { copy: NodeId, record: usize, buffer: u64, room: u64 },
-    /// Device to pageable: the device copy `copy` fills `buffer`, then the host copies it out.
-    ToHost { copy: NodeId, record: usize, buffer: u64, room: u64 },
-    /// Pageable on both sides: the host copies.
-    Host { record: usize },
-}
-
-/// How a copy row moves its bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Way {
-    Empty,
-    Device,
-    ToDevice,
-    ToHost,
-    Host,
-}
-
-/// How `bytes` from `src` to `dst` are copied: by the device when it reaches both sides (or
-/// when nothing may be staged: a capture's graph records the copy as it is), otherwise staged
-/// through the host.
-pub(super) fn way(g: &Global, dst: u64, src: u64, bytes: u64, staged: bool) -> Way {
-    if bytes == 0 {
-        return Way::Empty;
-    }
-    let (d, s) = (g.is_device_reachable(dst, bytes), g.is_device_reachable(src, bytes));
-    match (d, s) {
-        _ if (d && s) || !staged => Way::Device,
-        (true, false) => Way::ToDevice,
-        (false, true) => Way::ToHost,
-        _ => Way::Host,
     }
 }
 
