@@ -50,6 +50,10 @@ pub(crate) struct RingState {
     pub(crate) last_doorbell: u64,
     /// Doorbell reads in a row that found new packets (the producer streams).
     pub(crate) streak: u8,
+    /// The doorbell was written since the processor last found the slot after the announced
+    /// packets INVALID: published packets past the announced end are taken (the packet
+    /// processor's "Doorbells from several producers").
+    pub(crate) look_past: bool,
     /// Packets with index < limit are announced.
     pub(crate) limit: u64,
     /// Adversarial mode: launched dispatches not yet released to the scheduler, and the
@@ -221,6 +225,7 @@ impl AqlQueue {
                 launch: start,
                 last_doorbell: u64::MAX,
                 streak: 0,
+                look_past: false,
                 limit: start,
                 held: Vec::new(),
                 launched: 0,
@@ -340,6 +345,13 @@ impl AqlQueue {
         self.retired.load(Ordering::Relaxed)
     }
 
+    /// The read index as retirement last set it, with the INVALID headers of the slots it
+    /// retired visible (a look at a slot past the announced packets).
+    pub(crate) fn retired_acquire(&self) -> u64 {
+        // Ordering: Acquire; see `retire`.
+        self.retired.load(Ordering::Acquire)
+    }
+
     /// Packets launched and not completed (a barrier-bit packet waits for 0).
     pub(crate) fn in_flight(&self) -> u32 {
         // Ordering: Acquire pairs with `retire`'s AcqRel decrement: a packet launched after
@@ -402,9 +414,11 @@ impl AqlQueue {
             // Ordering: Release pairs with the producer's Acquire room check: its reuse of the
             // slots comes after the packet processor's reads of them.
             read.store(r.next, Ordering::Release);
-            // Ordering: Relaxed; the packet processor's window check (the in-flight count's
-            // AcqRel decrement below orders it before a launch that depends on it).
-            self.retired.store(r.next, Ordering::Relaxed);
+            // Ordering: Release pairs with `retired_acquire`: the INVALID headers stored above
+            // are visible to a processor that sees the new value (the window check's Relaxed
+            // load needs no more: the in-flight count's AcqRel decrement below orders it before a
+            // launch that depends on it).
+            self.retired.store(r.next, Ordering::Release);
         }
         drop(r);
         if counted {

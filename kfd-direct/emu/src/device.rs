@@ -68,8 +68,8 @@ pub(crate) struct Device {
     /// Bumped when a queue list or a priority changes.
     generation: AtomicU64,
     next_order: AtomicU64,
-    /// Test hook: the packet processor publishes nothing while set.
-    pub(crate) paused: AtomicBool,
+    /// Test hook: the packet processor processes no AQL queue while set ([`Device::pause`]).
+    paused: AtomicBool,
 }
 
 /// What a new device needs from the machine.
@@ -99,6 +99,26 @@ impl Device {
             next_order: AtomicU64::new(0),
             paused: AtomicBool::new(false),
         }
+    }
+
+    /// Pauses or resumes the packet processor (a test hook). A pause holds once this returns: a
+    /// look at an AQL queue that began before it ends first (the processor checks the flag
+    /// again under each queue's ring lock, which this takes in turn), and none begins after it.
+    pub(crate) fn pause(&self, paused: bool) {
+        // Ordering: Release, then each ring lock's release: a processor that takes a ring lock
+        // after this sees the flag.
+        self.paused.store(paused, Ordering::Release);
+        if paused {
+            for q in self.queues() {
+                drop(q.lock_ring());
+            }
+        }
+    }
+
+    /// Whether the packet processor is paused ([`Device::pause`]).
+    pub(crate) fn is_paused(&self) -> bool {
+        // Ordering: Acquire pairs with `pause`'s Release store (through the ring locks).
+        self.paused.load(Ordering::Acquire)
     }
 
     fn lock_queues(&self) -> MutexGuard<'_, Vec<Arc<AqlQueue>>> {

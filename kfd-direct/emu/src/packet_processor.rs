@@ -7,7 +7,9 @@
 //!
 //! For each runnable queue (active, non-zero percentage, at least one CU enabled), in priority
 //! order, the processor reads the doorbell — the index of the last published packet (§2) — and
-//! looks at packets from its launch index up to that value:
+//! looks at packets from its launch index up to the highest value it has read (and, after a
+//! doorbell write, past it while the next slot holds a published packet: "Doorbells from several
+//! producers" below):
 //!
 //! 1. A slot whose type is INVALID stalls the queue (it is re-read on later rounds).
 //! 2. Header bits 7:0 give the type; 6..=255 are reserved (queue error `PACKET_RESERVED`);
@@ -38,6 +40,29 @@
 //! the doorbell is read again before the queue is left: a producer on the device (the
 //! conditional-graph scheduler, docs/conditional-graphs.md) rings it from the kernel that just
 //! ran, and its next packets are taken at once.
+//!
+//! # Doorbells from several producers
+//!
+//! A queue that several threads submit to (HSA_QUEUE_TYPE_MULTI; ROCclr shares one hardware
+//! queue among several streams) gets its doorbell written with any value (docs/kfd-aql.md §2):
+//! each producer stores the index of its own last packet, so a producer that is slow between
+//! its header store and its doorbell store overwrites a later producer's higher value with its
+//! lower one. The processor therefore
+//!
+//! - never moves its announced range back: a doorbell value at or below what it announced before
+//!   announces nothing (`read_doorbell`), so the launch index never passes the announced end;
+//! - after a doorbell write (any new value, lower ones included), once the announced packets
+//!   are launched, goes on with the following slots while their headers are published
+//!   (`published_past_doorbell`), until it finds an INVALID one: the higher value that announced
+//!   them may have been overwritten before the processor read it, and nobody rings again while
+//!   the producer waits for its packet. A published header is the producer's last store to its
+//!   slot, so such a packet is complete; and the producer of the higher value published its
+//!   header before its doorbell store, which came before the lower store that the processor
+//!   read, so the header is visible by then. Without a doorbell write nothing past the
+//!   announced end is taken, so packets wait for their ring as before.
+//!
+//! docs/rocm-on-emu.md §4.1 tells how Debian's HIP 5.2 hung when a lower value moved the
+//! announced end back below the launch index.
 //!
 //! Completion of any packet: release fence (if its scope asks), timestamps (profiling queues;
 //! into the completion signal, so only for packets that have one), an atomic decrement of the
@@ -191,8 +216,7 @@ impl PacketProcessor {
     /// `poll_memory`) a queue waits on memory someone else writes.
     pub(crate) fn has_work(&mut self, poll_memory: bool) -> bool {
         self.refresh();
-        // Ordering: Relaxed; a test hook with no data attached.
-        if self.dev.paused.load(Ordering::Relaxed) {
+        if self.dev.is_paused() {
             return false;
         }
         self.queues.iter().any(|e| {
@@ -206,8 +230,7 @@ impl PacketProcessor {
     /// One round over every queue of the device; returns whether anything happened.
     pub(crate) fn round(&mut self, sink: &mut dyn LaunchSink) -> bool {
         self.refresh();
-        // Ordering: Relaxed; a test hook with no data attached.
-        if self.dev.paused.load(Ordering::Relaxed) {
+        if self.dev.is_paused() {
             return false;
         }
         let mut progress = false;
@@ -242,6 +265,10 @@ impl PacketProcessor {
         // preempts and reloads a queue), so look at them after taking it. Another engine thread
         // processing the queue right now does this round's work.
         let Some(mut ring) = q.try_lock_ring() else { return false };
+        // A pause that began after this round's first look (`Device::pause`) holds from here on.
+        if dev.is_paused() {
+            return false;
+        }
         q.take_attention();
         if !q.active() {
             // A dead queue's held dispatches are dropped with their completions.
@@ -273,9 +300,11 @@ impl PacketProcessor {
             }
             let index = ring.launch;
             // Consecutive packets: a packet that ran here may have published the next ones (a
-            // device-side producer), so look at the doorbell again before leaving the queue.
+            // device-side producer), so look at the doorbell again before leaving the queue; and
+            // a published packet whose doorbell value was overwritten by a lower one is taken too.
             if ring.limit.wrapping_sub(index) as i64 <= 0
                 && !(std::mem::take(&mut fresh) && read_doorbell(q, &mut ring, true))
+                && !published_past_doorbell(q, &mut ring, index)
             {
                 break None;
             }
@@ -353,8 +382,8 @@ impl PacketProcessor {
                         return true;
                     }
                     // The driver may have parked the queue meanwhile (it changes scheduling
-                    // parameters under the ring lock).
-                    if !q.runnable() {
+                    // parameters under the ring lock), or a test paused the processor.
+                    if !q.runnable() || dev.is_paused() {
                         break None;
                     }
                     continue;
@@ -431,7 +460,8 @@ impl PacketProcessor {
 }
 
 /// Reads the doorbell of `q` and announces the packets up to it; returns whether there are new
-/// ones.
+/// ones. A value at or below the announced end is a late producer's store (see "Doorbells from
+/// several producers"): it announces nothing and the announced end stays where it is.
 ///
 /// The doorbell's line is the producer's: each read makes its next doorbell store wait for the
 /// line. A round reads it only when the packets it announced before are all launched, and while
@@ -446,13 +476,47 @@ fn read_doorbell(q: &AqlQueue, ring: &mut RingState, consecutive: bool) -> bool 
         ring.streak = 0;
         return false;
     }
+    ring.last_doorbell = db;
+    ring.look_past = true;
+    let end = db.wrapping_add(1);
+    // Packets the value announces beyond those announced before (indices are u64 counts that
+    // only grow; the difference is signed so that a lower value counts as none).
+    let new = end.wrapping_sub(ring.limit) as i64;
+    if new <= 0 {
+        ring.streak = 0;
+        return false;
+    }
     if !consecutive {
-        let new = if ring.last_doorbell == u64::MAX { 1 } else { db.wrapping_sub(ring.last_doorbell) };
         ring.streak = ring.streak.saturating_add(1);
         q.pause_doorbell(if new >= 2 || ring.streak >= 2 { STREAMING_PAUSE } else { 0 });
     }
-    ring.last_doorbell = db;
-    ring.limit = db.wrapping_add(1);
+    ring.limit = end;
+    true
+}
+
+/// Past the announced packets, after a doorbell write: whether the slot of packet `index` holds
+/// a published packet, which is then announced (see "Doorbells from several producers"). The
+/// slot's previous packet, `index - packets`, must have retired: until then the header is that
+/// packet's.
+fn published_past_doorbell(q: &AqlQueue, ring: &mut RingState, index: u64) -> bool {
+    if !ring.look_past {
+        return false;
+    }
+    // Ordering: Acquire (in `retired_acquire`) pairs with retirement's Release store: the INVALID
+    // header it wrote into the slot of `index - packets` is visible below.
+    if index.wrapping_sub(q.retired_acquire()) >= u64::from(ring.packets) {
+        return false;
+    }
+    // SAFETY: the slot is 64 live, 64-byte aligned bytes of the pinned ring.
+    let dword0 = unsafe { AtomicU32::from_ptr(ring.slot(index).cast()) };
+    // Ordering: Relaxed; the processing loop reads the header again with Acquire before it reads
+    // the body.
+    let h = dword0.load(Ordering::Relaxed) as u16;
+    if h & header::TYPE_MASK == header::INVALID {
+        ring.look_past = false;
+        return false;
+    }
+    ring.limit = index.wrapping_add(1);
     true
 }
 

@@ -122,11 +122,11 @@ impl Emu {
     }
 
     /// Pauses or resumes a GPU's command processor (test hook: publish several queues' packets,
-    /// then let arbitration decide).
+    /// or write a doorbell several times, then let the processor look). Once a pause returns,
+    /// no AQL queue of the GPU is looked at until the resume.
     pub fn pause_command_processor(&self, gpu_id: u32, paused: bool) -> SysResult<()> {
         let idx = self.node_index(gpu_id).ok_or(Errno::EINVAL)?;
-        // Ordering: Relaxed; a test hook with no data attached.
-        self.m.devices[idx].paused.store(paused, Ordering::Relaxed);
+        self.m.devices[idx].pause(paused);
         Ok(())
     }
 
