@@ -54,6 +54,9 @@ pub(crate) struct RingState {
     /// packets INVALID: published packets past the announced end are taken (the packet
     /// processor's "Doorbells from several producers").
     pub(crate) look_past: bool,
+    /// The dispatch whose scratch the processor asked the queue's runtime for (its index),
+    /// until the runtime answers (the packet processor's "Scratch on request").
+    pub(crate) scratch_asked: Option<u64>,
     /// Packets with index < limit are announced.
     pub(crate) limit: u64,
     /// Adversarial mode: launched dispatches not yet released to the scheduler, and the
@@ -226,6 +229,7 @@ impl AqlQueue {
                 last_doorbell: u64::MAX,
                 streak: 0,
                 look_past: false,
+                scratch_asked: None,
                 limit: start,
                 held: Vec::new(),
                 launched: 0,

@@ -22,10 +22,14 @@ use aqueduct::AmdSignal;
 use crate::abi::{exception, CwsrHeader, MemoryExceptionData, MemoryExceptionFailure};
 use crate::aql_queue::AqlQueue;
 use crate::hw::{status, Clock};
-use crate::memory::{KernelError, MemView, Pool, VmLock};
+use crate::memory::{KernelError, MemView, Pool, Translation, VmLock};
 use crate::registry::Registry;
 use crate::sdma::{SdmaFailure, SdmaQueue, SdmaStats};
 use crate::topology::GpuNode;
+
+/// The legacy queue code of a scratch request ("insufficient scratch", wave64): ROCr's
+/// `DynamicScratchHandler` allocates the dispatch's scratch and stores 0 to resume the queue.
+const SCRATCH_REQUEST: i64 = 1;
 
 /// Why an AQL queue stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -340,19 +344,32 @@ impl Device {
             exception::QUEUE_WAVE_MEMORY_VIOLATION => 0x2000_0000,
             _ => 0x4000_0000,
         };
+        self.signal_inactive(q, code);
+    }
+
+    /// The queue's `queue_inactive_signal`, if its `amd_queue_t` names one the device can
+    /// reach (a 64-byte aligned `amd_signal_t`).
+    fn inactive_signal<'t>(&self, q: &AqlQueue, tr: &'t Translation) -> Option<&'t AmdSignal> {
         // SAFETY: the amd_queue_t is live while the queue is (its constructor's contract); the
         // signal handle at +192 lies inside the 256-byte struct and is 8-byte aligned.
         let handle = unsafe { AtomicU64::from_ptr(q.amd_queue().add(192).cast()) }.load(Ordering::Acquire);
         if handle == 0 {
-            return;
+            return None;
         }
-        let tr = q.vm.translation(&self.pool, q.gpu_id);
-        let Ok(p) = tr.translate(handle, 64) else { return };
+        let p = tr.translate(handle, 64).ok()?;
         if p as usize % 64 != 0 {
-            return;
+            return None;
         }
-        // SAFETY: 64 live, aligned bytes inside a mapped BO; AmdSignal is all atomics.
-        let sig = unsafe { &*p.cast::<AmdSignal>() };
+        // SAFETY: 64 live, aligned bytes inside a mapped BO, which the translation keeps
+        // mapped for its life; AmdSignal is all atomics.
+        Some(unsafe { &*p.cast::<AmdSignal>() })
+    }
+
+    /// Stores `code` into the queue's `queue_inactive_signal` and posts the signal's event, as
+    /// the CP firmware does; `false` when the queue has no such signal.
+    fn signal_inactive(&self, q: &AqlQueue, code: i64) -> bool {
+        let tr = q.vm.translation(&self.pool, q.gpu_id);
+        let Some(sig) = self.inactive_signal(q, &tr) else { return false };
         // Ordering: Release, so the host that sees the code sees the queue's state.
         sig.value.store(code, Ordering::Release);
         // Ordering: Relaxed; mailbox and id are set up before the signal is used.
@@ -367,5 +384,23 @@ impl Device {
                 }
             }
         }
+        true
+    }
+
+    /// Asks the queue's runtime for scratch, as the CP firmware does when a dispatch needs more
+    /// private memory per wave than the queue's `compute_tmpring_size` gives (docs/rocm-on-emu.md
+    /// §4.7): the code 1 ("insufficient scratch") in `queue_inactive_signal` and its event.
+    /// `false` when the queue has no such signal (nobody to ask).
+    pub(crate) fn request_scratch(&self, q: &AqlQueue) -> bool {
+        self.signal_inactive(q, SCRATCH_REQUEST)
+    }
+
+    /// Whether the runtime has answered a scratch request: `queue_inactive_signal` back at 0
+    /// (ROCr stores 0 once the queue's scratch is set up, and leaves another value on failure,
+    /// when it also suspends the queue).
+    pub(crate) fn scratch_granted(&self, q: &AqlQueue, tr: &Translation) -> bool {
+        // Ordering: Acquire pairs with the runtime's release store of 0 after it wrote the
+        // queue's scratch fields.
+        self.inactive_signal(q, tr).is_none_or(|s| s.value.load(Ordering::Acquire) == 0)
     }
 }

@@ -64,6 +64,16 @@
 //! docs/rocm-on-emu.md §4.1 tells how Debian's HIP 5.2 hung when a lower value moved the
 //! announced end back below the launch index.
 //!
+//! # Scratch on request
+//!
+//! Before a kernel dispatch is launched, its private memory is checked against the queue's
+//! scratch (`scratch_ready`): a dispatch asking for more per wave than `compute_tmpring_size`
+//! gives stops the queue there, and the processor asks the queue's runtime for scratch through
+//! `queue_inactive_signal` (code 1, with its event), as the CP firmware does for ROCr, which
+//! allocates it, rewrites the queue's scratch fields and stores 0 to resume the queue
+//! (docs/rocm-on-emu.md §4.7). aqueduct's kfd-direct sets scratch up before it dispatches and
+//! names no such signal, so it never asks.
+//!
 //! Completion of any packet: release fence (if its scope asks), timestamps (profiling queues;
 //! into the completion signal, so only for packets that have one), an atomic decrement of the
 //! completion signal, its mailbox and interrupt, then retirement.
@@ -340,6 +350,10 @@ impl PacketProcessor {
             let profiling = q.profiling();
             let outcome = match ty {
                 header::KERNEL_DISPATCH => {
+                    if !scratch_ready(dev, q, tr, &mut ring, index, &words) {
+                        waits = true;
+                        break None;
+                    }
                     let packet_va = ring.va.wrapping_add((index & (u64::from(ring.packets) - 1)) * 64);
                     let mut d = match launch(dev, twins, q, tr, (index, packet_va), &words, profiling) {
                         Ok(d) => d,
@@ -576,6 +590,54 @@ fn barrier_value_met(q: &AqlQueue, tr: &Translation, v: &BarrierValuePacket) -> 
         _ => None,
     })
 }
+
+/// Whether the dispatch at `index` may start as far as scratch goes ("Scratch on request").
+///
+/// A dispatch that asks for private memory (`private_segment_size` bytes per work-item) needs
+/// waves of at least that times 64 bytes, in whole KiB, from the queue's
+/// `compute_tmpring_size` (WAVESIZE, bits 24:12, KiB per wave; WAVES, bits 11:0). When the queue
+/// has less, the CP firmware stops at the dispatch and asks the queue's runtime through its
+/// `queue_inactive_signal` ([`Device::request_scratch`]), with `read_dispatch_id` naming the
+/// dispatch, so the emulated one first lets the queue's earlier packets retire; it starts the
+/// dispatch once the runtime has stored 0 there ([`Device::scratch_granted`]), reading the new
+/// scratch fields as every work-group does. A queue without the signal (nobody to ask) starts
+/// the dispatch as it is, whose work-groups then fail to set up without scratch.
+fn scratch_ready(
+    dev: &Device,
+    q: &AqlQueue,
+    tr: &Translation,
+    ring: &mut RingState,
+    index: u64,
+    words: &[u32; 16],
+) -> bool {
+    let private = KernelDispatchPacket::from_words(words).private_segment_size;
+    // SAFETY: the amd_queue_t is live while the queue is (its constructor's contract); the
+    // field lies inside the 256-byte struct and is 4-byte aligned.
+    let tmpring = unsafe { AtomicU32::from_ptr(q.amd_queue().add(TMPRING).cast()) }.load(Ordering::Acquire);
+    let (waves, wave_kib) = (tmpring & 0xfff, (tmpring >> 12) & 0x1fff);
+    if private == 0 || (waves > 0 && u64::from(wave_kib) * 1024 >= u64::from(private) * 64) {
+        ring.scratch_asked = None;
+        return true;
+    }
+    if ring.scratch_asked == Some(index) {
+        if dev.scratch_granted(q, tr) {
+            ring.scratch_asked = None;
+            return true;
+        }
+        return false;
+    }
+    if q.retired() != index {
+        return false;
+    }
+    if !dev.request_scratch(q) {
+        return true;
+    }
+    ring.scratch_asked = Some(index);
+    false
+}
+
+/// Offset of `compute_tmpring_size` in `amd_queue_t` (docs/kfd-aql.md §4.3).
+const TMPRING: usize = std::mem::offset_of!(crate::abi::AmdQueue, compute_tmpring_size);
 
 /// Validates a kernel dispatch and builds what its work-groups need.
 fn launch<'a>(

@@ -9,7 +9,9 @@
 
 mod common;
 
-use aqueduct_kfd_abi::AmdQueue;
+use std::sync::atomic::Ordering;
+
+use aqueduct_kfd_abi::{event_type, wait_result, AmdQueue};
 use aqueduct_kfd_emu::{EmuConfig, KernelMode, QueueState};
 use common::*;
 
@@ -28,6 +30,12 @@ const SLOTS: u32 = 32;
 /// COMPUTE_TMPRING_SIZE.
 fn queue_with_scratch(h: &Harness) -> (Queue, Buffer) {
     let q = h.create_queue();
+    let scratch = give_scratch(h, &q);
+    (q, scratch)
+}
+
+/// Sets a scratch buffer up in `q`'s `amd_queue_t`, as ROCr's `InitScratchSRD` does.
+fn give_scratch(h: &Harness, q: &Queue) -> Buffer {
     let wave_bytes = u64::from(LANE_BYTES) * 64;
     let bytes = wave_bytes * u64::from(SLOTS);
     let scratch = h.alloc(bytes, VRAM);
@@ -39,7 +47,7 @@ fn queue_with_scratch(h: &Harness) -> (Queue, Buffer) {
     a.scratch_backing_memory_byte_size = bytes;
     a.scratch_wave64_lane_byte_size = LANE_BYTES;
     a.compute_tmpring_size = SLOTS | ((wave_bytes / 1024) as u32) << 12;
-    (q, scratch)
+    scratch
 }
 
 /// Runs `packets` on `q`; `Ok` when the signal reached 0, else the queue's state.
@@ -96,6 +104,15 @@ fn a_private_array_indexed_dynamically_lives_in_scratch(gpu: Gpu) {
     let h = harness(gpu);
     let objects = place_code_object(&h, &hipcc_fixture_for("memory", gpu), &["private_array"]);
     let (q, _scratch) = queue_with_scratch(&h);
+    let (k, check) = private_array_args(&h);
+    // Work-groups of 256: 4 waves each, every wave in its own scratch slot.
+    run_on(&h, &q, &mut [packet(objects[0], k, 1024, 256, 400)]).expect("private_array completes");
+    check();
+}
+
+/// The arguments of `private_array` over 1000 pseudo-random indices (the kernarg address), and
+/// the check of its output against the host.
+fn private_array_args(h: &Harness) -> (u64, impl Fn()) {
     let n = 1000usize;
     let (idx, out) = (h.alloc(4 * n as u64, GTT), h.alloc(4 * n as u64, GTT));
     let idxs: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2_654_435_761) >> 7).collect();
@@ -106,14 +123,70 @@ fn a_private_array_indexed_dynamically_lives_in_scratch(gpu: Gpu) {
     write(&k, 0, idx.va);
     write(&k, 8, out.va);
     write(&k, 16, n as u32);
-    // Work-groups of 256: 4 waves each, every wave in its own scratch slot.
-    run_on(&h, &q, &mut [packet(objects[0], k.va, 1024, 256, 400)]).expect("private_array completes");
-    let got: Vec<u32> = read_slice(&out, n);
-    for i in 0..n {
-        let a = |k: u32| (i as u32).wrapping_mul(1000).wrapping_add(k * k);
-        let want = (0..8u32).fold(0u32, |s, k| s.wrapping_add(a(idxs[i].wrapping_add(7 * k) % 96)));
-        assert_eq!(got[i], want, "out[{i}] (idx {})", idxs[i]);
-    }
+    let check = move || {
+        let got: Vec<u32> = read_slice(&out, n);
+        for i in 0..n {
+            let a = |k: u32| (i as u32).wrapping_mul(1000).wrapping_add(k * k);
+            let want = (0..8u32).fold(0u32, |s, k| s.wrapping_add(a(idxs[i].wrapping_add(7 * k) % 96)));
+            assert_eq!(got[i], want, "out[{i}] (idx {})", idxs[i]);
+        }
+    };
+    (k.va, check)
+}
+
+/// A queue without scratch whose `amd_queue_t` names a `queue_inactive_signal` (as ROCr's do):
+/// the processor stops at a dispatch that needs private memory, after the packets before it
+/// retired, and asks for scratch with the code 1 and the signal's event; the test then does
+/// what ROCr's handler does (scratch fields written, 0 stored) and the dispatch runs on it. A
+/// later dispatch that fits asks nothing; one that needs more per wave asks again.
+fn scratch_is_asked_of_the_runtime(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("memory", gpu), &["private_array", "clocks"]);
+    let q = h.create_queue();
+    let page = h.event_page();
+    let e = h.create_event(event_type::SIGNAL, true, Some(&page)).unwrap();
+    let sigs = h.signals();
+    let inactive = signal(&sigs, 1);
+    inactive.reset(0);
+    inactive.event_mailbox_ptr.store(page.va + 8 * u64::from(e.event_slot_index), Ordering::Relaxed);
+    inactive.event_id.store(e.event_id, Ordering::Relaxed);
+    // SAFETY: the amd_queue_t page is CPU-mapped; nothing runs on the queue yet.
+    unsafe { &mut *q.amd_queue.ptr::<AmdQueue>() }.queue_inactive_signal = signal_handle(&sigs, 1);
+    let (k, check) = private_array_args(&h);
+    let done = signal(&sigs, 0);
+    done.reset(2);
+    // A dispatch without private memory first: it runs.
+    let (clocks, k0) = (h.alloc(4096, GTT), h.alloc(4096, GTT));
+    write(&k0, 0, clocks.va);
+    let mut first = packet(objects[1], k0.va, 64, 64, 0);
+    first.completion_signal = signal_handle(&sigs, 0);
+    let mut p = packet(objects[0], k, 1024, 256, 400);
+    p.completion_signal = signal_handle(&sigs, 0);
+    q.submit(&[first, p]);
+    let (result, _) = h.wait_events(&[e.event_id], false, 10_000).unwrap();
+    assert_eq!(result, wait_result::COMPLETE, "the scratch request's event");
+    assert_eq!(inactive.load(), 1, "insufficient scratch");
+    assert_eq!(q.read_index(), 1, "read_dispatch_id names the dispatch that asks");
+    assert_eq!(done.load(), 1, "the first dispatch completed, the second waits");
+    // ROCr's part: scratch for the request, then 0 to resume the queue.
+    let _scratch = give_scratch(&h, &q);
+    inactive.value.store(0, Ordering::Release);
+    assert!(wait_signal(done, 0), "the dispatch runs once scratch is given: {:?}", h.emu.queue_state(q.id));
+    check();
+    // A dispatch that fits the scratch given asks nothing.
+    run_on(&h, &q, &mut [packet(objects[0], k, 1024, 256, LANE_BYTES)]).expect("fits");
+    assert_eq!(inactive.load(), 0);
+    assert_eq!(h.wait_events(&[e.event_id], false, 0).unwrap().0, wait_result::TIMEOUT);
+    // One that needs more per wave than the queue has asks again, and fails when the answer
+    // does not come: the queue stays at it.
+    done.reset(1);
+    let mut big = packet(objects[0], k, 64, 64, LANE_BYTES + 16);
+    big.completion_signal = signal_handle(&sigs, 0);
+    q.submit(&[big]);
+    let (result, _) = h.wait_events(&[e.event_id], false, 10_000).unwrap();
+    assert_eq!(result, wait_result::COMPLETE, "the second request's event");
+    assert_eq!(inactive.load(), 1);
+    assert_eq!(done.load(), 1, "waits for the runtime");
 }
 
 fn builtin_trap_fails_the_dispatch_with_the_trap_error(gpu: Gpu) {
@@ -174,6 +247,7 @@ fn clock64_and_wall_clock64_read_the_device_clocks(gpu: Gpu) {
 on_both_gpus!(
     recursive_device_function_calls_use_the_scratch_stack,
     a_private_array_indexed_dynamically_lives_in_scratch,
+    scratch_is_asked_of_the_runtime,
     builtin_trap_fails_the_dispatch_with_the_trap_error,
     assert_that_holds_completes_and_one_that_fails_stops_the_queue,
     clock64_and_wall_clock64_read_the_device_clocks

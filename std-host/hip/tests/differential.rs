@@ -11,7 +11,8 @@
 //!
 //! Standard-only and run here: `capture_graph`, `device_ctx`, `device_memory`, `device_properties`,
 //! `module_metadata`, `rect_copies` (also with the blit kernels as machine code and in check
-//! mode), `scale`, `streams`, `threads`, and the legacy hipcc build of `per_thread.hip`. Not
+//! mode), `scale`, `streams`, `threads`, the legacy hipcc build of `per_thread.hip`, and the
+//! hipcc build of `private_memory.hip` (kernels that need scratch). Not
 //! here:
 //! - `captures`, `conditional`, `detach`, `graph_nodes`, `kernels`, `memory_api`, `mempool`,
 //!   `multigpu`, `pageable`, `readme_example`, `readme_while` and `stress` call aqueduct's
@@ -144,8 +145,9 @@ fn differential_env(name: &str, args: &[&str], env: &[(&str, &Path)]) {
     run_both(name, &build(name), args, env);
 }
 
-/// Runs the built program `exe` (printing `<name>: ok`) on both runtimes, with `env` on both.
-fn run_both(name: &str, exe: &Path, args: &[&str], env: &[(&str, &Path)]) {
+/// Runs the built program `exe` (printing `<name>: ok`) on both runtimes, with `env` on both;
+/// returns what each printed (aqueduct's first).
+fn run_both(name: &str, exe: &Path, args: &[&str], env: &[(&str, &Path)]) -> [String; 2] {
     // Aqueduct's libamdhip64.so.5, as `aqueduct run --hip aqueduct` loads it; never under
     // AQD_EXPECT_HIP52.
     let dir = amdhip64_dir();
@@ -156,7 +158,8 @@ fn run_both(name: &str, exe: &Path, args: &[&str], env: &[(&str, &Path)]) {
     c.args(args).env("LD_LIBRARY_PATH", dir).env("AQUEDUCT_BACKEND", "emu").env_remove("AQD_EXPECT_HIP52");
     c.env_remove("LD_PRELOAD").env_remove("AQUEDUCT_TWINS");
     c.envs(env.iter().copied());
-    check(name, "aqueduct", &run_command(c, Duration::from_secs(120)));
+    let ours = run_command(c, Duration::from_secs(120));
+    check(name, "aqueduct", &ours);
 
     // Debian's HIP 5.2 on the emulated gfx90a under the preload library.
     let mut c = Command::new(exe);
@@ -167,7 +170,9 @@ fn run_both(name: &str, exe: &Path, args: &[&str], env: &[(&str, &Path)]) {
         .env_remove("LD_LIBRARY_PATH")
         .env_remove("AQUEDUCT_TWINS");
     c.envs(env.iter().copied());
-    check(name, "Debian's HIP 5.2", &run_command(c, Duration::from_secs(300)));
+    let theirs = run_command(c, Duration::from_secs(300));
+    check(name, "Debian's HIP 5.2", &theirs);
+    [ours, theirs].map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
 #[test]
@@ -211,6 +216,34 @@ fn per_thread_program_legacy_build_on_both_runtimes() {
         assert!(out.status.success(), "hipcc failed:\n{}", String::from_utf8_lossy(&out.stderr));
     }
     run_both("per_thread", &exe, &[], &[("AQUEDUCT_TWINS", fixture_twins())]);
+}
+
+/// Kernels that need scratch (`tests/c/private_memory.hip`, built by hipcc with the device
+/// libraries): device `printf` with a format and arguments, a private array indexed by data and
+/// a recursive device function, as their own machine code. Debian's HIP 5.2 gives its queues
+/// scratch only when the command processor asks for it (docs/rocm-on-emu.md §4.7); both
+/// runtimes must print the same lines.
+#[test]
+fn private_memory_on_both_runtimes() {
+    require("hipcc", "/usr/bin/hipcc");
+    require("rocm-device-libs", "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode/ockl.bc");
+    let exe = out_dir().join("private_memory-differential");
+    {
+        let _g = common::compiler_turn();
+        let out = Command::new("hipcc")
+            .args(["--offload-arch=gfx90a", "-O2", "-Wall", "-Werror"])
+            .arg(manifest().join("tests/c/private_memory.hip"))
+            .arg("-o")
+            .arg(&exe)
+            .output()
+            .expect("hipcc");
+        assert!(out.status.success(), "hipcc failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let lines: String = (0..4).map(|l| format!("lane {l} says hello {:x}\n", 0x100 + l)).collect();
+    let want = format!("private_memory: before\n{lines}private_memory: ok\n");
+    for (out, runtime) in run_both("private_memory", &exe, &[], &[]).iter().zip(["aqueduct", "Debian's HIP 5.2"]) {
+        assert_eq!(out, &want, "on {runtime}");
+    }
 }
 
 /// Pitched 2-D and 3-D copies and fills. Debian's HIP runs them as its own blit kernels
