@@ -407,3 +407,274 @@ fn lds_packed_f16_add() {
         assert_eq!(w.vgpr[2][l], 0x6800 | 0x0001 << 16, "the old dword");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// fp8 and bf8 (docs/executor.md §8 "fp8 and bf8")
+
+/// The two FNUZ formats: (mantissa bits, bias).
+const FP8: (i32, i32) = (3, 8);
+const BF8: (i32, i32) = (2, 16);
+
+/// A reference decoder written from the formats' definition: sign, exponent field, mantissa;
+/// no infinities, no negative zero, 0x80 the one NaN; `None` for the NaN.
+fn ref_f8(fmt: (i32, i32), b: u8) -> Option<f64> {
+    let (mb, bias) = fmt;
+    if b == 0x80 {
+        return None;
+    }
+    let e = i32::from(b & 0x7F) >> mb;
+    let m = f64::from(i32::from(b) & ((1 << mb) - 1)) / f64::from(1 << mb);
+    let v = if e == 0 { m * 2f64.powi(1 - bias) } else { (1.0 + m) * 2f64.powi(e - bias) };
+    Some(if b & 0x80 != 0 { -v } else { v })
+}
+
+/// Round to nearest even by search over every code: the nearest finite value, a tie to the
+/// code with an even mantissa; at or beyond the midpoint above the largest value, the NaN.
+fn ref_rne(fmt: (i32, i32), x: f32) -> u8 {
+    if !x.is_finite() {
+        return 0x80;
+    }
+    let x = f64::from(x);
+    let max = ref_f8(fmt, 0x7F).unwrap();
+    let top_ulp = 2f64.powi((1 << (7 - fmt.0)) - 1 - fmt.1 - fmt.0);
+    if x.abs() >= max + top_ulp / 2.0 {
+        return 0x80;
+    }
+    let mut best = 0u8;
+    for c in 0u8..=0xFF {
+        let Some(v) = ref_f8(fmt, c) else { continue };
+        let b = ref_f8(fmt, best).unwrap();
+        let (dc, db) = ((v - x).abs(), (b - x).abs());
+        if dc < db || (dc == db && c & 1 == 0 && best & 1 == 1) {
+            best = c;
+        }
+    }
+    if ref_f8(fmt, best) == Some(0.0) {
+        0
+    } else {
+        best
+    }
+}
+
+/// Stochastic rounding as AMD's reference model defines it: with u the result's last place at
+/// |x| (its binade's, or the subnormals'), |x| / u truncated to 23 − mb fraction bits, the low
+/// 23 − mb random bits added as a fraction, and the sum truncated; the code found by search.
+fn ref_sr(fmt: (i32, i32), x: f32, rnd: u32) -> u8 {
+    if !x.is_finite() {
+        return 0x80;
+    }
+    let (mb, bias) = fmt;
+    let a = f64::from(x).abs();
+    if a == 0.0 {
+        return 0;
+    }
+    let e = (a.log2().floor() as i32).max(1 - bias);
+    // log2 may round up just below a power of two: fix the binade exactly.
+    let e = if a < 2f64.powi(e) && e > 1 - bias { e - 1 } else { e };
+    let u = 2f64.powi(e - mb);
+    let d = 23 - mb;
+    let t = (a / u * 2f64.powi(d)).floor();
+    let r = f64::from(rnd & ((1 << d) - 1));
+    let v = ((t + r) / 2f64.powi(d)).floor() * u;
+    if v == 0.0 {
+        return 0;
+    }
+    let want = if x < 0.0 { -v } else { v };
+    (0u8..=0xFF).find(|&c| ref_f8(fmt, c) == Some(want)).unwrap_or(0x80)
+}
+
+fn ref_f32(fmt: (i32, i32), b: u8) -> u32 {
+    ref_f8(fmt, b).map_or(0x7FC0_0000, |v| (v as f32).to_bits())
+}
+
+/// Every fp8 and bf8 code to f32 through every byte position: VOP1, VOP3, SDWA `BYTE_0..3`
+/// (also from an SGPR), the packed forms with SDWA `WORD_1`, clamp and omod, over a partial EXEC.
+#[test]
+fn fp8_and_bf8_codes_convert_exactly_to_f32() {
+    let mem = VecMemory::new(BASE, MEM);
+    let asm = "v_cvt_f32_fp8_e32 v10, v1\nv_cvt_f32_fp8_sdwa v11, v1 src0_sel:BYTE_1\n\
+               v_cvt_f32_fp8_sdwa v12, v1 src0_sel:BYTE_2\nv_cvt_f32_fp8_sdwa v13, v1 src0_sel:BYTE_3\n\
+               v_cvt_f32_bf8_e64 v14, v1\nv_cvt_f32_bf8_sdwa v15, v1 src0_sel:BYTE_1\n\
+               v_cvt_f32_bf8_sdwa v16, v1 src0_sel:BYTE_2\nv_cvt_f32_bf8_sdwa v17, v1 src0_sel:BYTE_3\n\
+               v_cvt_pk_f32_fp8_e32 v[18:19], v1\nv_cvt_pk_f32_fp8_sdwa v[20:21], v1 src0_sel:WORD_1\n\
+               v_cvt_pk_f32_bf8_e64 v[22:23], v1\nv_cvt_pk_f32_bf8_sdwa v[24:25], v1 src0_sel:WORD_1\n\
+               v_cvt_f32_fp8_sdwa v26, s4 src0_sel:BYTE_2\nv_cvt_f32_bf8_e64 v27, v1 clamp\n\
+               v_cvt_f32_fp8_e64 v28, v1 mul:4\nv_cvt_f32_fp8_sdwa v29, v1 clamp src0_sel:BYTE_3";
+    let mut r = rnd(21);
+    for base in (0..256).step_by(LANES) {
+        let mut w = wave();
+        w.exec = 0xFFFF_7FFF_FFFF_FFFE;
+        // Byte k of lane l holds code base + l + 64k (mod 256): every code in every byte.
+        let code_at = |l: usize, k: usize| ((base + l + 64 * k) % 256) as u8;
+        for l in 0..LANES {
+            w.vgpr[1][l] = (0..4).map(|k| u32::from(code_at(l, k)) << (8 * k)).sum();
+            for reg in 10..30 {
+                w.vgpr[reg][l] = 0xDEAD_0000 | reg as u32;
+            }
+        }
+        w.sgpr[4] = r();
+        run(asm, &mut w, &mem);
+        let sgpr_byte = (w.sgpr[4] >> 16) as u8;
+        for l in 0..LANES {
+            if w.exec >> l & 1 == 0 {
+                for reg in 10..30 {
+                    assert_eq!(w.vgpr[reg][l], 0xDEAD_0000 | reg as u32, "lane {l} is inactive");
+                }
+                continue;
+            }
+            for k in 0..4 {
+                let c = code_at(l, k);
+                assert_eq!(w.vgpr[10 + k][l], ref_f32(FP8, c), "fp8 {c:#04x} from byte {k}");
+                assert_eq!(w.vgpr[14 + k][l], ref_f32(BF8, c), "bf8 {c:#04x} from byte {k}");
+            }
+            let pk = |fmt, k: usize| [ref_f32(fmt, code_at(l, k)), ref_f32(fmt, code_at(l, k + 1))];
+            assert_eq!([w.vgpr[18][l], w.vgpr[19][l]], pk(FP8, 0));
+            assert_eq!([w.vgpr[20][l], w.vgpr[21][l]], pk(FP8, 2));
+            assert_eq!([w.vgpr[22][l], w.vgpr[23][l]], pk(BF8, 0));
+            assert_eq!([w.vgpr[24][l], w.vgpr[25][l]], pk(BF8, 2));
+            assert_eq!(w.vgpr[26][l], ref_f32(FP8, sgpr_byte), "an SGPR source");
+            // clamp: [0, 1], the NaN to 0; omod ×4 exact.
+            let clamped = ref_f8(BF8, code_at(l, 0)).map_or(0.0, |v| v.clamp(0.0, 1.0)) as f32;
+            assert_eq!(w.vgpr[27][l], clamped.to_bits(), "clamp of bf8 {:#04x}", code_at(l, 0));
+            let times4 = ref_f8(FP8, code_at(l, 0)).map_or(0x7FC0_0000, |v| ((v * 4.0) as f32).to_bits());
+            assert_eq!(w.vgpr[28][l], times4);
+            let clamped = ref_f8(FP8, code_at(l, 3)).map_or(0.0, |v| v.clamp(0.0, 1.0)) as f32;
+            assert_eq!(w.vgpr[29][l], clamped.to_bits(), "SDWA clamp");
+        }
+    }
+}
+
+/// The f32 inputs of the f32 → fp8/bf8 tests: ±0, ±∞, NaNs, every code's value, the midpoints
+/// of neighbouring codes and one f32 ulp either side, the overflow thresholds, f32 subnormals,
+/// then random bit patterns over the formats' exponent range and beyond.
+fn f8_inputs(r: &mut impl FnMut() -> u32) -> Vec<u32> {
+    let mut v: Vec<u32> = vec![
+        0,
+        0x8000_0000,
+        0x7F80_0000,
+        0xFF80_0000,
+        0x7FC0_0000,
+        0xFFC0_0001,
+        0x7F80_0001,
+        1,
+        0x8000_0001,
+        0x007F_FFFF,
+    ];
+    for fmt in [FP8, BF8] {
+        let vals: Vec<f64> = (0u8..0x80).filter_map(|c| ref_f8(fmt, c)).collect();
+        let max = *vals.last().unwrap();
+        let top_ulp = 2f64.powi((1 << (7 - fmt.0)) - 1 - fmt.1 - fmt.0);
+        let mut pts = vals.clone();
+        pts.extend(vals.windows(2).map(|p| (p[0] + p[1]) / 2.0));
+        pts.extend([max + top_ulp / 2.0, max + top_ulp, max * 4.0, vals[1] / 2.0, vals[1] / 4.0, vals[1] * 0.75]);
+        for p in pts {
+            let b = (p as f32).to_bits();
+            for x in [b, b + 1, b.wrapping_sub(1)] {
+                v.extend([x, x | 0x8000_0000]);
+            }
+        }
+    }
+    for _ in 0..4096 {
+        // Exponents 2^-30 .. 2^20 mostly, any exponent sometimes.
+        let x = r();
+        let e = if x & 7 == 0 { (x >> 3) & 0xFF } else { 97 + (x >> 3) % 50 };
+        v.push((x & 0x807F_FFFF) | (e << 23));
+    }
+    v
+}
+
+/// f32 → fp8/bf8, round to nearest even (`v_cvt_pk_*_f32`, both words, neg/abs, an inline
+/// constant) and stochastic with random bits (`v_cvt_sr_*_f32`, every byte), against the search
+/// references above; the untouched word and bytes of D kept, inactive lanes untouched.
+#[test]
+fn f32_converts_to_fp8_and_bf8_as_rounded_by_the_references() {
+    let mem = VecMemory::new(BASE, MEM);
+    let mut r = rnd(33);
+    let inputs = f8_inputs(&mut r);
+    let asm = "v_cvt_pk_fp8_f32 v3, v1, v2\nv_cvt_pk_bf8_f32 v4, v1, v2 op_sel:[0,0,1]\n\
+               v_cvt_pk_fp8_f32 v5, -v1, |v2| op_sel:[0,0,1]\nv_cvt_pk_bf8_f32 v6, v2, 1.0\n\
+               v_cvt_sr_fp8_f32 v7, v1, v9\nv_cvt_sr_fp8_f32 v8, v2, v9 op_sel:[0,0,1,1]\n\
+               v_cvt_sr_bf8_f32 v10, v1, v9 op_sel:[0,0,1,0]\nv_cvt_sr_bf8_f32 v11, -v2, v9 op_sel:[0,0,0,1]\n\
+               v_cvt_sr_fp8_f32 v12, v1, 0\nv_cvt_sr_fp8_f32 v13, v1, -1";
+    let code = code(asm);
+    assert!(code.unimplemented().is_empty(), "{:?}", code.unimplemented());
+    let mut checked = 0;
+    for chunk in inputs.chunks(LANES) {
+        let mut w = wave();
+        w.exec = u64::from(r()) << 32 | u64::from(r()) | 1;
+        let mut old = [[0u32; LANES]; 14];
+        let mut b = [0u32; LANES];
+        for l in 0..LANES {
+            w.vgpr[1][l] = chunk[l % chunk.len()];
+            b[l] = inputs[r() as usize % inputs.len()];
+            w.vgpr[2][l] = b[l];
+            w.vgpr[9][l] = r();
+            for reg in [3, 4, 5, 6, 7, 8, 10, 11, 12, 13] {
+                old[reg][l] = r();
+                w.vgpr[reg][l] = old[reg][l];
+            }
+        }
+        w.pc = 0;
+        let mut lds = vec![0u8; 64];
+        run_wave(&code, &mut w, &mem, &mut lds, &Limits { wave_instructions: 100 }).unwrap();
+        for l in 0..LANES {
+            if w.exec >> l & 1 == 0 {
+                for reg in [3, 4, 5, 6, 7, 8, 10, 11, 12, 13] {
+                    assert_eq!(w.vgpr[reg][l], old[reg][l], "lane {l} is inactive");
+                }
+                continue;
+            }
+            checked += 1;
+            let (a, b, rn) = (f32::from_bits(w.vgpr[1][l]), f32::from_bits(b[l]), w.vgpr[9][l]);
+            let pk = |fmt, x: f32, y: f32| u32::from(ref_rne(fmt, x)) | u32::from(ref_rne(fmt, y)) << 8;
+            let lo = |o: u32, p: u32| (o & 0xFFFF_0000) | p;
+            let hi = |o: u32, p: u32| (o & 0xFFFF) | p << 16;
+            let byte = |o: u32, k: u32, c: u8| (o & !(0xFF << (8 * k))) | u32::from(c) << (8 * k);
+            let ctx = format!("lane {l}: a {:#010x} b {:#010x} rnd {rn:#010x}", a.to_bits(), b.to_bits());
+            assert_eq!(w.vgpr[3][l], lo(old[3][l], pk(FP8, a, b)), "pk fp8 {ctx}");
+            assert_eq!(w.vgpr[4][l], hi(old[4][l], pk(BF8, a, b)), "pk bf8 {ctx}");
+            assert_eq!(w.vgpr[5][l], hi(old[5][l], pk(FP8, -a, b.abs())), "pk fp8 neg/abs {ctx}");
+            assert_eq!(w.vgpr[6][l], lo(old[6][l], pk(BF8, b, 1.0)), "pk bf8 constant {ctx}");
+            assert_eq!(w.vgpr[7][l], byte(old[7][l], 0, ref_sr(FP8, a, rn)), "sr fp8 {ctx}");
+            assert_eq!(w.vgpr[8][l], byte(old[8][l], 3, ref_sr(FP8, b, rn)), "sr fp8 byte 3 {ctx}");
+            assert_eq!(w.vgpr[10][l], byte(old[10][l], 1, ref_sr(BF8, a, rn)), "sr bf8 byte 1 {ctx}");
+            assert_eq!(w.vgpr[11][l], byte(old[11][l], 2, ref_sr(BF8, -b, rn)), "sr bf8 byte 2 {ctx}");
+            // No random bits: truncation toward zero; all ones: up unless exact.
+            assert_eq!(w.vgpr[12][l], byte(old[12][l], 0, ref_sr(FP8, a, 0)), "sr fp8 rnd 0 {ctx}");
+            assert_eq!(w.vgpr[13][l], byte(old[13][l], 0, ref_sr(FP8, a, u32::MAX)), "sr fp8 rnd -1 {ctx}");
+        }
+    }
+    assert!(checked > 2000, "{checked}");
+}
+
+/// Integer identities of stochastic rounding, independent of the reference: the result is one
+/// of the two codes around x (or the NaN past the largest), random bits 0 truncate and the
+/// frequency of rounding up over all 2^20 fractions matches x's position between them.
+#[test]
+fn stochastic_rounding_picks_a_neighbour_in_proportion() {
+    let mem = VecMemory::new(BASE, MEM);
+    let code = code("v_cvt_sr_fp8_f32 v3, v1, v2");
+    // x = 1 + 1/16 + 1/64: between 1.0 and 1.125 (fp8 spacing 1/8 in [1, 2)), 5/8 of the way.
+    let x = 1.0f32 + 0.0625 + 0.015625;
+    let mut up = 0u64;
+    let steps = 1u32 << 14;
+    for chunk in 0..steps / LANES as u32 {
+        let mut w = wave();
+        for l in 0..LANES {
+            w.vgpr[1][l] = x.to_bits();
+            // Random fractions spread over the 20 used bits (the high 12 bits are ignored).
+            w.vgpr[2][l] = (chunk * LANES as u32 + l as u32) << 6 | 0xABC0_0000;
+        }
+        w.pc = 0;
+        let mut lds = vec![0u8; 64];
+        run_wave(&code, &mut w, &mem, &mut lds, &Limits { wave_instructions: 10 }).unwrap();
+        for l in 0..LANES {
+            match w.vgpr[3][l] & 0xFF {
+                0x40 => {}       // 1.0
+                0x41 => up += 1, // 1.125
+                c => panic!("code {c:#x} is not a neighbour of {x}"),
+            }
+        }
+    }
+    assert_eq!(up * 8, u64::from(steps) * 5, "5/8 of the fractions round up");
+}

@@ -22,6 +22,7 @@
 #![allow(clippy::needless_range_loop)]
 
 mod float;
+mod fp8;
 mod lanes;
 mod memory;
 mod ops;

@@ -510,12 +510,12 @@ fn mbcnt(w: &mut Wave, e: &Exe, hi: bool) -> R {
 
 /// The f32 environment MODE asks for: `Err` if it is one the executor does not honour.
 #[derive(Clone, Copy)]
-struct F32Mode {
+pub(crate) struct F32Mode {
     flush_in: bool,
     flush_out: bool,
 }
 
-fn f32_mode(w: &Wave) -> Result<F32Mode, ExecErrorKind> {
+pub(crate) fn f32_mode(w: &Wave) -> Result<F32Mode, ExecErrorKind> {
     // The f32 operations left here (min/max, compares, the integer roundings, conversions to
     // integers and of bytes) are exact, so MODE's rounding field does not change them; the
     // rounding ones are in `float.rs`.
@@ -554,7 +554,7 @@ fn fsrc(w: &Wave, e: &Exe, n: usize, m: F32Mode) -> Result<[f32; LANES], ExecErr
 }
 
 /// omod, clamp and output flushing.
-fn fout(e: &Exe, m: F32Mode, x: f32) -> u32 {
+pub(crate) fn fout(e: &Exe, m: F32Mode, x: f32) -> u32 {
     let mods = e.inst.mods;
     let mut x = match mods.omod {
         1 => x * 2.0,
@@ -1825,7 +1825,11 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
         "v_max_f32" => |w, e, _| vop2_f32(w, e, fmax),
         "v_min3_f32" => |w, e, _| vop3_f32(w, e, |a, b, c| fmin(fmin(a, b), c)),
         "v_max3_f32" => |w, e, _| vop3_f32(w, e, |a, b, c| fmax(fmax(a, b), c)),
-        _ => return memory::handler_for_name(base).or_else(|| super::float::handler_for_name(base)),
+        _ => {
+            return memory::handler_for_name(base)
+                .or_else(|| super::float::handler_for_name(base))
+                .or_else(|| super::fp8::handler_for_name(base))
+        }
     };
     Some((h, 0))
 }
