@@ -399,6 +399,9 @@ enum T {
     Bf16,
     I8,
     F64,
+    /// gfx940's FNUZ 8-bit floats: E4M3 bias 8, E5M2 bias 16.
+    Fp8,
+    Bf8,
 }
 
 struct Mfma {
@@ -406,16 +409,22 @@ struct Mfma {
     m: usize,
     k: usize,
     blocks: usize,
+    /// A's element type (and B's, but for the mixed fp8/bf8 shapes).
     t: T,
+    tb: T,
 }
 
 const fn mf(name: &'static str, m: usize, k: usize, blocks: usize, t: T) -> Mfma {
-    Mfma { name, m, k, blocks, t }
+    Mfma { name, m, k, blocks, t, tb: t }
+}
+
+const fn mf8(name: &'static str, m: usize, k: usize, t: T, tb: T) -> Mfma {
+    Mfma { name, m, k, blocks: 1, t, tb }
 }
 
 /// gfx940's own matrix instructions (docs/executor.md §8), and three it shares with gfx90a
 /// (under the gfx908 spellings llvm-mc-15 accepts for gfx940 too).
-const MFMAS_GFX940: [Mfma; 12] = [
+const MFMAS_GFX940: [Mfma; 20] = [
     mf("v_mfma_f32_32x32x4_2b_bf16", 32, 4, 2, T::Bf16),
     mf("v_mfma_f32_16x16x4_4b_bf16", 16, 4, 4, T::Bf16),
     mf("v_mfma_f32_4x4x4_16b_bf16", 4, 4, 16, T::Bf16),
@@ -428,6 +437,14 @@ const MFMAS_GFX940: [Mfma; 12] = [
     mf("v_mfma_f32_16x16x4f32", 16, 4, 1, T::F32),
     mf("v_mfma_f32_32x32x8f16", 32, 8, 1, T::F16),
     mf("v_mfma_i32_4x4x4i8", 4, 4, 16, T::I8),
+    mf8("v_mfma_f32_16x16x32_fp8_fp8", 16, 32, T::Fp8, T::Fp8),
+    mf8("v_mfma_f32_16x16x32_fp8_bf8", 16, 32, T::Fp8, T::Bf8),
+    mf8("v_mfma_f32_16x16x32_bf8_fp8", 16, 32, T::Bf8, T::Fp8),
+    mf8("v_mfma_f32_16x16x32_bf8_bf8", 16, 32, T::Bf8, T::Bf8),
+    mf8("v_mfma_f32_32x32x16_fp8_fp8", 32, 16, T::Fp8, T::Fp8),
+    mf8("v_mfma_f32_32x32x16_fp8_bf8", 32, 16, T::Fp8, T::Bf8),
+    mf8("v_mfma_f32_32x32x16_bf8_fp8", 32, 16, T::Bf8, T::Fp8),
+    mf8("v_mfma_f32_32x32x16_bf8_bf8", 32, 16, T::Bf8, T::Bf8),
 ];
 
 const MFMAS: [Mfma; 27] = [
@@ -465,7 +482,7 @@ impl Mfma {
         match self.t {
             T::F32 => 32,
             T::F16 | T::Bf16 => 16,
-            T::I8 => 8,
+            T::I8 | T::Fp8 | T::Bf8 => 8,
             T::F64 => 64,
         }
     }
@@ -515,6 +532,19 @@ fn value_of(t: T, raw: u64) -> f64 {
         T::F64 => f64::from_bits(raw),
         T::Bf16 => f64::from(f32::from_bits((raw as u32) << 16)),
         T::I8 => f64::from(raw as u8 as i8),
+        // From the formats' definition; 0x80 (the NaN) is never generated.
+        T::Fp8 | T::Bf8 => {
+            let (mb, bias) = if t == T::Fp8 { (3, 8) } else { (2, 16) };
+            let b = raw as u8;
+            let e = i32::from(b & 0x7F) >> mb;
+            let m = f64::from(b & ((1 << mb) - 1)) / f64::from(1 << mb);
+            let v = if e == 0 { m * 2f64.powi(1 - bias) } else { (1.0 + m) * 2f64.powi(e - bias) };
+            if b & 0x80 != 0 {
+                -v
+            } else {
+                v
+            }
+        }
         T::F16 => {
             let h = raw as u16;
             let e = i32::from(h >> 10 & 0x1F);
@@ -535,6 +565,7 @@ fn encode(t: T, x: i32) -> u64 {
         T::F64 => (x as f64).to_bits(),
         T::Bf16 => u64::from((x as f32).to_bits() >> 16),
         T::I8 => u64::from(x as i8 as u8),
+        T::Fp8 | T::Bf8 => u64::from(x as u8),
         T::F16 => u64::from(f16_of(x)),
     }
 }
@@ -558,6 +589,12 @@ fn check_mfma_on(target: Target, s: &Mfma, seed: u32, acc: bool, c_zero: bool, c
     let small = |r: &mut dyn FnMut() -> u32| -> i32 {
         if s.t == T::I8 {
             r() as u8 as i8 as i32
+        } else if matches!(s.t, T::Fp8 | T::Bf8) {
+            // Any code but the NaN.
+            match r() as u8 {
+                0x80 => 0,
+                c => i32::from(c),
+            }
         } else {
             (r() % 17) as i32 - 8
         }
@@ -577,7 +614,7 @@ fn check_mfma_on(target: Target, s: &Mfma, seed: u32, acc: bool, c_zero: bool, c
     for b in 0..s.blocks {
         for i in 0..s.m {
             for k in 0..s.k {
-                let (x, y) = (encode(s.t, small(&mut r)), encode(s.t, small(&mut r)));
+                let (x, y) = (encode(s.t, small(&mut r)), encode(s.tb, small(&mut r)));
                 a[b][i][k] = x;
                 bm[b][i][k] = y;
                 let (lane, idx) = s.input_at(b, i, k);
@@ -691,7 +728,7 @@ fn check_mfma_on(target: Target, s: &Mfma, seed: u32, acc: bool, c_zero: bool, c
                     t => {
                         let mut sum = f64::from(f32::from_bits(c[oreg][lane]));
                         for k in 0..s.k {
-                            sum += value_of(t, a[ablk][i][k]) * value_of(t, b_at(blk, k, j));
+                            sum += value_of(t, a[ablk][i][k]) * value_of(s.tb, b_at(blk, k, j));
                         }
                         assert_eq!(f32::from_bits(out(oreg)), sum as f32, "{asm}: D[{blk}][{i}][{j}]");
                     }

@@ -7,6 +7,7 @@
 // Lane loops index several per-lane arrays at once.
 #![allow(clippy::needless_range_loop)]
 
+use super::fp8::{to_f32 as f8_to_f32, F8};
 use super::ops::{dst, field, op, Exe, Handler, R};
 use super::wave::{Lanes, Ty, Wave, LANES};
 use super::{ExecErrorKind, Group};
@@ -226,6 +227,8 @@ enum In {
     Bf16,
     I8,
     F64,
+    /// gfx940's 8-bit floats: A's format, B's format (docs/executor.md §8 "fp8 and bf8").
+    F8(F8, F8),
 }
 
 impl In {
@@ -233,7 +236,7 @@ impl In {
         match self {
             In::F32 => 32,
             In::F16 | In::Bf16 => 16,
-            In::I8 => 8,
+            In::I8 | In::F8(..) => 8,
             In::F64 => 64,
         }
     }
@@ -254,8 +257,8 @@ const fn sh(name: &'static str, m: usize, n: usize, k: usize, blocks: usize, ty:
 }
 
 /// gfx90a's matrix instructions, then gfx940's new ones and new names (docs/executor.md §8: the
-/// bf16 and f64 shapes renamed, the i8 shapes of twice the depth).
-const SHAPES: [Shape; 36] = [
+/// bf16 and f64 shapes renamed, the i8 shapes of twice the depth, the fp8/bf8 shapes).
+const SHAPES: [Shape; 44] = [
     sh("v_mfma_f32_32x32x1f32", 32, 32, 1, 2, In::F32),
     sh("v_mfma_f32_16x16x1f32", 16, 16, 1, 4, In::F32),
     sh("v_mfma_f32_4x4x1f32", 4, 4, 1, 16, In::F32),
@@ -292,6 +295,14 @@ const SHAPES: [Shape; 36] = [
     sh("v_mfma_f64_4x4x4_4b_f64", 4, 4, 4, 4, In::F64),
     sh("v_mfma_i32_32x32x16_i8", 32, 32, 16, 1, In::I8),
     sh("v_mfma_i32_16x16x32_i8", 16, 16, 32, 1, In::I8),
+    sh("v_mfma_f32_16x16x32_fp8_fp8", 16, 16, 32, 1, In::F8(F8::Fp8, F8::Fp8)),
+    sh("v_mfma_f32_16x16x32_fp8_bf8", 16, 16, 32, 1, In::F8(F8::Fp8, F8::Bf8)),
+    sh("v_mfma_f32_16x16x32_bf8_fp8", 16, 16, 32, 1, In::F8(F8::Bf8, F8::Fp8)),
+    sh("v_mfma_f32_16x16x32_bf8_bf8", 16, 16, 32, 1, In::F8(F8::Bf8, F8::Bf8)),
+    sh("v_mfma_f32_32x32x16_fp8_fp8", 32, 32, 16, 1, In::F8(F8::Fp8, F8::Fp8)),
+    sh("v_mfma_f32_32x32x16_fp8_bf8", 32, 32, 16, 1, In::F8(F8::Fp8, F8::Bf8)),
+    sh("v_mfma_f32_32x32x16_bf8_fp8", 32, 32, 16, 1, In::F8(F8::Bf8, F8::Fp8)),
+    sh("v_mfma_f32_32x32x16_bf8_bf8", 32, 32, 16, 1, In::F8(F8::Bf8, F8::Bf8)),
 ];
 
 /// The handler of a matrix instruction (aux: its index in [`SHAPES`]).
@@ -424,6 +435,9 @@ fn mfma(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
                             * f64::from(f32::from_bits((y as u32) << 16)))
                         .to_bits(),
                         In::I8 => i64::from((x as u8 as i8 as i32) * (y as u8 as i8 as i32)) as u64,
+                        In::F8(fa, fb) => {
+                            (f64::from(f8_to_f32(fa, x as u8)) * f64::from(f8_to_f32(fb, y as u8))).to_bits()
+                        }
                         In::F64 => (f64::from_bits(x) * f64::from_bits(y)).to_bits(),
                     };
                 }
