@@ -1416,7 +1416,7 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
     if base.starts_with("v_cmp") {
         return cmp_aux(base).map(|a| (vcmp as Handler, a)).or_else(|| super::float::handler_for_name(base));
     }
-    if base.starts_with("v_mfma") {
+    if base.starts_with("v_mfma") || base.starts_with("v_smfmac") {
         return super::lanes::mfma_handler(base);
     }
     for seg in ["flat_", "global_"] {
