@@ -678,3 +678,125 @@ fn stochastic_rounding_picks_a_neighbour_in_proportion() {
     }
     assert_eq!(up * 8, u64::from(steps) * 5, "5/8 of the fractions round up");
 }
+
+// ---------------------------------------------------------------------------------------------
+// LDS DMA (docs/executor.md §8 "LDS DMA")
+
+fn run_lds(asm: &str, w: &mut Wave, mem: &VecMemory, lds: &mut Vec<u8>) {
+    let code = code(asm);
+    assert!(code.unimplemented().is_empty(), "{asm}: {:?}", code.unimplemented());
+    w.pc = 0;
+    run_wave(&code, w, mem, lds, &Limits { wave_instructions: 10_000 }).unwrap_or_else(|e| panic!("{asm}: {e}"));
+}
+
+/// `global_load_lds_*` (VGPR and SGPR + VGPR addresses, a negative offset), `scratch_load_lds_*`
+/// and MUBUF `lds` loads of bytes, shorts and dwords: each active lane's value, zero- or
+/// sign-extended, lands in the LDS dword at M0 + offset + 4 × lane; inactive lanes' dwords and
+/// every VGPR keep their values.
+#[test]
+fn lds_dma_loads_write_extended_lane_dwords_at_m0() {
+    let mem = VecMemory::new(BASE, MEM);
+    let mut r = rnd(0x1D5);
+    {
+        let mut b = mem.bytes.borrow_mut();
+        for x in b[..0x2000].iter_mut() {
+            *x = r() as u8;
+        }
+    }
+    let word = |at: usize, n: usize, signed: bool| -> u32 {
+        let b = mem.bytes.borrow();
+        let v = b[at..at + n].iter().rev().fold(0u32, |t, &x| t << 8 | u32::from(x));
+        match (n, signed) {
+            (1, true) => v as u8 as i8 as i32 as u32,
+            (2, true) => v as u16 as i16 as i32 as u32,
+            _ => v,
+        }
+    };
+    let kinds =
+        [("ubyte", 1, false), ("sbyte", 1, true), ("ushort", 2, false), ("sshort", 2, true), ("dword", 4, false)];
+    for (kind, n, signed) in kinds {
+        let mut w = wave();
+        w.exec = u64::from(r()) << 32 | u64::from(r()) | 1;
+        let m0 = 0x40 + 4 * (r() % 16);
+        w.m0 = m0;
+        let offs: Vec<u32> = (0..LANES).map(|_| r() % 0x1000).collect();
+        for l in 0..LANES {
+            // v[2:3]: a 64-bit address; v4: an offset from s[4:5].
+            set_v64(&mut w, 2, l, BASE + u64::from(offs[l]) + 8);
+            w.vgpr[4][l] = offs[l] + 0x800;
+        }
+        w.sgpr[4] = BASE as u32;
+        w.sgpr[5] = (BASE >> 32) as u32;
+        let before: Vec<Vec<u32>> = (0..8).map(|r| w.vgpr[r].to_vec()).collect();
+        let mut lds = vec![0xA5u8; 4096];
+        let asm = format!(
+            "global_load_lds_{kind} v[2:3], off offset:-8\ns_add_u32 m0, m0, 0x400\n\
+             global_load_lds_{kind} v4, s[4:5] offset:16\ns_waitcnt vmcnt(0)"
+        );
+        run_lds(&asm, &mut w, &mem, &mut lds);
+        let at = |o: u32| u32::from_le_bytes(lds[o as usize..o as usize + 4].try_into().unwrap());
+        for l in 0..LANES {
+            let (a, b) = (m0 - 8 + 4 * l as u32, m0 + 0x400 + 16 + 4 * l as u32);
+            if w.exec >> l & 1 == 0 {
+                assert_eq!((at(a), at(b)), (0xA5A5_A5A5, 0xA5A5_A5A5), "{kind}: lane {l} is inactive");
+                continue;
+            }
+            assert_eq!(at(a), word(offs[l] as usize, n, signed), "{kind}: lane {l}");
+            assert_eq!(at(b), word(offs[l] as usize + 0x810, n, signed), "{kind}: lane {l}");
+        }
+        for r in 0..8 {
+            assert_eq!(w.vgpr[r].to_vec(), before[r], "{kind}: v{r} unchanged");
+        }
+    }
+    // Scratch: a dword stored per lane, read back as each width into LDS.
+    for (kind, n, signed) in kinds {
+        let mut w = wave();
+        let vals: Vec<u32> = (0..LANES).map(|_| r()).collect();
+        for l in 0..LANES {
+            w.vgpr[1][l] = vals[l];
+            w.vgpr[2][l] = 16;
+        }
+        w.m0 = 0x100;
+        let mut lds = vec![0u8; 4096];
+        run_lds(
+            &format!("scratch_store_dword v2, v1, off\ns_waitcnt vmcnt(0)\nscratch_load_lds_{kind} v2, off\ns_waitcnt vmcnt(0)"),
+            &mut w,
+            &mem,
+            &mut lds,
+        );
+        for l in 0..LANES {
+            let o = 0x100 + 4 * l;
+            let got = u32::from_le_bytes(lds[o..o + 4].try_into().unwrap());
+            let v = vals[l] & if n == 4 { u32::MAX } else { (1 << (8 * n)) - 1 };
+            let want = match (n, signed) {
+                (1, true) => v as u8 as i8 as i32 as u32,
+                (2, true) => v as u16 as i16 as i32 as u32,
+                _ => v,
+            };
+            assert_eq!(got, want, "scratch {kind}: lane {l}");
+        }
+    }
+    // MUBUF: a raw buffer at BASE, offen, the instruction offset applied to both addresses.
+    for (kind, n, signed) in kinds {
+        let mut w = wave();
+        w.sgpr[8] = BASE as u32;
+        w.sgpr[9] = (BASE >> 32) as u32;
+        w.sgpr[10] = 0x2000; // NUM_RECORDS
+        w.sgpr[11] = 0x0002_7000; // 32-bit data format
+        let offs: Vec<u32> = (0..LANES).map(|_| r() % 0x1000).collect();
+        w.vgpr[1].copy_from_slice(&offs);
+        w.m0 = 0x200;
+        let mut lds = vec![0u8; 4096];
+        run_lds(
+            &format!("buffer_load_{kind} v1, s[8:11], 0 offen offset:12 lds\ns_waitcnt vmcnt(0)"),
+            &mut w,
+            &mem,
+            &mut lds,
+        );
+        for l in 0..LANES {
+            let o = 0x200 + 12 + 4 * l;
+            let got = u32::from_le_bytes(lds[o..o + 4].try_into().unwrap());
+            assert_eq!(got, word(offs[l] as usize + 12, n, signed), "buffer {kind}: lane {l}");
+        }
+    }
+}
