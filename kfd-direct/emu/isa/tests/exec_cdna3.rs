@@ -800,3 +800,125 @@ fn lds_dma_loads_write_extended_lane_dwords_at_m0() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// bf16 packed adds (docs/executor.md §8)
+
+/// bf16 a + b by the definition: the f64 sum (two bf16 are at most 2^262 apart, f64 rounds it
+/// with more than twice bf16's precision, so no double-rounding error) rounded to 8 significant
+/// bits, ties to even, in f64 arithmetic; subnormals below 2^-126, infinities beyond 2^128.
+fn ref_bf16_add(a: u16, b: u16) -> u16 {
+    let (x, y) = (f64::from(f32::from_bits(u32::from(a) << 16)), f64::from(f32::from_bits(u32::from(b) << 16)));
+    let s = x + y;
+    if s.is_nan() {
+        return 0x7FC0; // checked as "a NaN" below
+    }
+    if s.is_infinite() || s == 0.0 {
+        return ((s as f32).to_bits() >> 16) as u16;
+    }
+    let e = (s.abs().log2().floor() as i32).max(-126);
+    let e = if s.abs() < 2f64.powi(e) && e > -126 { e - 1 } else { e };
+    let q = 2f64.powi(e - 7);
+    let n = s.abs() / q;
+    let fl = n.floor();
+    let r = if n - fl > 0.5 || (n - fl == 0.5 && fl % 2.0 == 1.0) { fl + 1.0 } else { fl } * q;
+    let r = if s < 0.0 { -r } else { r };
+    if r.abs() >= 2f64.powi(128) {
+        return if r < 0.0 { 0xFF80 } else { 0x7F80 };
+    }
+    ((r as f32).to_bits() >> 16) as u16
+}
+
+fn bf16_pair_ok(got: u32, a: u32, b: u32) -> bool {
+    (0..2).all(|h| {
+        let (g, x, y) = ((got >> (16 * h)) as u16, (a >> (16 * h)) as u16, (b >> (16 * h)) as u16);
+        let want = ref_bf16_add(x, y);
+        if want == 0x7FC0 {
+            g & 0x7F80 == 0x7F80 && g & 0x7F != 0
+        } else {
+            g == want
+        }
+    })
+}
+
+/// Random bf16: any finite or special pattern, biased to nearby exponents so sums round, plus
+/// ties and subnormals.
+fn rnd_bf16(r: &mut impl FnMut() -> u32) -> u16 {
+    let x = r();
+    match x % 8 {
+        0 => (x >> 16) as u16,
+        1 => (x >> 16) as u16 & 0x807F,            // subnormals
+        2 => 0x7F7F | ((x >> 16) as u16 & 0x8000), // the largest finite
+        _ => (x >> 16) as u16 & 0x80FF | 0x3F00,   // [0.5, 4)
+    }
+}
+
+/// `ds_pk_add_bf16` and `_rtn`, `global_atomic_pk_add_bf16` (with and without `sc0`, an SGPR
+/// base) and `flat_atomic_pk_add_bf16`: both halves of each dword rounded once to bf16 as the
+/// reference above says; the returning forms yield the old dword; inactive lanes touch nothing.
+#[test]
+fn bf16_packed_adds_round_each_half_once() {
+    let mem = VecMemory::new(BASE, MEM);
+    let mut r = rnd(0xBF16);
+    for _ in 0..8 {
+        let mut w = wave();
+        w.exec = u64::from(r()) << 32 | u64::from(r()) | 1;
+        let mut lds = vec![0u8; 4096];
+        let word = |r: &mut dyn FnMut() -> u32| {
+            let mut r2 = || r();
+            u32::from(rnd_bf16(&mut r2)) | u32::from(rnd_bf16(&mut r2)) << 16
+        };
+        let (mut l0, mut l1, mut m0, mut m1, mut add) = ([0u32; 64], [0u32; 64], [0u32; 64], [0u32; 64], [0u32; 64]);
+        for l in 0..LANES {
+            (l0[l], l1[l], m0[l], m1[l], add[l]) =
+                (word(&mut r), word(&mut r), word(&mut r), word(&mut r), word(&mut r));
+            lds[8 * l..8 * l + 4].copy_from_slice(&l0[l].to_le_bytes());
+            lds[8 * l + 4..8 * l + 8].copy_from_slice(&l1[l].to_le_bytes());
+            w.vgpr[0][l] = 8 * l as u32;
+            w.vgpr[1][l] = add[l];
+            set_v64(&mut w, 2, l, BASE + 0x1000 + 8 * l as u64);
+            w.vgpr[6][l] = 0x1004 + 8 * l as u32;
+            w.vgpr[7][l] = 0x5555_5555;
+            w.vgpr[8][l] = 0x5555_5555;
+        }
+        {
+            let mut b = mem.bytes.borrow_mut();
+            for l in 0..LANES {
+                b[0x1000 + 8 * l..0x1004 + 8 * l].copy_from_slice(&m0[l].to_le_bytes());
+                b[0x1004 + 8 * l..0x1008 + 8 * l].copy_from_slice(&m1[l].to_le_bytes());
+            }
+        }
+        w.sgpr[4] = BASE as u32;
+        w.sgpr[5] = (BASE >> 32) as u32;
+        run_lds(
+            "ds_pk_add_bf16 v0, v1\nds_pk_add_rtn_bf16 v5, v0, v1 offset:4\nglobal_atomic_pk_add_bf16 v[2:3], v1, off\n\
+             global_atomic_pk_add_bf16 v7, v6, v1, s[4:5] sc0\nflat_atomic_pk_add_bf16 v8, v[2:3], v1 sc0\n\
+             s_waitcnt vmcnt(0) lgkmcnt(0)",
+            &mut w,
+            &mem,
+            &mut lds,
+        );
+        let b = mem.bytes.borrow();
+        for l in 0..LANES {
+            let at = |m: &[u8], o: usize| u32::from_le_bytes(m[o..o + 4].try_into().unwrap());
+            let (g0, g1) = (at(&lds, 8 * l), at(&lds, 8 * l + 4));
+            let (h0, h1) = (at(&b, 0x1000 + 8 * l), at(&b, 0x1004 + 8 * l));
+            if w.exec >> l & 1 == 0 {
+                assert_eq!((g0, g1, h0, h1), (l0[l], l1[l], m0[l], m1[l]), "lane {l} is inactive");
+                assert_eq!((w.vgpr[7][l], w.vgpr[8][l]), (0x5555_5555, 0x5555_5555));
+                continue;
+            }
+            let ctx = format!("lane {l}: {:#010x} + {:#010x}", l0[l], add[l]);
+            assert!(bf16_pair_ok(g0, l0[l], add[l]), "ds_pk_add_bf16 {g0:#010x} {ctx}");
+            assert!(bf16_pair_ok(g1, l1[l], add[l]), "ds_pk_add_rtn_bf16 {g1:#010x}");
+            assert_eq!(w.vgpr[5][l], l1[l], "the old LDS dword");
+            // Memory dword 0: two adds (global, then flat sc0 returning the sum between);
+            // dword 1: one (global sc0 through s[4:5] + v6, returning the old dword).
+            let mid = w.vgpr[8][l];
+            assert!(bf16_pair_ok(mid, m0[l], add[l]), "global {mid:#010x}");
+            assert!(bf16_pair_ok(h0, mid, add[l]), "flat sc0 {h0:#010x}");
+            assert_eq!(w.vgpr[7][l], m1[l], "the old dword");
+            assert!(bf16_pair_ok(h1, m1[l], add[l]), "global sc0 {h1:#010x}");
+        }
+    }
+}

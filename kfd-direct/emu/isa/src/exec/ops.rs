@@ -1005,7 +1005,7 @@ fn flat_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
 }
 
 /// aux for atomics: the operation's index in [`ATOMIC_OPS`] (bits 7:0), bytes (bits 15:8).
-const ATOMIC_OPS: [AtomicOp; 18] = [
+const ATOMIC_OPS: [AtomicOp; 19] = [
     AtomicOp::Swap,
     AtomicOp::CmpSwap,
     AtomicOp::Add,
@@ -1024,6 +1024,7 @@ const ATOMIC_OPS: [AtomicOp; 18] = [
     AtomicOp::PkAddF16,
     AtomicOp::MinF64,
     AtomicOp::MaxF64,
+    AtomicOp::PkAddBf16,
 ];
 
 pub(crate) fn atomic_aux(a: u32) -> Result<(AtomicOp, u8), ExecErrorKind> {
@@ -1373,6 +1374,8 @@ pub(crate) fn atomic_op_aux(name: &str) -> Option<u32> {
         "pk_add_f16" => 15,
         "min_f64" => return Some(16 | 8 << 8),
         "max_f64" => return Some(17 | 8 << 8),
+        // gfx940 (docs/executor.md §8).
+        "pk_add_bf16" => 18,
         _ => return None,
     };
     Some(i | size << 8)
@@ -1383,14 +1386,15 @@ fn ds_atomic_aux(name: &str) -> Option<u32> {
     let base = base.replace("_rtn", "");
     let (op, ty) = base.rsplit_once('_')?;
     let size = match ty {
-        // gfx940's ds_pk_add_f16: two f16 in one dword.
-        "u32" | "i32" | "b32" | "f32" | "f16" => 4,
+        // gfx940's ds_pk_add_f16/bf16: two 16-bit floats in one dword.
+        "u32" | "i32" | "b32" | "f32" | "f16" | "bf16" => 4,
         "u64" | "i64" | "b64" | "f64" => 8,
         _ => return None,
     };
     let i = match (op, ty) {
         ("wrxchg", _) => 0,
         ("pk_add", "f16") => 15,
+        ("pk_add", "bf16") => 18,
         ("cmpst", "b32" | "b64") => 1,
         ("add", "u32" | "u64") => 2,
         ("sub", "u32" | "u64") => 3,
