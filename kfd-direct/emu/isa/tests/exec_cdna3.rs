@@ -320,7 +320,7 @@ fn gfx940_opcodes_on_random_words_end_in_a_value() {
     let mut r = rnd(99);
     let ops: Vec<aqueduct_isa::Op> = exec::implemented().filter(|o| !o.on(Target::Gfx90a)).collect();
     assert!(ops.len() >= 6, "{ops:?}");
-    for _ in 0..300 {
+    for _ in 0..1500 {
         let op = ops[(r() as usize) % ops.len()];
         let s = op.spec();
         let w0 = match s.enc {
@@ -329,9 +329,19 @@ fn gfx940_opcodes_on_random_words_end_in_a_value() {
             aqueduct_isa::Encoding::Vop3 => 0xD000_0000 | u32::from(s.code) << 16 | (r() & 0xffff),
             aqueduct_isa::Encoding::Mubuf => 0xE000_0000 | u32::from(s.code) << 18 | (r() & 0x3_ffff),
             aqueduct_isa::Encoding::Flat => 0xDC00_0000 | u32::from(s.code) << 18 | (r() & 0x3_1fff),
+            aqueduct_isa::Encoding::Global => 0xDC00_8000 | u32::from(s.code) << 18 | (r() & 0x3_3fff),
+            aqueduct_isa::Encoding::Scratch => 0xDC00_4000 | u32::from(s.code) << 18 | (r() & 0x3_3fff),
+            aqueduct_isa::Encoding::Ds => 0xD800_0000 | u32::from(s.code) << 17 | (r() & 0x1_ffff),
+            aqueduct_isa::Encoding::Vop3p => 0xD380_0000 | u32::from(s.code) << 16 | (r() & 0xffff),
             _ => continue,
         };
-        let words = [w0, r(), r(), 0xBF81_0000];
+        let mut words = [w0, r(), r(), 0xBF81_0000];
+        if s.enc == aqueduct_isa::Encoding::Vop3p && r() % 2 == 0 {
+            // Matrix forms without cbsz/abid/blgp, on registers inside the allocation, so they
+            // reach their arithmetic.
+            words[0] = (w0 & !0x3FFF) | (r() % 24) | (r() & 0x8000);
+            words[1] = (256 + r() % 24) | (256 + r() % 24) << 9 | (256 + r() % 24) << 18 | (r() & 0x1800_0000);
+        }
         let code = Code::decode_for(Target::Gfx940, BASE, &words);
         let mut w = wave();
         for reg in w.vgpr.iter_mut() {
@@ -342,7 +352,8 @@ fn gfx940_opcodes_on_random_words_end_in_a_value() {
         for s in w.sgpr.iter_mut() {
             *s = r();
         }
-        w.exec = u64::from(r()) << 32 | u64::from(r());
+        // A full EXEC now and then, so the matrix instructions run past their EXEC check.
+        w.exec = if r() % 4 == 0 { u64::MAX } else { u64::from(r()) << 32 | u64::from(r()) };
         let mut lds = vec![0u8; 4096];
         let _ = run_wave(&code, &mut w, &mem, &mut lds, &Limits { wave_instructions: 100 });
     }

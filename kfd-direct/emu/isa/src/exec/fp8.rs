@@ -95,7 +95,7 @@ pub(crate) fn from_f32(f: F8, x: u32, random: Option<u32>) -> u8 {
             u + u32::from(rem > half || (rem == half && u & 1 == 1))
         }
         Some(r) => {
-            let t = shift - d;
+            let t = shift.saturating_sub(d);
             let kept = if t >= 32 { 0 } else { sig >> t };
             (kept + (r & ((1 << d) - 1))) >> d
         }
