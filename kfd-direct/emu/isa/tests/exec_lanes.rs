@@ -890,6 +890,42 @@ fn smfmac_matches_a_host_product_of_the_expanded_sparse_matrix() {
     assert!(matches!(e.kind, ExecErrorKind::Unimplemented), "{e}");
 }
 
+/// An fp8 NaN (0x80) in A makes its row of D NaN and leaves the others finite; blgp, which the
+/// fp8/bf8 shapes do not have, is an error.
+#[test]
+fn fp8_mfma_propagates_the_nan_and_rejects_blgp() {
+    let mut w = wave();
+    // A = B = 1.0 (fp8 0x40) everywhere but A[3][5] (lane 3, byte 5) the NaN.
+    w.vgpr[0] = [0x4040_4040; 64];
+    w.vgpr[1] = [0x4040_4040; 64];
+    w.vgpr[1][3] = 0x4040_8040;
+    w.vgpr[2] = [0x4040_4040; 64];
+    w.vgpr[3] = [0x4040_4040; 64];
+    run_for(Target::Gfx940, "v_mfma_f32_16x16x32_fp8_fp8 v[16:19], v[0:1], v[2:3], 0", &mut w);
+    let s = mf8("v_mfma_f32_16x16x32_fp8_fp8", 16, 32, T::Fp8, T::Fp8);
+    for i in 0..16 {
+        for j in 0..16 {
+            let (reg, lane) = s.output_at(0, i, j);
+            let d = f32::from_bits(w.vgpr[16 + reg][lane]);
+            if i == 3 {
+                assert!(d.is_nan(), "D[3][{j}] = {d}");
+            } else {
+                assert_eq!(d, 32.0, "D[{i}][{j}]");
+            }
+        }
+    }
+    let mut words =
+        common::assemble_for(Target::Gfx940, "v_mfma_f32_16x16x32_fp8_fp8 v[16:19], v[0:1], v[2:3], 0 blgp:1");
+    words.extend(common::assemble_for(Target::Gfx940, "s_endpgm"));
+    let code = Code::decode_for(Target::Gfx940, BASE, &words);
+    let mem = VecMemory::new(BASE, 0);
+    let mut lds = vec![0u8; 64];
+    w.pc = 0;
+    let e = aqueduct_isa::exec::run_wave(&code, &mut w, &mem, &mut lds, &aqueduct_isa::exec::Limits::default())
+        .unwrap_err();
+    assert!(matches!(e.kind, ExecErrorKind::Unimplemented), "{e}");
+}
+
 /// cbsz/abid broadcast one block of A to its group; blgp swizzles B's lanes.
 #[test]
 fn gfx940_mfma_matches_a_host_matrix_product() {

@@ -488,6 +488,10 @@ fn mfma(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     if s.ty == In::F64 && (cbsz != 0 || abid != 0 || blgp != 0) {
         return Err(ExecErrorKind::Unimplemented);
     }
+    // AMD's matrix instruction calculator lists no blgp for the fp8/bf8 shapes (§8).
+    if matches!(s.ty, In::F8(..)) && blgp != 0 {
+        return Err(ExecErrorKind::Unimplemented);
+    }
     // Elements of k each lane holds, packed in one or two dwords.
     let per_lane = (s.k / (LANES / (s.m * s.blocks)).max(1)).max(1);
     let in_dwords = (per_lane * s.ty.bits()).div_ceil(32);
