@@ -7,6 +7,7 @@
 // Lane loops index several per-lane arrays at once.
 #![allow(clippy::needless_range_loop)]
 
+use super::fp8::{to_f32 as f8_to_f32, F8};
 use super::ops::{dst, field, op, Exe, Handler, R};
 use super::wave::{Lanes, Ty, Wave, LANES};
 use super::{ExecErrorKind, Group};
@@ -226,6 +227,8 @@ enum In {
     Bf16,
     I8,
     F64,
+    /// gfx940's 8-bit floats: A's format, B's format (docs/executor.md §8 "fp8 and bf8").
+    F8(F8, F8),
 }
 
 impl In {
@@ -233,7 +236,7 @@ impl In {
         match self {
             In::F32 => 32,
             In::F16 | In::Bf16 => 16,
-            In::I8 => 8,
+            In::I8 | In::F8(..) => 8,
             In::F64 => 64,
         }
     }
@@ -254,8 +257,8 @@ const fn sh(name: &'static str, m: usize, n: usize, k: usize, blocks: usize, ty:
 }
 
 /// gfx90a's matrix instructions, then gfx940's new ones and new names (docs/executor.md §8: the
-/// bf16 and f64 shapes renamed, the i8 shapes of twice the depth).
-const SHAPES: [Shape; 36] = [
+/// bf16 and f64 shapes renamed, the i8 shapes of twice the depth, the fp8/bf8 shapes).
+const SHAPES: [Shape; 44] = [
     sh("v_mfma_f32_32x32x1f32", 32, 32, 1, 2, In::F32),
     sh("v_mfma_f32_16x16x1f32", 16, 16, 1, 4, In::F32),
     sh("v_mfma_f32_4x4x1f32", 4, 4, 1, 16, In::F32),
@@ -292,12 +295,135 @@ const SHAPES: [Shape; 36] = [
     sh("v_mfma_f64_4x4x4_4b_f64", 4, 4, 4, 4, In::F64),
     sh("v_mfma_i32_32x32x16_i8", 32, 32, 16, 1, In::I8),
     sh("v_mfma_i32_16x16x32_i8", 16, 16, 32, 1, In::I8),
+    sh("v_mfma_f32_16x16x32_fp8_fp8", 16, 16, 32, 1, In::F8(F8::Fp8, F8::Fp8)),
+    sh("v_mfma_f32_16x16x32_fp8_bf8", 16, 16, 32, 1, In::F8(F8::Fp8, F8::Bf8)),
+    sh("v_mfma_f32_16x16x32_bf8_fp8", 16, 16, 32, 1, In::F8(F8::Bf8, F8::Fp8)),
+    sh("v_mfma_f32_16x16x32_bf8_bf8", 16, 16, 32, 1, In::F8(F8::Bf8, F8::Bf8)),
+    sh("v_mfma_f32_32x32x16_fp8_fp8", 32, 32, 16, 1, In::F8(F8::Fp8, F8::Fp8)),
+    sh("v_mfma_f32_32x32x16_fp8_bf8", 32, 32, 16, 1, In::F8(F8::Fp8, F8::Bf8)),
+    sh("v_mfma_f32_32x32x16_bf8_fp8", 32, 32, 16, 1, In::F8(F8::Bf8, F8::Fp8)),
+    sh("v_mfma_f32_32x32x16_bf8_bf8", 32, 32, 16, 1, In::F8(F8::Bf8, F8::Bf8)),
 ];
 
-/// The handler of a matrix instruction (aux: its index in [`SHAPES`]).
+/// gfx940's sparse matrix instructions (docs/executor.md §8 "Sparse matrices"): M × K by
+/// K × N, one block, A 4:2 structured-sparse.
+const SPARSE: [Shape; 14] = [
+    sh("v_smfmac_f32_16x16x32_f16", 16, 16, 32, 1, In::F16),
+    sh("v_smfmac_f32_32x32x16_f16", 32, 32, 16, 1, In::F16),
+    sh("v_smfmac_f32_16x16x32_bf16", 16, 16, 32, 1, In::Bf16),
+    sh("v_smfmac_f32_32x32x16_bf16", 32, 32, 16, 1, In::Bf16),
+    sh("v_smfmac_i32_16x16x64_i8", 16, 16, 64, 1, In::I8),
+    sh("v_smfmac_i32_32x32x32_i8", 32, 32, 32, 1, In::I8),
+    sh("v_smfmac_f32_16x16x64_fp8_fp8", 16, 16, 64, 1, In::F8(F8::Fp8, F8::Fp8)),
+    sh("v_smfmac_f32_16x16x64_fp8_bf8", 16, 16, 64, 1, In::F8(F8::Fp8, F8::Bf8)),
+    sh("v_smfmac_f32_16x16x64_bf8_fp8", 16, 16, 64, 1, In::F8(F8::Bf8, F8::Fp8)),
+    sh("v_smfmac_f32_16x16x64_bf8_bf8", 16, 16, 64, 1, In::F8(F8::Bf8, F8::Bf8)),
+    sh("v_smfmac_f32_32x32x32_fp8_fp8", 32, 32, 32, 1, In::F8(F8::Fp8, F8::Fp8)),
+    sh("v_smfmac_f32_32x32x32_fp8_bf8", 32, 32, 32, 1, In::F8(F8::Fp8, F8::Bf8)),
+    sh("v_smfmac_f32_32x32x32_bf8_fp8", 32, 32, 32, 1, In::F8(F8::Bf8, F8::Fp8)),
+    sh("v_smfmac_f32_32x32x32_bf8_bf8", 32, 32, 32, 1, In::F8(F8::Bf8, F8::Bf8)),
+];
+
+/// The handler of a matrix instruction (aux: its index in [`SHAPES`] or [`SPARSE`]).
 pub(crate) fn mfma_handler(name: &str) -> Option<(Handler, u32)> {
+    if let Some(i) = SPARSE.iter().position(|s| s.name == name) {
+        return Some((smfmac, i as u32));
+    }
     let i = SHAPES.iter().position(|s| s.name == name)?;
     Some((mfma, i as u32))
+}
+
+/// The exact product of two matrix elements (raw bits of type `ty`): f64 bits, or the i64 of
+/// the integer product.
+fn product(ty: In, x: u64, y: u64) -> u64 {
+    match ty {
+        In::F32 => (f64::from(f32::from_bits(x as u32)) * f64::from(f32::from_bits(y as u32))).to_bits(),
+        In::F16 => (f64::from(f16_to_f32(x as u16)) * f64::from(f16_to_f32(y as u16))).to_bits(),
+        In::Bf16 => {
+            (f64::from(f32::from_bits((x as u32) << 16)) * f64::from(f32::from_bits((y as u32) << 16))).to_bits()
+        }
+        In::I8 => i64::from((x as u8 as i8 as i32) * (y as u8 as i8 as i32)) as u64,
+        In::F64 => (f64::from_bits(x) * f64::from_bits(y)).to_bits(),
+        In::F8(fa, fb) => (f64::from(f8_to_f32(fa, x as u8)) * f64::from(f8_to_f32(fb, y as u8))).to_bits(),
+    }
+}
+
+/// `v_smfmac_* D, A, B, I`: D += A × B with A 4:2 sparse (docs/executor.md §8). Lane group q
+/// (lanes q·M … q·M + M − 1, the same rows in A and I, columns in B) holds k = q·e … q·e + e − 1
+/// (e the dense elements per B lane); each group of four k is stored in A as two values,
+/// compressed element 2g + v of the lane, whose position in the group is bits `[2v+1:2v]` of
+/// the index nibble g + abid·(e/4) of I. cbsz and blgp are not honoured (errors).
+fn smfmac(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
+    let s = SPARSE.get(e.aux as usize).ok_or(ExecErrorKind::Unimplemented)?;
+    let m = e.inst.mods;
+    let (cbsz, abid, blgp) = (m.abs, m.op_sel, m.neg);
+    let bits = s.ty.bits();
+    let sets = if bits == 16 { 4 } else { 2 };
+    if w.exec != u64::MAX || cbsz != 0 || blgp != 0 || abid >= sets {
+        return Err(ExecErrorKind::Unimplemented);
+    }
+    let groups = LANES / s.m; // lane groups
+    let per_b = s.k / groups; // dense elements per B lane
+    let per_a = per_b / 2; // compressed elements per A lane
+    let a = msrc(w, &field(e, Field::Src0, 0)?, (per_a * bits).div_ceil(32))?;
+    let bop = field(e, Field::Src1, 0)?;
+    let mut b = [[0u32; LANES]; 4];
+    for (k, x) in b.iter_mut().enumerate().take((per_b * bits).div_ceil(32)) {
+        *x = w.v32k(&bop, k as u8)?;
+    }
+    let idx = w.v32(&field(e, Field::Src2, 0)?)?;
+    let d = dst(e)?;
+    let out_dwords = s.m * s.n / LANES;
+    let mut acc_regs = [[0u32; LANES]; MAX_MFMA_DWORDS];
+    let acc = acc_regs.get_mut(..out_dwords).ok_or(ExecErrorKind::Unimplemented)?;
+    for (r, x) in acc.iter_mut().enumerate() {
+        *x = w.v32k(&d, r as u8)?;
+    }
+    let mask = (1u64 << bits) - 1;
+    let a_elem = |lane: usize, c: usize| (a[lane] >> (bits * c)) & mask;
+    let b_elem = |lane: usize, c: usize| {
+        let at = bits * c;
+        b.get(at / 32).map_or(0, |r| u64::from(r[lane] >> (at % 32)) & mask)
+    };
+    let mut prods = [0u64; 64];
+    for i in 0..s.m {
+        for j in 0..s.n {
+            let (reg, lane) = out_pos(s, false, 0, i, j);
+            let mut n = 0;
+            for q in 0..groups {
+                let (la, lb) = (q * s.m + i, q * s.n + j);
+                for g in 0..per_a / 2 {
+                    let nib = (idx[la] >> (4 * (g + usize::from(abid) * per_a / 2))) & 0xF;
+                    let (p0, p1) = ((nib & 3) as usize, (nib >> 2) as usize);
+                    // Two values in one position: not a 4:2 compression.
+                    if p0 == p1 {
+                        return Err(ExecErrorKind::Unimplemented);
+                    }
+                    for (v, pos) in [(0, p0), (1, p1)] {
+                        if let Some(p) = prods.get_mut(n) {
+                            *p = product(s.ty, a_elem(la, 2 * g + v), b_elem(lb, 4 * g + pos));
+                        }
+                        n += 1;
+                    }
+                }
+            }
+            let ks = prods.get(..n).ok_or(ExecErrorKind::Unimplemented)?;
+            let old = acc.get(reg).map(|x| x[lane]).ok_or(ExecErrorKind::Unimplemented)?;
+            let new = if s.ty == In::I8 {
+                ks.iter().fold(old as i32, |t, &p| t.wrapping_add(p as i64 as i32)) as u32
+            } else {
+                let sum = ks.iter().fold(f64::from(f32::from_bits(old)), |t, &p| t + f64::from_bits(p));
+                (sum as f32).to_bits()
+            };
+            if let Some(x) = acc.get_mut(reg) {
+                x[lane] = new;
+            }
+        }
+    }
+    for (r, v) in acc.iter().enumerate() {
+        w.set_v32k(&d, r, v, u64::MAX)?;
+    }
+    super::ops::NEXT
 }
 
 /// IEEE binary16 bits to f32 (exact).
@@ -362,6 +488,10 @@ fn mfma(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     if s.ty == In::F64 && (cbsz != 0 || abid != 0 || blgp != 0) {
         return Err(ExecErrorKind::Unimplemented);
     }
+    // AMD's matrix instruction calculator lists no blgp for the fp8/bf8 shapes (§8).
+    if matches!(s.ty, In::F8(..)) && blgp != 0 {
+        return Err(ExecErrorKind::Unimplemented);
+    }
     // Elements of k each lane holds, packed in one or two dwords.
     let per_lane = (s.k / (LANES / (s.m * s.blocks)).max(1)).max(1);
     let in_dwords = (per_lane * s.ty.bits()).div_ceil(32);
@@ -415,17 +545,7 @@ fn mfma(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
                     let (la, ia) = in_pos(s.m, i, k, ablk);
                     let (lb, ib) = in_pos(s.n, j, k, blk);
                     let (x, y) = (elem(&a, la, ia), elem(&b, blgp_lane(lb, blgp), ib));
-                    prods[k] = match s.ty {
-                        In::F32 => {
-                            (f64::from(f32::from_bits(x as u32)) * f64::from(f32::from_bits(y as u32))).to_bits()
-                        }
-                        In::F16 => (f64::from(f16_to_f32(x as u16)) * f64::from(f16_to_f32(y as u16))).to_bits(),
-                        In::Bf16 => (f64::from(f32::from_bits((x as u32) << 16))
-                            * f64::from(f32::from_bits((y as u32) << 16)))
-                        .to_bits(),
-                        In::I8 => i64::from((x as u8 as i8 as i32) * (y as u8 as i8 as i32)) as u64,
-                        In::F64 => (f64::from_bits(x) * f64::from_bits(y)).to_bits(),
-                    };
+                    prods[k] = product(s.ty, x, y);
                 }
                 let ks = &prods[..s.k.min(32)];
                 let (nlo, nhi) = match s.ty {

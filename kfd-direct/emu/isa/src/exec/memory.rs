@@ -409,8 +409,8 @@ fn buffer_load(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     load_lanes(w, e, g, &vdst, &|_, l, k| Ok(r.locate(so, offset[l].wrapping_add(k), index[l], piece)))
 }
 
-/// `lds`: each active lane's dword goes to LDS at M0 + the instruction offset + lane × 4
-/// instead of a VGPR (dword loads only).
+/// `lds`: each active lane's data goes to LDS instead of a VGPR (docs/executor.md §5, §8
+/// "LDS DMA").
 fn buffer_load_lds(
     w: &mut Wave,
     e: &Exe,
@@ -420,19 +420,54 @@ fn buffer_load_lds(
     index: &[u32; LANES],
     offset: &Lanes,
 ) -> R {
-    if e.aux & 0xFF != 4 || e.aux & (D16 | HI) != 0 {
+    let n = (e.aux & 0xFF) as usize;
+    lds_dma(w, e, g, (e.inst.mods.offset as u32) & 0xFFF, &|_, l| Ok(r.locate(so, offset[l], index[l], n as u32)))
+}
+
+/// The LDS DMA loads (MUBUF `lds`, gfx940's `global_load_lds_*` and `scratch_load_lds_*`): each
+/// active lane's byte, short or dword, zero- or sign-extended to a dword, is written to LDS at
+/// M0 + `inst_offset` + lane × 4 (the instruction offset applies to both addresses, as LLVM's
+/// `llvm.amdgcn.global.load.lds` defines it); no VGPR is written.
+fn lds_dma(
+    w: &mut Wave,
+    e: &Exe,
+    g: &mut Group<'_>,
+    inst_offset: u32,
+    loc: &dyn Fn(&Wave, usize) -> Result<Loc, ExecErrorKind>,
+) -> R {
+    let n = (e.aux & 0xFF) as usize;
+    if !matches!(n, 1 | 2 | 4) || e.aux & (D16 | HI) != 0 {
         return Err(ExecErrorKind::Unimplemented);
     }
-    let lds_base = w.m0.wrapping_add((e.inst.mods.offset as u32) & 0xFFF);
+    let lds_base = w.m0.wrapping_add(inst_offset);
     for l in 0..LANES {
         if w.exec >> l & 1 == 0 {
             continue;
         }
         let mut b = [0u8; 4];
-        piece_load(g, r.locate(so, offset[l], index[l], 4), &mut b)?;
-        lds_write(g, lds_base.wrapping_add(4 * l as u32), &b)?;
+        piece_load(g, loc(w, l)?, &mut b[..n])?;
+        let v = match (n, e.aux & SIGNED != 0) {
+            (1, true) => b[0] as i8 as i32 as u32,
+            (2, true) => i16::from_le_bytes([b[0], b[1]]) as i32 as u32,
+            _ => u32::from_le_bytes(b),
+        };
+        lds_write(g, lds_base.wrapping_add(4 * l as u32), &v.to_le_bytes())?;
     }
     NEXT
+}
+
+/// gfx940's `global_load_lds_*` (§8 "LDS DMA").
+fn global_load_lds(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
+    let (_, addr, _, saddr) = flat_parts(e, false);
+    let addrs = flat_addrs(w, e, &addr, saddr)?;
+    lds_dma(w, e, g, e.inst.mods.offset as u32, &|_, l| Ok(Loc::Mem(addrs[l])))
+}
+
+/// gfx940's `scratch_load_lds_*` (§8 "LDS DMA").
+fn scratch_load_lds(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
+    let (_, addr, _, saddr) = flat_parts(e, false);
+    let p = scratch_offsets(w, e, &addr, saddr)?;
+    lds_dma(w, e, g, e.inst.mods.offset as u32, &|w, l| Ok(Loc::Private { base: w.flat_scratch, lane: l, p: p[l] }))
 }
 
 fn buffer_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
@@ -751,6 +786,9 @@ fn format_aux(kind: &str) -> Option<u32> {
 /// Handlers of this module by mnemonic (without `_e32`/`_e64`), or `None`.
 pub(crate) fn handler_for_name(base: &str) -> Option<(Handler, u32)> {
     if let Some(rest) = base.strip_prefix("scratch_") {
+        if let Some(k) = rest.strip_prefix("load_lds_") {
+            return load_aux(k).filter(|a| a & !SIGNED <= 4).map(|a| (scratch_load_lds as Handler, a));
+        }
         if let Some(k) = rest.strip_prefix("load_") {
             return load_aux(k).map(|a| (scratch_load as Handler, a));
         }
@@ -758,6 +796,9 @@ pub(crate) fn handler_for_name(base: &str) -> Option<(Handler, u32)> {
     }
     for seg in ["flat_", "global_"] {
         if let Some(rest) = base.strip_prefix(seg) {
+            if let Some(k) = rest.strip_prefix("load_lds_").filter(|_| seg == "global_") {
+                return load_aux(k).filter(|a| a & !SIGNED <= 4).map(|a| (global_load_lds as Handler, a));
+            }
             if let Some(k) = rest.strip_prefix("load_").filter(|k| k.contains("_d16")) {
                 return load_aux(k).map(|a| (flat_d16_load as Handler, a));
             }

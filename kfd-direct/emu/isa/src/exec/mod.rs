@@ -22,6 +22,7 @@
 #![allow(clippy::needless_range_loop)]
 
 mod float;
+mod fp8;
 mod lanes;
 mod memory;
 mod ops;
@@ -86,6 +87,9 @@ pub enum AtomicOp {
     MinF64,
     /// f64 maximum (IEEE maxNum).
     MaxF64,
+    /// Two bf16 adds, one per half (32-bit accesses only), each rounded to nearest even
+    /// (gfx940; docs/executor.md §8).
+    PkAddBf16,
 }
 
 impl AtomicOp {
@@ -145,6 +149,11 @@ impl AtomicOp {
                 let sum = |s: u32| u64::from(f16_add(half(o, s), half(v, s)));
                 sum(0) | sum(16) << 16
             }
+            AtomicOp::PkAddBf16 => {
+                let half = |x: u64, s: u32| ((x >> s) & 0xFFFF) as u16;
+                let sum = |s: u32| u64::from(bf16_add(half(o, s), half(v, s)));
+                sum(0) | sum(16) << 16
+            }
             AtomicOp::MinF64 | AtomicOp::MaxF64 => {
                 let (a, b) = (f64::from_bits(o), f64::from_bits(v));
                 let min = self == AtomicOp::MinF64;
@@ -174,6 +183,17 @@ impl AtomicOp {
 /// exact sum would (f32 holds more than twice f16's precision plus two bits).
 pub fn f16_add(a: u16, b: u16) -> u16 {
     f32_to_f16(f16_to_f32(a) + f16_to_f32(b))
+}
+
+/// bf16 addition, rounded to nearest even, denormals kept: the f32 sum rounds to bf16 as the
+/// exact sum would (f32 holds more than twice bf16's precision plus two bits); a NaN stays a
+/// NaN (quieted, its sign and high payload kept).
+pub fn bf16_add(a: u16, b: u16) -> u16 {
+    let s = (f32::from_bits(u32::from(a) << 16) + f32::from_bits(u32::from(b) << 16)).to_bits();
+    if f32::from_bits(s).is_nan() {
+        return (s >> 16) as u16 | 0x40;
+    }
+    ((s + 0x7FFF + ((s >> 16) & 1)) >> 16) as u16
 }
 
 /// An f16 bit pattern as f32 (exact).

@@ -510,12 +510,12 @@ fn mbcnt(w: &mut Wave, e: &Exe, hi: bool) -> R {
 
 /// The f32 environment MODE asks for: `Err` if it is one the executor does not honour.
 #[derive(Clone, Copy)]
-struct F32Mode {
+pub(crate) struct F32Mode {
     flush_in: bool,
     flush_out: bool,
 }
 
-fn f32_mode(w: &Wave) -> Result<F32Mode, ExecErrorKind> {
+pub(crate) fn f32_mode(w: &Wave) -> Result<F32Mode, ExecErrorKind> {
     // The f32 operations left here (min/max, compares, the integer roundings, conversions to
     // integers and of bytes) are exact, so MODE's rounding field does not change them; the
     // rounding ones are in `float.rs`.
@@ -554,7 +554,7 @@ fn fsrc(w: &Wave, e: &Exe, n: usize, m: F32Mode) -> Result<[f32; LANES], ExecErr
 }
 
 /// omod, clamp and output flushing.
-fn fout(e: &Exe, m: F32Mode, x: f32) -> u32 {
+pub(crate) fn fout(e: &Exe, m: F32Mode, x: f32) -> u32 {
     let mods = e.inst.mods;
     let mut x = match mods.omod {
         1 => x * 2.0,
@@ -1005,7 +1005,7 @@ fn flat_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
 }
 
 /// aux for atomics: the operation's index in [`ATOMIC_OPS`] (bits 7:0), bytes (bits 15:8).
-const ATOMIC_OPS: [AtomicOp; 18] = [
+const ATOMIC_OPS: [AtomicOp; 19] = [
     AtomicOp::Swap,
     AtomicOp::CmpSwap,
     AtomicOp::Add,
@@ -1024,6 +1024,7 @@ const ATOMIC_OPS: [AtomicOp; 18] = [
     AtomicOp::PkAddF16,
     AtomicOp::MinF64,
     AtomicOp::MaxF64,
+    AtomicOp::PkAddBf16,
 ];
 
 pub(crate) fn atomic_aux(a: u32) -> Result<(AtomicOp, u8), ExecErrorKind> {
@@ -1373,6 +1374,8 @@ pub(crate) fn atomic_op_aux(name: &str) -> Option<u32> {
         "pk_add_f16" => 15,
         "min_f64" => return Some(16 | 8 << 8),
         "max_f64" => return Some(17 | 8 << 8),
+        // gfx940 (docs/executor.md §8).
+        "pk_add_bf16" => 18,
         _ => return None,
     };
     Some(i | size << 8)
@@ -1383,14 +1386,15 @@ fn ds_atomic_aux(name: &str) -> Option<u32> {
     let base = base.replace("_rtn", "");
     let (op, ty) = base.rsplit_once('_')?;
     let size = match ty {
-        // gfx940's ds_pk_add_f16: two f16 in one dword.
-        "u32" | "i32" | "b32" | "f32" | "f16" => 4,
+        // gfx940's ds_pk_add_f16/bf16: two 16-bit floats in one dword.
+        "u32" | "i32" | "b32" | "f32" | "f16" | "bf16" => 4,
         "u64" | "i64" | "b64" | "f64" => 8,
         _ => return None,
     };
     let i = match (op, ty) {
         ("wrxchg", _) => 0,
         ("pk_add", "f16") => 15,
+        ("pk_add", "bf16") => 18,
         ("cmpst", "b32" | "b64") => 1,
         ("add", "u32" | "u64") => 2,
         ("sub", "u32" | "u64") => 3,
@@ -1416,7 +1420,7 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
     if base.starts_with("v_cmp") {
         return cmp_aux(base).map(|a| (vcmp as Handler, a)).or_else(|| super::float::handler_for_name(base));
     }
-    if base.starts_with("v_mfma") {
+    if base.starts_with("v_mfma") || base.starts_with("v_smfmac") {
         return super::lanes::mfma_handler(base);
     }
     for seg in ["flat_", "global_"] {
@@ -1825,7 +1829,11 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
         "v_max_f32" => |w, e, _| vop2_f32(w, e, fmax),
         "v_min3_f32" => |w, e, _| vop3_f32(w, e, |a, b, c| fmin(fmin(a, b), c)),
         "v_max3_f32" => |w, e, _| vop3_f32(w, e, |a, b, c| fmax(fmax(a, b), c)),
-        _ => return memory::handler_for_name(base).or_else(|| super::float::handler_for_name(base)),
+        _ => {
+            return memory::handler_for_name(base)
+                .or_else(|| super::float::handler_for_name(base))
+                .or_else(|| super::fp8::handler_for_name(base))
+        }
     };
     Some((h, 0))
 }
