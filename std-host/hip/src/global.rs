@@ -201,5 +201,6 @@ impl Global {
         lock(&self.images).range(..=addr).next_back().is_some_and(|(&start, &len)| inside(start, len))
             || crate::host_register::in_device_range(addr, bytes)
             || crate::virtual_memory::in_mapped_range(addr, bytes)
+            || crate::ipc::in_opened_range(addr, bytes)
     }
 }

@@ -154,7 +154,7 @@ pub(crate) fn allocation_of(g: &Global, addr: u64) -> Option<Allocation> {
             Some(r) => (r, r.host),
             None => match crate::host_register::by_device(addr) {
                 Some(r) => (r, r.device_address),
-                None => return crate::virtual_memory::mapping_of(addr),
+                None => return crate::virtual_memory::mapping_of(addr).or_else(|| crate::ipc::opened_of(addr)),
             },
         };
         return Some(Allocation {
