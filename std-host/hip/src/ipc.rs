@@ -24,7 +24,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_uint, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex};
 
 use aqueduct::{Backend, EventHandle, StreamHandle};
@@ -353,12 +353,24 @@ impl IpcEvent {
 
 /// Events created with `hipEventInterprocess`.
 static INTERPROCESS: LazyLock<Mutex<HashSet<u64>>> = LazyLock::new(Default::default);
+/// Whether any event was ever created with `hipEventInterprocess`: until then the event hooks
+/// below return at once, keeping the record, query and wait paths as they are.
+static ANY_INTERPROCESS: AtomicBool = AtomicBool::new(false);
+
+/// Whether no interprocess event exists yet (the hooks' fast path).
+fn none_interprocess() -> bool {
+    // Ordering: Relaxed; set before the first interprocess event's handle is handed out, by
+    // the thread that then passes the handle on, which orders it for the user's other threads.
+    !ANY_INTERPROCESS.load(Ordering::Relaxed)
+}
 /// Events with a shared page, exported or opened here.
 static EVENTS: LazyLock<Mutex<HashMap<u64, IpcEvent>>> = LazyLock::new(Default::default);
 
 /// Notes an event `hipEventCreateWithFlags` made with `flags`.
 pub(crate) fn event_created(event: EventHandle, flags: c_uint) {
     if flags & EVENT_INTERPROCESS != 0 {
+        // Ordering: Relaxed; see `none_interprocess`.
+        ANY_INTERPROCESS.store(true, Ordering::Relaxed);
         lock(&INTERPROCESS).insert(event.0);
     }
 }
@@ -366,6 +378,9 @@ pub(crate) fn event_created(event: EventHandle, flags: c_uint) {
 /// Forgets a destroyed event. Its shared page stays registered if a record of it has not
 /// completed (the device still writes there).
 pub(crate) fn event_destroyed(g: &Global, event: EventHandle) {
+    if none_interprocess() {
+        return;
+    }
     lock(&INTERPROCESS).remove(&event.0);
     let Some(e) = lock(&EVENTS).remove(&event.0) else { return };
     if e.pending().is_some() {
@@ -381,6 +396,9 @@ pub(crate) fn event_destroyed(g: &Global, event: EventHandle) {
 /// on its shared page, written into its slot by the stream once the record completes. A capturing stream
 /// records into its graph only.
 pub(crate) fn event_recorded(g: &Global, event: EventHandle, s: StreamHandle) -> HipResult {
+    if none_interprocess() {
+        return Ok(());
+    }
     if lock(&INTERPROCESS).contains(&event.0) {
         // The page exists from the first record on, so that a handle made later names it.
         event_page(g, event.0)?;
@@ -409,6 +427,9 @@ pub(crate) fn event_recorded(g: &Global, event: EventHandle, s: StreamHandle) ->
 /// `hipEventQuery` of an event with a shared page: `Some(NotReady)` while its latest record
 /// (in either process) has not completed; `None` for another event.
 pub(crate) fn event_query(event: EventHandle) -> Option<HipResult> {
+    if none_interprocess() {
+        return None;
+    }
     let events = lock(&EVENTS);
     let e = events.get(&event.0)?;
     Some(match e.pending() {
@@ -420,6 +441,9 @@ pub(crate) fn event_query(event: EventHandle) -> Option<HipResult> {
 /// `hipEventSynchronize` of an event with a shared page: waits for its latest record as of
 /// now (nothing for another event).
 pub(crate) fn event_synchronize(event: EventHandle) {
+    if none_interprocess() {
+        return;
+    }
     let target = {
         let events = lock(&EVENTS);
         let Some(e) = events.get(&event.0) else { return };
@@ -444,6 +468,9 @@ pub(crate) fn event_synchronize(event: EventHandle) {
 /// `hipStreamWaitEvent` of an event with a shared page: later work of `s` waits on the device
 /// for the slot of the latest record as of now; `None` for another event.
 pub(crate) fn stream_wait_event(g: &Global, s: StreamHandle, event: EventHandle) -> Option<HipResult> {
+    if none_interprocess() {
+        return None;
+    }
     let target = {
         let events = lock(&EVENTS);
         let e = events.get(&event.0)?;
