@@ -9,7 +9,9 @@
 //! way it would on Linux — `mmap(va, size, …, MAP_FIXED, render_fd, mmap_offset)` — and the
 //! emulator turns that into a real shared mapping of the same pool pages at the user's VA, so
 //! the process and the device see the same bytes at the same GPU VA == CPU VA. USERPTR BOs are
-//! the user's own pages and are reached directly.
+//! the user's own pages and are reached directly. An import of another process's dma-buf
+//! ([`Backing::Foreign`]) is that process's pool pages, mapped once into this device view
+//! (docs/kfd-aql.md §1.4, "Sharing between processes").
 //!
 //! # Translation
 //!
