@@ -466,9 +466,10 @@ pub(crate) fn event_synchronize(event: EventHandle) {
 }
 
 /// `hipStreamWaitEvent` of an event with a shared page: later work of `s` waits on the device
-/// for the slot of the latest record as of now; `None` for another event.
+/// for the slot of the latest record as of now; `None` for another event, and for a capturing
+/// stream (its graph depends on the event as core records it).
 pub(crate) fn stream_wait_event(g: &Global, s: StreamHandle, event: EventHandle) -> Option<HipResult> {
-    if none_interprocess() {
+    if none_interprocess() || !matches!(g.rt.stream_is_capturing(s), Ok(aqueduct::CaptureStatus::None)) {
         return None;
     }
     let target = {
