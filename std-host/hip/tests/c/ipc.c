@@ -116,6 +116,23 @@ static int child(int rfd, int wfd) {
     OK(hipEventSynchronize(ev));
     OK(hipEventQuery(ev));
     EXPECT(hipEventElapsedTime(&(float){0}, ev, ev), hipErrorInvalidHandle);
+
+    /* The other way: the child records the opened event behind its own held stream, and the
+       parent's query and synchronize follow the child's record (once the parent is done with
+       its own: the latest record is the one that counts). */
+    TRUE(hear(rfd) == 'x');
+    unsigned *flag = NULL;
+    OK(hipHostMalloc((void **)&flag, sizeof *flag, 0));
+    *flag = 0;
+    OK(hipStreamWaitValue32(s, flag, 1, hipStreamWaitValueEq, 0xffffffffu));
+    OK(hipMemsetAsync(p + 12288, 0x66, 4096, s));
+    OK(hipEventRecord(ev, s));
+    say(wfd, 'R');
+    TRUE(hear(rfd) == 'g'); /* the parent saw the record pending */
+    __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+    OK(hipStreamSynchronize(s));
+    TRUE(hear(rfd) == 's'); /* the parent's synchronize returned */
+    OK(hipHostFree(flag));
     OK(hipStreamDestroy(s));
     OK(hipHostFree(seen));
     OK(hipEventDestroy(ev));
@@ -227,6 +244,19 @@ int main(int argc, char **argv) {
     __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
     OK(hipEventSynchronize(ev));
     OK(hipEventQuery(ev));
+
+    /* The child's record of the same event, behind the child's held stream. */
+    say(to_child[1], 'x');
+    TRUE(hear(from_child[0]) == 'R');
+    EXPECT(hipEventQuery(ev), hipErrorNotReady);
+    say(to_child[1], 'g');
+    OK(hipEventSynchronize(ev));
+    OK(hipEventQuery(ev));
+    OK(hipMemcpy(back, d + 12288, 4096, hipMemcpyDeviceToHost));
+    bad = 0;
+    for (unsigned i = 0; i < 4096; i++) bad += back[i] != 0x66;
+    TRUE(bad == 0); /* the child's fill before its record, seen once the record completed */
+    say(to_child[1], 's');
     TRUE(hear(from_child[0]) == 'd');
 
     int status = 0;
