@@ -1,8 +1,9 @@
 /* HIP IPC between two processes on the same (emulated) GPU: the parent allocates and fills
    device memory, exports it and an interprocess event, and starts itself again as the child
    ("ipc child RFD WFD"), which opens the handles, checks the parent's bytes, writes its own, and
-   waits on the parent's event; the parent sees the child's writes, and the child's wait holds
-   until the parent's record completes. Plus the error cases on both sides. */
+   waits on the parent's event; the parent sees the child's writes, the child's wait holds until
+   the parent's record completes, and the parent's query and synchronize follow the child's
+   record of the same event. Plus the error cases on both sides. */
 #include "check.h"
 
 #include <signal.h>
