@@ -81,6 +81,20 @@ enum Resolved {
     Foreign { fd: i32, desc_pos: u64, off: u64, size: u64, flags: u32, gpu_id: u32 },
 }
 
+/// Raises the soft limit of open fds to the hard one: every dma-buf is a real fd, and a program
+/// holding many (a physical handle of virtual memory keeps one open) must not meet the usual
+/// soft limit of 1024 where the emulator's own fds had none.
+pub(super) fn raise_fd_limit() {
+    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit on a struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
 fn errno() -> Errno {
     Errno(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL))
 }

@@ -359,6 +359,7 @@ fn copy_out(addr: u64, data: &[u8]) -> SysResult<()> {
 impl Emu {
     /// Builds a machine (the CP threads start with the first queue).
     pub fn new(config: EmuConfig) -> std::io::Result<Emu> {
+        dmabuf::raise_fd_limit();
         let nodes = gpu_nodes(&config.gpus);
         let sysfs = SysfsTree::build(&nodes);
         let pool = Arc::new(Pool::new(config.pool_bytes)?);
