@@ -178,6 +178,7 @@ unsafe impl<S: Sys> Backend for Kfd<S> {
             slot.take().ok_or(Error::InvalidValue)?
         };
         self.record(self.check_process())?;
+        self.ipc_unexport(address);
         let r = self.free_bo(&a.bo);
         self.record(r)
     }

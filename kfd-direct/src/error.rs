@@ -60,6 +60,8 @@ pub enum Op {
     ExportDmabuf,
     /// `IMPORT_DMABUF`.
     ImportDmabuf,
+    /// `GET_DMABUF_INFO`.
+    DmabufInfo,
 }
 
 /// An error of the kfd-direct backend.

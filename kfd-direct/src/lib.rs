@@ -83,7 +83,7 @@ mod service;
 mod signals;
 mod slots;
 mod vmem;
-pub use vmem::{MAX_VMEM_HANDLES, MAX_VMEM_MAPPINGS, MAX_VMEM_RESERVATIONS};
+pub use vmem::{IpcExport, MAX_IPC, MAX_VMEM_HANDLES, MAX_VMEM_MAPPINGS, MAX_VMEM_RESERVATIONS};
 
 pub use code_objects::{blit_code_object, KfdModule};
 #[cfg(feature = "emu")]

@@ -21,6 +21,7 @@ use crate::abi::{self, ioctl};
 use crate::driver::{Bo, Driver, GTT_FLAGS, PAGE, VRAM_FLAGS};
 use crate::on_drop::OnDrop;
 use crate::slots::Slots;
+use crate::sys::Errno;
 use crate::sys::{Mapping, RawFd, Sys};
 use crate::{Kfd, KfdError, KfdResult, Op};
 
@@ -69,16 +70,57 @@ struct VMapping {
     access: u16,
 }
 
+/// An allocation exported for another process (`Kfd::ipc_export`).
+#[derive(Debug, Clone, Copy)]
+struct Export {
+    /// The allocation's VA.
+    va: u64,
+    /// Its dma-buf, open until the allocation is freed.
+    fd: RawFd,
+}
+
+/// Another process's dma-buf imported here (`Kfd::ipc_import`).
+#[derive(Debug, Clone, Copy)]
+struct Import {
+    va: u64,
+    /// The imported buffer's KFD handle.
+    handle: u64,
+    /// The reservation made for it.
+    raw: u64,
+    raw_size: u64,
+}
+
+/// An allocation exported as a dma-buf for another process ([`Kfd::ipc_export`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpcExport {
+    /// The dma-buf fd, open in this process until the allocation is freed.
+    pub fd: RawFd,
+    /// The allocation's start.
+    pub base: u64,
+    /// Its bytes (page-rounded).
+    pub size: u64,
+}
+
+/// Live exported allocations and imports at most without `std`.
+pub const MAX_IPC: usize = 64;
+
 /// The backend's virtual-memory tables (inside its state lock).
 pub(crate) struct VmemState {
     physical: Slots<Physical, MAX_VMEM_HANDLES>,
     reservations: Slots<Reservation, MAX_VMEM_RESERVATIONS>,
     mappings: Slots<VMapping, MAX_VMEM_MAPPINGS>,
+    exports: Slots<Export, MAX_IPC>,
+    imports: Slots<Import, MAX_IPC>,
 }
 
 impl VmemState {
-    pub(crate) const EMPTY: VmemState =
-        VmemState { physical: Slots::EMPTY, reservations: Slots::EMPTY, mappings: Slots::EMPTY };
+    pub(crate) const EMPTY: VmemState = VmemState {
+        physical: Slots::EMPTY,
+        reservations: Slots::EMPTY,
+        mappings: Slots::EMPTY,
+        exports: Slots::EMPTY,
+        imports: Slots::EMPTY,
+    };
 }
 
 impl<S: Sys> Driver<S> {
@@ -119,6 +161,15 @@ impl<S: Sys> Driver<S> {
         let mut a = abi::ImportDmabufArgs { va_addr: va, handle: 0, gpu_id, dmabuf_fd: fd as u32 };
         self.call::<ioctl::ImportDmabuf>(Op::ImportDmabuf, &mut a)?;
         Ok(a.handle)
+    }
+
+    /// `GET_DMABUF_INFO` of `fd`: the dma-buf's bytes and exporting device's GPU id (no
+    /// metadata asked for).
+    pub fn dmabuf_info(&self, fd: RawFd) -> KfdResult<(u64, u32)> {
+        let mut a = abi::GetDmabufInfoArgs { dmabuf_fd: fd as u32, ..Default::default() };
+        // SAFETY: `metadata_ptr` is 0 with a size of 0: the kernel writes no metadata.
+        unsafe { self.ioctl::<ioctl::GetDmabufInfo>(Op::DmabufInfo, &mut a) }?;
+        Ok((a.size, a.gpu_id))
     }
 
     /// Reserves `bytes` of VA aligned to `align` (a power of two ≥ a page): at `hint` when the
@@ -333,12 +384,126 @@ impl<S: Sys> Kfd<S> {
         Ok(())
     }
 
+    /// Exports the allocation that starts at `address` (memory of [`aqueduct::Backend::memory_alloc`])
+    /// as a dma-buf another process can import ([`Kfd::ipc_import`]) once it holds the fd
+    /// (docs/kfd-aql.md §1.4, "Sharing between processes"). The fd stays open until the
+    /// allocation is freed; exporting it again answers the same fd. Anything but an allocation's
+    /// start is `InvalidValue`.
+    pub fn ipc_export(&self, address: u64) -> Result<IpcExport> {
+        let bo = {
+            let st = self.state.lock();
+            let a = st.allocations.iter().flatten().find(|a| a.registered.is_none() && a.bo.va == address);
+            let bo = a.map(|a| a.bo).ok_or(Error::InvalidValue)?;
+            if let Some(e) = st.vmem.exports.iter().flatten().find(|e| e.va == address) {
+                return Ok(IpcExport { fd: e.fd, base: bo.va, size: bo.size });
+            }
+            if st.vmem.exports.is_full() {
+                return Err(Error::OutOfMemory);
+            }
+            bo
+        };
+        self.record(self.check_process())?;
+        let mut e = abi::ExportDmabufArgs { handle: bo.handle, flags: DMABUF_FD_FLAGS, dmabuf_fd: 0 };
+        self.record(self.drv.call::<ioctl::ExportDmabuf>(Op::ExportDmabuf, &mut e))?;
+        let fd = e.dmabuf_fd as RawFd;
+        let mut st = self.state.lock();
+        if let Some(e) = st.vmem.exports.iter().flatten().find(|e| e.va == address).copied() {
+            // Another thread exported it meanwhile: one fd per allocation.
+            drop(st);
+            let _ = self.drv.sys().close(fd);
+            return Ok(IpcExport { fd: e.fd, base: bo.va, size: bo.size });
+        }
+        match st.vmem.exports.vacant() {
+            Some(s) => {
+                *s = Some(Export { va: address, fd });
+                Ok(IpcExport { fd, base: bo.va, size: bo.size })
+            }
+            None => {
+                drop(st);
+                let _ = self.drv.sys().close(fd);
+                Err(Error::OutOfMemory)
+            }
+        }
+    }
+
+    /// Closes the dma-buf of an exported allocation (the allocation is being freed; importers
+    /// keep the pages). Nothing for an allocation never exported.
+    pub(crate) fn ipc_unexport(&self, address: u64) {
+        let e = {
+            let mut st = self.state.lock();
+            st.vmem.exports.iter_mut().find(|e| e.is_some_and(|e| e.va == address)).and_then(Option::take)
+        };
+        if let Some(e) = e {
+            let _ = self.drv.sys().close(e.fd);
+        }
+    }
+
+    /// Imports the dma-buf `fd` (another process's export, its fd obtained in this process) at a
+    /// VA of its own, reachable by every device; `device` is the importing device. Returns the
+    /// VA and the bytes. The caller keeps `fd` (the import holds the pages without it). A file
+    /// that is not a dma-buf, or one whose pages are gone, is `InvalidValue`.
+    pub fn ipc_import(&self, device: u32, fd: RawFd) -> Result<(u64, u64)> {
+        let g = self.gpus.get(device as usize).ok_or(Error::InvalidDevice)?;
+        self.record(self.check_process())?;
+        let invalid = |e: KfdError| match e {
+            KfdError::Sys { errno: Errno::EBADF | Errno::EINVAL, .. } => Error::InvalidValue,
+            e => Error::from(e),
+        };
+        if self.state.lock().vmem.imports.is_full() {
+            return Err(Error::OutOfMemory);
+        }
+        let (size, _) = self.drv.dmabuf_info(fd).map_err(invalid)?;
+        if size == 0 {
+            return Err(Error::InvalidValue);
+        }
+        let (va, raw, raw_size) = self.record(self.drv.reserve_aligned(size, GRANULE, 0))?;
+        let unreserve = OnDrop::new(|| self.drv.unreserve(raw, raw_size));
+        let handle = self.drv.import_dmabuf(va, g.node.gpu_id, fd).map_err(invalid)?;
+        let free = OnDrop::new(|| {
+            let _ = self.drv.free_handle(handle);
+        });
+        self.record(self.drv.map_op::<ioctl::MapMemoryToGpu>(Op::MapMemory, handle, &self.gpu_ids))?;
+        let mut st = self.state.lock();
+        let slot = st.vmem.imports.vacant().ok_or(Error::OutOfMemory)?;
+        *slot = Some(Import { va, handle, raw, raw_size });
+        free.defuse();
+        unreserve.defuse();
+        Ok((va, size))
+    }
+
+    /// Ends an import of [`Kfd::ipc_import`] at `address` (the caller has waited for the
+    /// devices first): unmapped from every device, freed, its VA released. Anything else is
+    /// `InvalidValue`.
+    pub fn ipc_close(&self, address: u64) -> Result<()> {
+        let i = {
+            let mut st = self.state.lock();
+            let slot = st.vmem.imports.iter_mut().find(|i| i.is_some_and(|i| i.va == address));
+            slot.and_then(Option::take).ok_or(Error::InvalidValue)?
+        };
+        self.record(self.check_process())?;
+        let r = self.close_import(&i);
+        self.record(r)
+    }
+
+    fn close_import(&self, i: &Import) -> KfdResult<()> {
+        self.drv.map_op::<ioctl::UnmapMemoryFromGpu>(Op::UnmapMemory, i.handle, &self.gpu_ids)?;
+        self.drv.free_handle(i.handle)?;
+        self.drv.unreserve(i.raw, i.raw_size);
+        Ok(())
+    }
+
     /// Ends every mapping, handle and reservation (the backend's teardown).
     pub(crate) fn vmem_teardown(&self) {
         let vm = {
             let mut st = self.state.lock();
             core::mem::replace(&mut st.vmem, VmemState::EMPTY)
         };
+        for i in vm.imports.iter().flatten() {
+            let _ = self.close_import(i);
+        }
+        for e in vm.exports.iter().flatten() {
+            let _ = self.drv.sys().close(e.fd);
+        }
         for m in vm.mappings.iter().flatten().filter(|m| m.handle != PENDING) {
             let _ = self.unmap_buffer(m);
         }

@@ -203,6 +203,39 @@ impl AnyBackend {
         }
     }
 
+    /// Exports the allocation starting at `address` for another process: kfd-direct's
+    /// dma-buf (`Kfd::ipc_export`; docs/kfd-aql.md §1.4, "Sharing between processes"); ROCr
+    /// answers `NotSupported` (its IPC runs its own socket server, which this backend does not
+    /// drive).
+    pub fn ipc_export(&self, address: u64) -> Result<aqueduct_kfd::IpcExport> {
+        match self {
+            AnyBackend::Emu(k) => k.ipc_export(address),
+            AnyBackend::Kfd(k) => k.ipc_export(address),
+            #[cfg(feature = "rocr")]
+            AnyBackend::Rocr(_) => Err(Error::NotSupported),
+        }
+    }
+
+    /// Imports another process's dma-buf `fd` on `device` (`Kfd::ipc_import`): its VA and bytes.
+    pub fn ipc_import(&self, device: u32, fd: i32) -> Result<(u64, u64)> {
+        match self {
+            AnyBackend::Emu(k) => k.ipc_import(device, fd),
+            AnyBackend::Kfd(k) => k.ipc_import(device, fd),
+            #[cfg(feature = "rocr")]
+            AnyBackend::Rocr(_) => Err(Error::NotSupported),
+        }
+    }
+
+    /// Ends an import of [`AnyBackend::ipc_import`] (`Kfd::ipc_close`).
+    pub fn ipc_close(&self, address: u64) -> Result<()> {
+        match self {
+            AnyBackend::Emu(k) => k.ipc_close(address),
+            AnyBackend::Kfd(k) => k.ipc_close(address),
+            #[cfg(feature = "rocr")]
+            AnyBackend::Rocr(_) => Err(Error::NotSupported),
+        }
+    }
+
     /// A number naming the hardware queue (KFD queue id; ROCr `hsa_queue_t::id`).
     pub fn queue_id(&self, q: &AnyQueue) -> Option<u64> {
         match (self, q) {

@@ -9,7 +9,9 @@
 //! way it would on Linux — `mmap(va, size, …, MAP_FIXED, render_fd, mmap_offset)` — and the
 //! emulator turns that into a real shared mapping of the same pool pages at the user's VA, so
 //! the process and the device see the same bytes at the same GPU VA == CPU VA. USERPTR BOs are
-//! the user's own pages and are reached directly.
+//! the user's own pages and are reached directly. An import of another process's dma-buf
+//! ([`Backing::Foreign`]) is that process's pool pages, mapped once into this device view
+//! (docs/kfd-aql.md §1.4, "Sharing between processes").
 //!
 //! # Translation
 //!
@@ -120,6 +122,12 @@ impl Pool {
         }
     }
 
+    /// The pool's memfd (exported dma-bufs are new opens of it: docs/kfd-aql.md §1.4,
+    /// "Physical handles").
+    pub(crate) fn fd(&self) -> i32 {
+        self.fd
+    }
+
     /// The device-view address of a pool offset.
     pub(crate) fn ptr(&self, off: u64) -> *mut u8 {
         self.base.wrapping_add(off as usize)
@@ -165,6 +173,19 @@ pub(crate) enum Backing {
     Pool(u64),
     /// The user's own memory at this address (USERPTR).
     User(u64),
+    /// Another process's pool pages, mapped here at this address (an import of a dma-buf that
+    /// process exported: docs/kfd-aql.md §1.4, "Physical handles").
+    Foreign(u64),
+}
+
+impl Backing {
+    /// The device-view address of byte 0 of a buffer with this backing.
+    pub(crate) fn base(self, pool: &Pool) -> *mut u8 {
+        match self {
+            Backing::Pool(p) => pool.ptr(p),
+            Backing::User(addr) | Backing::Foreign(addr) => std::ptr::with_exposed_provenance_mut(addr as usize),
+        }
+    }
 }
 
 /// One buffer object in a process's table.
@@ -260,11 +281,7 @@ impl Vm {
         if end > bo.end() {
             return Err(bo.end());
         }
-        let off = va - bo.va;
-        Ok(match bo.backing {
-            Backing::Pool(p) => pool.ptr(p + off),
-            Backing::User(addr) => std::ptr::with_exposed_provenance_mut(addr as usize + off as usize),
-        })
+        Ok(bo.backing.base(pool).wrapping_add((va - bo.va) as usize))
     }
 }
 
@@ -399,10 +416,7 @@ impl Translation {
             .map(|bo| Range {
                 va: bo.va,
                 end: bo.end(),
-                base: match bo.backing {
-                    Backing::Pool(p) => pool.ptr(p),
-                    Backing::User(addr) => std::ptr::with_exposed_provenance_mut(addr as usize),
-                },
+                base: bo.backing.base(pool),
                 engine: bo.queue_refs > 0 || bo.flags & (mem_flags::DOORBELL | mem_flags::MMIO_REMAP) != 0,
             })
             .collect();

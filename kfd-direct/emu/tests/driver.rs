@@ -578,3 +578,64 @@ fn dmabuf_export_import_rules_and_aliasing() {
         h.free(&b).unwrap();
     }
 }
+
+/// A dma-buf is a real fd that another machine (another process's emulated GPU) imports:
+/// GET_DMABUF_INFO and IMPORT_DMABUF read its descriptor through the fd; the importer refuses
+/// to export the import again; the pages stay while the importer holds them and are gone once
+/// nobody does. (That both machines' devices see the same bytes is kfd-direct/tests/ipc.rs.)
+#[test]
+fn dmabuf_fds_are_real_and_import_into_another_machine() {
+    let (a, b) = (Harness::new(), Harness::new());
+    let (ga, gb) = (a.gpu(), b.gpu());
+    let size = 2 << 20;
+    let buf = a.alloc(size, VRAM);
+    let mut e = ExportDmabufArgs { handle: buf.handle, flags: libc::O_CLOEXEC as u32, dmabuf_fd: 0 };
+    ioctl(&a.emu, a.kfd, request::EXPORT_DMABUF, &mut e).unwrap();
+    let fd = e.dmabuf_fd as i32;
+    assert!(fd < aqueduct_kfd_emu::FIRST_FD, "a real fd number");
+    // SAFETY: fcntl of an fd number.
+    assert!(unsafe { libc::fcntl(fd, libc::F_GETFD) } & libc::FD_CLOEXEC != 0, "O_CLOEXEC as asked");
+
+    // The other machine answers for it through the fd alone.
+    let mut info = GetDmabufInfoArgs { dmabuf_fd: fd as u32, ..Default::default() };
+    ioctl(&b.emu, b.kfd, request::GET_DMABUF_INFO, &mut info).unwrap();
+    assert_eq!((info.size, info.gpu_id, info.flags), (size, ga, VRAM));
+    let va = reserve_va(size);
+    let mut i = ImportDmabufArgs { va_addr: va, handle: 0, gpu_id: gb, dmabuf_fd: fd as u32 };
+    ioctl(&b.emu, b.kfd, request::IMPORT_DMABUF, &mut i).unwrap();
+    let imported = Buffer { va, size, handle: i.handle, mmap_offset: 0 };
+    b.map_gpu(&imported, &[gb]).unwrap();
+    // An import of another machine's pages is not exported again, nor CPU-mapped through it.
+    let mut again = ExportDmabufArgs { handle: imported.handle, ..Default::default() };
+    expect_err(ioctl(&b.emu, b.kfd, request::EXPORT_DMABUF, &mut again), Errno::EINVAL);
+
+    // A regular file, and a closed fd, are no dma-bufs.
+    // SAFETY: a fresh memfd of our own.
+    let memfd = unsafe { libc::memfd_create(c"plain".as_ptr(), 0) };
+    i.dmabuf_fd = memfd as u32;
+    i.va_addr = reserve_va(size);
+    expect_err(ioctl(&b.emu, b.kfd, request::IMPORT_DMABUF, &mut i), Errno::EINVAL);
+    // SAFETY: closing our own memfd.
+    unsafe { libc::close(memfd) };
+    expect_err(ioctl(&b.emu, b.kfd, request::IMPORT_DMABUF, &mut i), Errno::EBADF);
+
+    // The exporter lets go entirely; the importer keeps the pages (its import stands), and a
+    // new import through a kept fd of the dma-buf still works while it does.
+    // SAFETY: dup of an open fd.
+    let kept = unsafe { libc::dup(fd) };
+    a.unmap_gpu(&buf, &[ga]).unwrap();
+    a.free(&buf).unwrap();
+    a.emu.close(fd).unwrap();
+    i.dmabuf_fd = kept as u32;
+    ioctl(&b.emu, b.kfd, request::IMPORT_DMABUF, &mut i).unwrap();
+    let second = Buffer { va: i.va_addr, size, handle: i.handle, mmap_offset: 0 };
+    b.unmap_gpu(&imported, &[gb]).unwrap();
+    for x in [&imported, &second] {
+        b.free(x).unwrap();
+    }
+    // Now no process holds the pages: the kept fd imports nothing.
+    i.va_addr = reserve_va(size);
+    expect_err(ioctl(&b.emu, b.kfd, request::IMPORT_DMABUF, &mut i), Errno::EINVAL);
+    // SAFETY: closing our own fd.
+    unsafe { libc::close(kept) };
+}

@@ -8,8 +8,8 @@
 //!
 //! All answer `hipErrorNotSupported`: there is no OpenGL context to share with (no display
 //! driver on this machine), and importing memory or semaphores another driver exported (an
-//! opaque file descriptor of a Vulkan or DRM buffer) needs the DMA-buf import path, which
-//! neither kfd-direct nor the emulated GPU has.
+//! opaque file descriptor of a Vulkan or DRM buffer) is not wired up: kfd-direct's dma-buf import
+//! serves HIP's IPC (`crate::ipc`), and the emulated GPU knows no other driver's dma-bufs.
 
 use std::ffi::{c_int, c_uint, c_void};
 

@@ -21,13 +21,15 @@
 //!    and the tables the C layer keeps beside core (allocations, modules, functions, host
 //!    kernels, graph-node handles), the launch epoch and buffer ids.
 //! 2. What an address can be, and device state: `host_register` (registered host memory),
-//!    `virtual_memory` (reserved ranges, physical handles, mappings), `properties` (device
+//!    `virtual_memory` (reserved ranges, physical handles, mappings), `ipc_opened` (memory
+//!    opened from other processes), `properties` (device
 //!    properties and limits), `hostcall`, `context` (aqueduct's execution contexts),
 //!    `stream_attr` (stream attributes, and the checks of launch attributes).
 //! 3. `memory` (allocation, the one address lookup over allocations, registrations, mappings
 //!    and images; copies and fills) and `module` (loading code objects, their functions and
 //!    variables).
-//! 4. Over memory: `managed`, `peer` (several GPUs), `ipc`; over modules: `rtc` (`hiprtc`,
+//! 4. Over memory: `managed`, `peer` (several GPUs), `ipc` (memory and event handles shared
+//!    between processes); over modules: `rtc` (`hiprtc`,
 //!    compiling with the installed clang-15).
 //! 5. `register`: HIP's registration ABI (fat binaries, kernel handles, device variables,
 //!    symbol copies), as hipcc-generated host code calls it.
@@ -47,8 +49,8 @@
 //! This layer checks what only C has — NULL out-pointers, in the order HIP checks them —
 //! converts handles, and passes everything else to core, whose errors already carry HIP's
 //! numbers. What this machine cannot do (`texture` sampling, GL/external-memory `interop`, a
-//! few of `virtual_memory`'s and `ipc`'s calls) is exported, checked, and answered
-//! `hipErrorNotSupported`, each module saying why (README lists them).
+//! few of `virtual_memory`'s calls, `ipc` on the ROCr backend) is exported, checked, and
+//! answered `hipErrorNotSupported`, each module saying why (README lists them).
 //!
 //! Handles are core's generational 64-bit values used as pointers (never 0, 1 or 2); graph
 //! nodes, modules and functions get tagged indices into tables kept here. A destroyed or garbage
@@ -89,6 +91,7 @@ mod host_register;
 mod hostcall;
 mod interop;
 mod ipc;
+mod ipc_opened;
 mod launch;
 mod launch_ext;
 mod managed;

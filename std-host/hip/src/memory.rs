@@ -148,6 +148,7 @@ pub(crate) fn device_reachable(g: &Global, addr: u64, bytes: u64) -> bool {
     lock(&g.images).range(..=addr).next_back().is_some_and(|(&start, &len)| inside(start, len))
         || crate::host_register::in_device_range(addr, bytes)
         || crate::virtual_memory::in_mapped_range(addr, bytes)
+        || crate::ipc_opened::in_opened_range(addr, bytes)
 }
 
 /// The allocation holding `addr` (any address inside it), if any; a registration
@@ -164,13 +165,19 @@ pub(crate) fn allocation_of(g: &Global, addr: u64) -> Option<Allocation> {
             None => match crate::host_register::by_device(addr) {
                 Some(r) => (r, r.device_address),
                 None => {
-                    let m = crate::virtual_memory::mapping_of(addr)?;
+                    let (base, bytes, device, buffer_id) = match crate::virtual_memory::mapping_of(addr) {
+                        Some(m) => (m.base, m.bytes, m.device, m.buffer_id),
+                        None => {
+                            let o = crate::ipc_opened::holding(addr)?;
+                            (o.va, o.bytes, o.device, o.buffer_id)
+                        }
+                    };
                     return Some(Allocation {
-                        base: m.base,
-                        bytes: m.bytes,
-                        device: m.device,
+                        base,
+                        bytes,
+                        device,
                         host_flags: None,
-                        buffer_id: m.buffer_id,
+                        buffer_id,
                         managed: false,
                         registered: None,
                     });

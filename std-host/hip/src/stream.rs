@@ -125,7 +125,10 @@ pub extern "C" fn hipStreamSynchronize(stream: Handle) -> i32 {
 pub extern "C" fn hipStreamWaitEvent(stream: Handle, event: Handle, flags: c_uint) -> i32 {
     api(|| {
         let g = global()?;
-        Ok(g.pools.wait_event(&*g.rt, stream_of(stream), event_of(event), flags)?)
+        g.pools.wait_event(&*g.rt, stream_of(stream), event_of(event), flags)?;
+        // An interprocess event's latest record may be another process's: the stream also
+        // waits for its slot on the shared page.
+        crate::ipc::stream_wait_event(g, stream_of(stream), event_of(event)).unwrap_or(Ok(()))
     })
 }
 
@@ -411,6 +414,7 @@ pub unsafe extern "C" fn hipEventCreateWithFlags(event: *mut Handle, flags: c_ui
             return Err(INVALID_VALUE);
         }
         let e = g.rt.event_create(flags)?;
+        crate::ipc::event_created(e, flags);
         // SAFETY: the caller's contract.
         unsafe { put(event, handle(e.0)) }
     })
@@ -420,7 +424,12 @@ pub unsafe extern "C" fn hipEventCreateWithFlags(event: *mut Handle, flags: c_ui
 /// `hipErrorContextIsDestroyed`.
 #[no_mangle]
 pub extern "C" fn hipEventDestroy(event: Handle) -> i32 {
-    api(|| Ok(global()?.rt.event_destroy(event_of(event))?))
+    api(|| {
+        let g = global()?;
+        g.rt.event_destroy(event_of(event))?;
+        crate::ipc::event_destroyed(g, event_of(event));
+        Ok(())
+    })
 }
 
 /// `hipEventRecord`.
@@ -434,14 +443,23 @@ pub extern "C" fn hipEventRecord(event: Handle, stream: Handle) -> i32 {
 pub extern "C" fn hipEventRecordWithFlags(event: Handle, stream: Handle, flags: c_uint) -> i32 {
     api(|| {
         let g = global()?;
-        Ok(g.pools.record_event(&*g.rt, event_of(event), stream_of(stream), flags)?)
+        g.pools.record_event(&*g.rt, event_of(event), stream_of(stream), flags)?;
+        crate::ipc::event_recorded(g, event_of(event), stream_of(stream))
     })
 }
 
 /// `hipEventQuery`.
 #[no_mangle]
 pub extern "C" fn hipEventQuery(event: Handle) -> i32 {
-    api(|| Ok(global()?.rt.event_query(event_of(event))?))
+    api(|| {
+        let g = global()?;
+        let r = g.rt.event_query(event_of(event));
+        // An interprocess event answers for its latest record in either process.
+        match crate::ipc::event_query(event_of(event)) {
+            Some(ipc) if r.is_ok() || r == Err(aqueduct::Error::NotReady) => ipc,
+            _ => Ok(r?),
+        }
+    })
 }
 
 /// `hipEventSynchronize`.
@@ -450,6 +468,7 @@ pub extern "C" fn hipEventSynchronize(event: Handle) -> i32 {
     api(|| {
         let g = global()?;
         g.rt.event_synchronize(event_of(event))?;
+        crate::ipc::event_synchronize(event_of(event));
         g.pools.release_on_sync(&*g.rt);
         Ok(())
     })

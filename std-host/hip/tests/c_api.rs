@@ -1129,11 +1129,19 @@ fn tracing_names_and_helpers() {
     c_test("tracing", &[fixture.to_str().expect("utf-8 path")]);
 }
 
-/// Textures, surfaces, GL and external-resource interop, IPC and shareable handles of virtual
+/// Textures, surfaces, GL and external-resource interop and shareable handles of virtual
 /// memory: checked, then `hipErrorNotSupported`.
 #[test]
 fn unsupported_families_answer_not_supported() {
     c_test("unsupported", &[]);
+}
+
+/// IPC between two processes on the emulated GPU: the program starts itself again as the child,
+/// which opens the parent's memory and event handles; each side sees the other's writes, the
+/// child's stream waits for the parent's record, and the error cases of both sides.
+#[test]
+fn ipc_between_two_processes() {
+    c_test("ipc", &[]);
 }
 
 /// `hiprtc` compiling with the installed clang-15: headers, name expressions and lowered names,

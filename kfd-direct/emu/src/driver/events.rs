@@ -3,7 +3,6 @@
 
 use crate::abi::{self, limits, mmap_offset, CreateEventArgs, EventData, WaitEventsArgs};
 use crate::events::EventPage;
-use crate::memory::Backing;
 use crate::{Errno, SysResult};
 
 use super::{args, copy_in, copy_out, put, Emu, Process};
@@ -19,10 +18,7 @@ impl Emu {
             self.node_index(gpu).ok_or(Errno::EINVAL)?;
             let vm = proc.vm.read();
             let bo = vm.bos.get(&a.event_page_offset).ok_or(Errno::EINVAL)?;
-            let ptr = match bo.backing {
-                Backing::Pool(off) => self.m.pool.ptr(off),
-                Backing::User(addr) => std::ptr::with_exposed_provenance_mut(addr as usize),
-            };
+            let ptr = bo.backing.base(&self.m.pool);
             let slots = (bo.size / 8).min(u64::from(limits::SIGNAL_EVENT_LIMIT)) as u32;
             proc.events.set_page(EventPage { ptr, slots, handle: a.event_page_offset })?;
         }

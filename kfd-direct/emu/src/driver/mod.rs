@@ -251,6 +251,14 @@ impl Drop for Machine {
         for e in &self.engines {
             e.shutdown();
         }
+        let fds = self.fds.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (fd, e) in fds.drain() {
+            if matches!(e.kind, FdKind::DmaBuf(_)) {
+                // SAFETY: a real dma-buf fd of this machine (`dmabuf`) nobody closed; the
+                // machine is going, so nothing resolves it any more.
+                unsafe { libc::close(fd) };
+            }
+        }
     }
 }
 
@@ -351,6 +359,7 @@ fn copy_out(addr: u64, data: &[u8]) -> SysResult<()> {
 impl Emu {
     /// Builds a machine (the CP threads start with the first queue).
     pub fn new(config: EmuConfig) -> std::io::Result<Emu> {
+        dmabuf::raise_fd_limit();
         let nodes = gpu_nodes(&config.gpus);
         let sysfs = SysfsTree::build(&nodes);
         let pool = Arc::new(Pool::new(config.pool_bytes)?);
@@ -474,6 +483,9 @@ impl Emu {
                 fds.remove(&fd);
                 drop(fds);
                 if let FdKind::DmaBuf(id) = e.kind {
+                    // A dma-buf fd is a real one (`dmabuf`).
+                    // SAFETY: closing the fd `export_dmabuf` opened, now out of the table.
+                    unsafe { libc::close(fd) };
                     let proc = self.process();
                     let mut st = proc.as_ref().map(|p| p.lock());
                     self.dmabuf_put(id, st.as_deref_mut());
@@ -607,7 +619,7 @@ impl Emu {
 
     /// `mmap(2)`. Device fds: the kfd fd maps the doorbell slice, a kernel-allocated event page
     /// or the MMIO page by their encoded offsets; a render fd maps a VRAM/GTT BO by its GEM
-    /// offset. Any other fd (e.g. -1 with `MAP_ANONYMOUS`) is passed to the real `mmap`.
+    /// offset; a dma-buf fd (a real fd, `dmabuf`) its pages from offset 0. Any other fd (e.g. -1 with `MAP_ANONYMOUS`) is passed to the real `mmap`.
     ///
     /// # Safety
     /// As `mmap(2)`: with `MAP_FIXED`, `addr..addr+len` must be a range the caller owns.
@@ -620,7 +632,9 @@ impl Emu {
         fd: Fd,
         offset: u64,
     ) -> SysResult<*mut c_void> {
-        if fd < FIRST_FD {
+        let dmabuf =
+            fd < FIRST_FD && matches!(self.lock_fds().get(&fd), Some(e) if matches!(e.kind, FdKind::DmaBuf(_)));
+        if fd < FIRST_FD && !dmabuf {
             // SAFETY: forwarded caller contract.
             let p = unsafe { libc::mmap(addr, len, prot, flags, fd, offset as libc::off_t) };
             if p == libc::MAP_FAILED {
@@ -668,7 +682,7 @@ impl Emu {
                 }
                 match bo.backing {
                     Backing::Pool(off) => off,
-                    Backing::User(_) => return Err(Errno::EINVAL),
+                    Backing::User(_) | Backing::Foreign(_) => return Err(Errno::EINVAL),
                 }
             }
         };

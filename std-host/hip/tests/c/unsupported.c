@@ -1,7 +1,7 @@
 /* What this library exports but cannot serve answers hipErrorNotSupported, after HIP's
    argument checks: texture objects and references, surfaces, OpenGL interop, external memory
-   and semaphores, IPC (the emulated GPU belongs to one process), virtual memory management (no
-   reserve/map split in the Backend trait). Never a silent success. */
+   and semaphores, shareable handles of virtual memory (ipc.c has IPC, vmm.hip the rest of
+   virtual memory). Never a silent success. */
 #include "check.h"
 
 #include <stdint.h>
@@ -56,35 +56,6 @@ int main(void) {
     memset(&esd, 0, sizeof esd);
     hipExternalSemaphore_t es = NULL;
     EXPECT(hipImportExternalSemaphore(&es, &esd), hipErrorNotSupported);
-
-    /* IPC: checked, then not supported. */
-    hipIpcMemHandle_t mh;
-    int stack_value = 0;
-    EXPECT(hipIpcGetMemHandle(NULL, d), hipErrorInvalidValue);
-    EXPECT(hipIpcGetMemHandle(&mh, NULL), hipErrorInvalidValue);
-    EXPECT(hipIpcGetMemHandle(&mh, &stack_value), hipErrorInvalidValue);
-    EXPECT(hipIpcGetMemHandle(&mh, d), hipErrorNotSupported);
-    memset(&mh, 0, sizeof mh);
-    void *opened = NULL;
-    EXPECT(hipIpcOpenMemHandle(NULL, mh, 0), hipErrorInvalidValue);
-    EXPECT(hipIpcOpenMemHandle(&opened, mh, 0x10), hipErrorInvalidValue);
-    EXPECT(hipIpcOpenMemHandle(&opened, mh, 0), hipErrorNotSupported);
-    EXPECT(hipIpcCloseMemHandle(NULL), hipErrorInvalidValue);
-    EXPECT(hipIpcCloseMemHandle(d), hipErrorNotSupported);
-    hipEvent_t e, dead;
-    OK(hipEventCreateWithFlags(&e, hipEventInterprocess | hipEventDisableTiming));
-    OK(hipEventCreate(&dead));
-    OK(hipEventDestroy(dead));
-    hipIpcEventHandle_t eh;
-    EXPECT(hipIpcGetEventHandle(NULL, e), hipErrorInvalidValue);
-    EXPECT(hipIpcGetEventHandle(&eh, NULL), hipErrorInvalidValue);
-    EXPECT(hipIpcGetEventHandle(&eh, dead), hipErrorContextIsDestroyed);
-    EXPECT(hipIpcGetEventHandle(&eh, e), hipErrorNotSupported);
-    memset(&eh, 0, sizeof eh);
-    hipEvent_t oe;
-    EXPECT(hipIpcOpenEventHandle(NULL, eh), hipErrorInvalidValue);
-    EXPECT(hipIpcOpenEventHandle(&oe, eh), hipErrorNotSupported);
-    OK(hipEventDestroy(e));
 
     /* Shareable handles of virtual memory (vmm.hip has the rest): checked, then not supported. */
     int fd = -1;
