@@ -24,8 +24,9 @@ const RING: usize = 2048;
 const SIG: usize = 64;
 
 /// 4 streams, 4 events, 2 threads, 8 host functions, 2 graphs of `NODES` nodes, 1 executable;
-/// a loopback of 2 queues of `RING` packets, `SIG` signals, 64 KiB of heap.
-type Sizes = aqueduct::Capacities<4, 4, 2, 8, 2, NODES, 1, 40, 16, 8, 2, RING, 64, SIG, 65536>;
+/// a loopback of 2 queues of `RING` packets, `SIG` signals, 1 MiB of heap (a 1000-node graph keeps
+/// its packets and kernel arguments there).
+type Sizes = aqueduct::Capacities<4, 4, 2, 8, 2, NODES, 1, 40, 16, 8, 2, RING, 64, SIG, { 1 << 20 }>;
 type Mem = LoopbackMemory<Sizes>;
 type Lb = Loopback<'static, Sizes>;
 type Rt = Runtime<Lb, SingleThread, Sizes>;

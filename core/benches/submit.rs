@@ -599,6 +599,15 @@ fn main() {
         .warm_up_time(Duration::from_secs(1))
         .configure_from_args();
     let f = Fixtures::new();
+    // A profiling run (docs/architecture.md, "The submit path, instruction by instruction"):
+    // `AQUEDUCT_PROFILE_ENQUEUES=N` runs N deferred launches and nothing else, so that
+    // `perf stat` over two values of N gives the instructions of one enqueue.
+    if let Some(n) = std::env::var("AQUEDUCT_PROFILE_ENQUEUES").ok().and_then(|v| v.parse::<u64>().ok()) {
+        let d = op_launch_deferred(&f, n);
+        println!("{n} launches (submit only): {:.2} ns each", d.as_secs_f64() * 1e9 / n.max(1) as f64);
+        f.deferred.stream_synchronize(f.deferred_stream).expect("deferred stream drains");
+        return;
+    }
     criterion_groups(&mut c, &f);
     c.final_summary();
     if benchmarking {

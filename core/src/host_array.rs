@@ -130,6 +130,15 @@ impl<T: Copy> HostArray<T> {
     /// Makes room for `additional` more elements (at most `max` in all), doubling.
     #[inline]
     pub(crate) fn reserve<B: Backend>(&mut self, b: &B, device: u32, additional: usize, max: usize) -> Result<()> {
+        // On hosts the common case, room in the block, is answered inline without the call
+        // (capture appends a node, its edges and its arguments: docs/architecture.md, "The
+        // submit path, instruction by instruction"); `grow` makes the same two checks.
+        #[cfg(target_has_atomic = "64")]
+        if let Some(need) = self.block.len.checked_add(additional) {
+            if need <= max && need <= self.block.cap {
+                return Ok(());
+            }
+        }
         self.block.grow(b, device, additional, max, size_of::<T>(), align_of::<T>())
     }
 

@@ -32,6 +32,9 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() {
+    // A profiling run (docs/architecture.md, "The submit path, instruction by instruction"):
+    // `AQUEDUCT_PROFILE_ENQUEUES=N` runs N enqueue chunks of CHUNK launches and nothing else.
+    let profile = std::env::var("AQUEDUCT_PROFILE_ENQUEUES").ok().and_then(|v| v.parse::<u64>().ok());
     // The live floor first, before the emulator runs: its two threads need two free cores, and a
     // device that has just been busy keeps threads waking on them (docs/architecture.md,
     // "Performance budget"). 20 warm-up chunks, then 21 timed ones, against one running consumer.
@@ -74,6 +77,12 @@ fn main() {
         rt.stream_synchronize_timeout(s, Timeout::SECOND).unwrap();
         d / CHUNK as u32
     };
+    if let Some(n) = profile {
+        let t: Duration = (0..n).map(|_| enqueue_chunk(s)).sum();
+        println!("{} launches: {} ns each", n * CHUNK, t.as_nanos() / u128::from(n.max(1)));
+        rt.stream_destroy(s).unwrap();
+        return;
+    }
     let mut floor: Box<PacketFloor<1024>> = Box::default();
     let mut floor_chunk = || {
         let t = Instant::now();

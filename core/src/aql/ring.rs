@@ -243,6 +243,10 @@ impl AqlRing {
     /// # Safety
     /// No other producer may reserve in this ring until the returned reservation is dropped
     /// (core's runtime publishes into a stream's ring only under its lock).
+    // Inlined on hosts, so the reservation stays in registers in the caller (returned through
+    // memory it cost store-forwarding stalls: docs/architecture.md, "The submit path,
+    // instruction by instruction"), with the room check inline and the wait out of line.
+    #[cfg_attr(target_has_atomic = "64", inline)]
     pub unsafe fn reserve_single_producer(&self, n: u32, spins: u32, read_hint: &mut u64) -> Result<Reservation<'_>> {
         let n = u64::from(n);
         if n == 0 || n > self.size() {
@@ -250,10 +254,30 @@ impl AqlRing {
         }
         // Ordering: Relaxed; this producer is the only writer of the index.
         let first = self.write_index_atomic().load(Ordering::Relaxed);
+        let end = first.wrapping_add(n);
+        #[cfg(target_has_atomic = "64")]
+        if !self.has_room(end, *read_hint) {
+            self.wait_for_room(end, spins, read_hint)?;
+        }
+        #[cfg(not(target_has_atomic = "64"))]
+        self.wait_for_room(end, spins, read_hint)?;
+        // Ordering: Relaxed; packets are published by their Release headers and the doorbell,
+        // not by the write index.
+        self.write_index_atomic().store(end, Ordering::Relaxed);
+        Ok(Reservation { ring: self, first, n, written: 0 })
+    }
+
+    /// The room wait of [`reserve_single_producer`](Self::reserve_single_producer): until the
+    /// slots up to `end` are free by `read_hint`, re-reads the read index into it, at most
+    /// `spins` times after the first re-read (`NotReady` then). Out of line and cold on hosts
+    /// (their caller checks the hint first); inside the one reservation on small images.
+    #[cfg_attr(target_has_atomic = "64", cold, inline(never))]
+    #[cfg_attr(not(target_has_atomic = "64"), inline(always))]
+    fn wait_for_room(&self, end: u64, spins: u32, read_hint: &mut u64) -> Result<()> {
         let mut tries = 0u32;
-        while !self.has_room(first.wrapping_add(n), *read_hint) {
+        while !self.has_room(end, *read_hint) {
             *read_hint = self.read_index();
-            if self.has_room(first.wrapping_add(n), *read_hint) {
+            if self.has_room(end, *read_hint) {
                 break;
             }
             if tries >= spins {
@@ -262,10 +286,7 @@ impl AqlRing {
             tries += 1;
             self.slots.spin_loop();
         }
-        // Ordering: Relaxed; packets are published by their Release headers and the doorbell,
-        // not by the write index.
-        self.write_index_atomic().store(first.wrapping_add(n), Ordering::Relaxed);
-        Ok(Reservation { ring: self, first, n, written: 0 })
+        Ok(())
     }
 
     /// Reads the published packet at `index` (consumer side): `None` while the slot is INVALID.
@@ -337,7 +358,8 @@ impl Reservation<'_> {
     }
 
     /// [`write`](Self::write) of a packet given as its 16 dwords (one copy of the code for every
-    /// packet type).
+    /// packet type; inlined on hosts, one out-of-line copy on small images).
+    #[cfg_attr(target_has_atomic = "64", inline)]
     pub fn write_words(&mut self, words: &PacketWords) -> Option<u64> {
         if self.written == self.n {
             return None;
@@ -394,12 +416,26 @@ impl Reservation<'_> {
 
     /// Publishes no-op barriers into the slots not written yet and returns the doorbell value
     /// (the last reserved index).
+    #[cfg_attr(target_has_atomic = "64", inline)]
     pub fn finish(mut self) -> u64 {
         self.fill_rest();
         self.first.wrapping_add(self.n).wrapping_sub(1)
     }
 
+    #[inline]
     fn fill_rest(&mut self) {
+        #[cfg(target_has_atomic = "64")]
+        if self.written == self.n {
+            return;
+        }
+        self.fill_rest_slow();
+    }
+
+    /// No-op barriers into the slots not written yet (out of line on hosts: a publish writes
+    /// every slot it reserves).
+    #[cfg_attr(target_has_atomic = "64", cold, inline(never))]
+    #[cfg_attr(not(target_has_atomic = "64"), inline(always))]
+    fn fill_rest_slow(&mut self) {
         let nop = BarrierPacket::nop();
         while self.write(&nop).is_some() {}
     }

@@ -462,13 +462,29 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// `hipStreamLegacy` to the current device's null stream, `hipStreamPerThread` to the
     /// calling thread's stream; stale handles answer `stale`, never-issued ones
     /// `InvalidHandle`. No lock unless the null or per-thread stream must be created.
+    ///
+    /// A created stream's handle is looked up inline; the null and per-thread streams, which
+    /// find the calling thread's slot, are out of line on hosts (docs/architecture.md, "The
+    /// submit path, instruction by instruction").
     #[inline]
     pub(super) fn resolve(&self, s: StreamHandle, stale: Error) -> Result<usize> {
         self.device_count()?;
         match s {
-            StreamHandle::NULL | StreamHandle::LEGACY => self.null_stream(self.current_device()),
-            StreamHandle::PER_THREAD => self.per_thread_stream(),
+            StreamHandle::NULL | StreamHandle::LEGACY => self.resolve_default(false),
+            StreamHandle::PER_THREAD => self.resolve_default(true),
             StreamHandle(raw) => table::require(self.lookup_stream(raw), stale, Error::InvalidHandle),
+        }
+    }
+
+    /// [`resolve`](Self::resolve) of `0` and `hipStreamLegacy` (the null stream), or of
+    /// `hipStreamPerThread`.
+    #[cfg_attr(target_has_atomic = "64", inline(never))]
+    #[cfg_attr(not(target_has_atomic = "64"), inline(always))]
+    fn resolve_default(&self, per_thread: bool) -> Result<usize> {
+        if per_thread {
+            self.per_thread_stream()
+        } else {
+            self.null_stream(self.current_device())
         }
     }
 

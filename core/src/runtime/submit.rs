@@ -221,6 +221,11 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// uses, the ring is reserved single-producer and the doorbell rung plainly; on a shared
     /// queue, with the multi-producer reservation and the monotonic doorbell protocol of
     /// [`ring`](Self::ring) (`docs/queue-pool.md`, "Serialization rules").
+    ///
+    /// Inlined on hosts, where the fast path's one-dispatch list is then a constant the compiler
+    /// folds (no loop, no match: docs/architecture.md, "The submit path, instruction by
+    /// instruction"); one out-of-line copy on small images.
+    #[cfg_attr(target_has_atomic = "64", inline(always))]
     pub(super) fn publish(
         &self,
         slot: &StreamSlot<K::RawMutex>,
@@ -489,8 +494,9 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     }
 
     /// [`submit`](Self::submit) while captures are alive: the capture rules run under the
-    /// structural lock.
+    /// structural lock. Out of line and cold on hosts: the fast path never runs it.
     #[cfg(feature = "capture")]
+    #[cfg_attr(target_has_atomic = "64", cold, inline(never))]
     fn submit_captured(&self, s: StreamHandle, cmd: Command<'_>) -> Result<()> {
         let i = self.resolve_for_work(s)?;
         let generation = self.generation_of(i);
