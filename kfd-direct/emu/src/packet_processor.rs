@@ -51,15 +51,15 @@
 //!
 //! - never moves its announced range back: a doorbell value at or below what it announced before
 //!   announces nothing (`read_doorbell`), so the launch index never passes the announced end;
-//! - after a doorbell write (any new value, lower ones included), once the announced packets
-//!   are launched, goes on with the following slots while their headers are published
-//!   (`published_past_doorbell`), until it finds an INVALID one: the higher value that announced
-//!   them may have been overwritten before the processor read it, and nobody rings again while
-//!   the producer waits for its packet. A published header is the producer's last store to its
-//!   slot, so such a packet is complete; and the producer of the higher value published its
-//!   header before its doorbell store, which came before the lower store that the processor
-//!   read, so the header is visible by then. Without a doorbell write nothing past the
-//!   announced end is taken, so packets wait for their ring as before.
+//! - at each doorbell read that finds a new value (lower ones included), also announces the
+//!   slots past the announced end while their headers are published (`published_past_doorbell`),
+//!   up to the first INVALID one: the higher value that announced them may have been
+//!   overwritten before the processor read it, and nobody rings again while the producer waits
+//!   for its packet. A published header is the producer's last store to its slot, so such a
+//!   packet is complete; and the producer of the higher value published its header before its
+//!   doorbell store, which came before the lower store that the processor read, so the header
+//!   is visible by then. Without a doorbell write nothing past the announced end is taken, so
+//!   packets wait for their ring as before.
 //!
 //! docs/rocm-on-emu.md §4.1 tells how Debian's HIP 5.2 hung when a lower value moved the
 //! announced end back below the launch index.
@@ -311,7 +311,8 @@ impl PacketProcessor {
             let index = ring.launch;
             // Consecutive packets: a packet that ran here may have published the next ones (a
             // device-side producer), so look at the doorbell again before leaving the queue; and
-            // a published packet whose doorbell value was overwritten by a lower one is taken too.
+            // a look past the announced end that the last doorbell read had to leave for later
+            // (the slot's previous packet not retired then) is made now.
             if ring.limit.wrapping_sub(index) as i64 <= 0
                 && !(std::mem::take(&mut fresh) && read_doorbell(q, &mut ring, true))
                 && !published_past_doorbell(q, &mut ring, index)
@@ -491,27 +492,34 @@ fn read_doorbell(q: &AqlQueue, ring: &mut RingState, consecutive: bool) -> bool 
         return false;
     }
     ring.last_doorbell = db;
-    ring.look_past = true;
+    let before = ring.limit;
     let end = db.wrapping_add(1);
     // Packets the value announces beyond those announced before (indices are u64 counts that
     // only grow; the difference is signed so that a lower value counts as none).
     let new = end.wrapping_sub(ring.limit) as i64;
-    if new <= 0 {
+    if new > 0 {
+        if !consecutive {
+            ring.streak = ring.streak.saturating_add(1);
+            q.pause_doorbell(if new >= 2 || ring.streak >= 2 { STREAMING_PAUSE } else { 0 });
+        }
+        ring.limit = end;
+    } else {
         ring.streak = 0;
-        return false;
     }
-    if !consecutive {
-        ring.streak = ring.streak.saturating_add(1);
-        q.pause_doorbell(if new >= 2 || ring.streak >= 2 { STREAMING_PAUSE } else { 0 });
-    }
-    ring.limit = end;
-    true
+    // A higher value that this one overwrote may have announced the packets past it: they are
+    // taken now, at the doorbell read, while their producer waits for them (a look deferred to
+    // the end of the announced packets would race with a producer already writing its next
+    // ones, slot line by slot line).
+    ring.look_past = true;
+    while published_past_doorbell(q, ring, ring.limit) {}
+    ring.limit != before
 }
 
 /// Past the announced packets, after a doorbell write: whether the slot of packet `index` holds
 /// a published packet, which is then announced (see "Doorbells from several producers"). The
 /// slot's previous packet, `index - packets`, must have retired: until then the header is that
-/// packet's.
+/// packet's, and the look is left for later (`look_past` stays set; the processing loop asks
+/// again when it gets to the slot). An INVALID slot ends the look until the next doorbell write.
 fn published_past_doorbell(q: &AqlQueue, ring: &mut RingState, index: u64) -> bool {
     if !ring.look_past {
         return false;
