@@ -619,11 +619,15 @@ fn scratch_ready(
     words: &[u32; 16],
 ) -> bool {
     let private = KernelDispatchPacket::from_words(words).private_segment_size;
+    if private == 0 {
+        ring.scratch_asked = None;
+        return true;
+    }
     // SAFETY: the amd_queue_t is live while the queue is (its constructor's contract); the
     // field lies inside the 256-byte struct and is 4-byte aligned.
     let tmpring = unsafe { AtomicU32::from_ptr(q.amd_queue().add(TMPRING).cast()) }.load(Ordering::Acquire);
     let (waves, wave_kib) = (tmpring & 0xfff, (tmpring >> 12) & 0x1fff);
-    if private == 0 || (waves > 0 && u64::from(wave_kib) * 1024 >= u64::from(private) * 64) {
+    if waves > 0 && u64::from(wave_kib) * 1024 >= u64::from(private) * 64 {
         ring.scratch_asked = None;
         return true;
     }
