@@ -712,10 +712,47 @@ pub(crate) unsafe fn launch_registered(
 ) -> HipResult {
     let device = g.rt.stream_device(stream_of(stream))?;
     let f = function_on(g, function as usize, device)?;
-    let shared_mem = u32::try_from(shared_mem).map_err(|_| INVALID_VALUE)?;
-    let c = Config { grid, block, shared_mem, stream };
     // SAFETY: the caller's contract.
-    unsafe { launch_function(g, &f, c, args, std::ptr::null_mut()) }
+    unsafe { launch_params(g, &f, grid, block, args, shared_mem, stream) }
+}
+
+/// Launches any kernel handle HIP takes as `const void*` (a host kernel, a registered kernel, a
+/// `hipFunction_t`) with `kernelParams`.
+///
+/// # Safety
+/// As `hipLaunchKernel`.
+pub(crate) unsafe fn launch_any(
+    g: &Global,
+    function: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_mem: usize,
+    stream: Handle,
+) -> HipResult {
+    let device = g.rt.stream_device(stream_of(stream))?;
+    let f = resolve(g, function, device)?;
+    // SAFETY: the caller's contract.
+    unsafe { launch_params(g, &f, grid, block, args, shared_mem, stream) }
+}
+
+/// Launches `f` with `kernelParams` `args` (one pointer per argument), `shared_mem` bytes of
+/// dynamic LDS, on `stream`.
+///
+/// # Safety
+/// As `hipLaunchKernel`'s `args`.
+unsafe fn launch_params(
+    g: &Global,
+    f: &FunctionEntry,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_mem: usize,
+    stream: Handle,
+) -> HipResult {
+    let shared_mem = u32::try_from(shared_mem).map_err(|_| INVALID_VALUE)?;
+    // SAFETY: the caller's contract.
+    unsafe { launch_function(g, f, Config { grid, block, shared_mem, stream }, args, std::ptr::null_mut()) }
 }
 
 /// A launch configuration pushed by `<<<>>>` (or `hipConfigureCall`), with the argument buffer

@@ -22,7 +22,7 @@ use std::ffi::{c_int, c_uint, c_void};
 use crate::error::{api, status, Hip, HipResult, INVALID_CONFIGURATION, INVALID_DEVICE, INVALID_VALUE};
 use crate::function::occupancy;
 use crate::global::{global, Global};
-use crate::launch::{geometry, hipLaunchKernel, launch_function, launch_function_items, resolve, Config};
+use crate::launch::{geometry, hipLaunchKernel, launch_any, launch_function, launch_function_items, resolve, Config};
 use crate::module::module_function_of;
 use crate::properties::properties;
 use crate::stream::{hipEventCreateWithFlags, hipEventDestroy, hipEventRecord, hipStreamWaitEvent};
@@ -205,27 +205,6 @@ pub(crate) fn check_cooperative(
         return Err(COOPERATIVE_LAUNCH_TOO_LARGE);
     }
     Ok(())
-}
-
-/// Launches any kernel handle HIP takes as `const void*` (a host kernel, a registered kernel, a
-/// `hipFunction_t`) with `kernelParams`.
-///
-/// # Safety
-/// As `hipLaunchKernel`.
-pub(crate) unsafe fn launch_any(
-    g: &Global,
-    function: *const c_void,
-    grid: Dim3,
-    block: Dim3,
-    args: *mut *mut c_void,
-    shared_mem: usize,
-    stream: Handle,
-) -> HipResult {
-    let device = g.rt.stream_device(stream_of(stream))?;
-    let f = resolve(g, function, device)?;
-    let shared_mem = u32::try_from(shared_mem).map_err(|_| INVALID_VALUE)?;
-    // SAFETY: the caller's contract.
-    unsafe { launch_function(g, &f, Config { grid, block, shared_mem, stream }, args, std::ptr::null_mut()) }
 }
 
 /// `hipLaunchCooperativeKernel`: a launch whose work-groups all fit on the device at once
