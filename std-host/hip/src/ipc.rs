@@ -154,23 +154,16 @@ fn allow_fd_takers() {
     });
 }
 
-/// A handle opened here (`hipIpcOpenMemHandle`).
+/// A handle opened here (`hipIpcOpenMemHandle`); its range, device and buffer id are
+/// [`crate::ipc_opened`]'s.
 #[derive(Debug, Clone, Copy)]
 struct Opened {
     key: FdRef,
-    va: u64,
-    bytes: u64,
-    device: u32,
     refs: u32,
 }
 
 /// Imports by VA.
 static OPENED: LazyLock<Mutex<HashMap<u64, Opened>>> = LazyLock::new(Default::default);
-
-/// The import holding `addr`.
-fn opened_holding(addr: u64) -> Option<Opened> {
-    lock(&OPENED).values().find(|o| addr >= o.va && addr < o.va + o.bytes).copied()
-}
 
 /// `hipIpcGetMemHandle`: `ptr` must lie in device memory allocated here (`hipErrorInvalidValue`
 /// otherwise); the handle names the whole allocation and `ptr`'s offset in it.
@@ -238,9 +231,9 @@ pub unsafe extern "C" fn hipIpcOpenMemHandle(ptr: *mut *mut c_void, handle: IpcH
 /// The VA of the import of `key` (at least `bytes` long), opened now or a reference more.
 fn open_memory(g: &Global, key: FdRef, bytes: u64) -> HipResult<u64> {
     let mut opened = lock(&OPENED);
-    if let Some(o) = opened.values_mut().find(|o| o.key == key) {
+    if let Some((&va, o)) = opened.iter_mut().find(|(_, o)| o.key == key) {
         o.refs += 1;
-        return Ok(o.va);
+        return Ok(va);
     }
     let fd = key.take().ok_or(INVALID_DEVICE_POINTER)?;
     let device = g.rt.device()?;
@@ -251,7 +244,7 @@ fn open_memory(g: &Global, key: FdRef, bytes: u64) -> HipResult<u64> {
         return Err(INVALID_DEVICE_POINTER);
     }
     let buffer_id = crate::global::next_buffer_id();
-    opened.insert(va, Opened { key, va, bytes, device, refs: 1 });
+    opened.insert(va, Opened { key, refs: 1 });
     crate::ipc_opened::register(OpenedRange { va, bytes, device, buffer_id });
     Ok(va)
 }
@@ -265,7 +258,7 @@ pub extern "C" fn hipIpcCloseMemHandle(ptr: *mut c_void) -> i32 {
         if ptr.is_null() {
             return Err(INVALID_VALUE);
         }
-        let o = opened_holding(ptr as usize as u64).ok_or(INVALID_VALUE)?;
+        let o = crate::ipc_opened::holding(ptr as usize as u64).ok_or(INVALID_VALUE)?;
         g.wait_idle_on(o.device)?;
         let mut opened = lock(&OPENED);
         let Some(e) = opened.get_mut(&o.va) else { return Err(INVALID_VALUE) };

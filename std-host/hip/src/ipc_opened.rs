@@ -2,8 +2,8 @@
 //! queries see it: each import's range, device and buffer id. [`crate::ipc`] registers an
 //! import when it maps it and removes it when the last reference is closed; [`crate::memory`]'s
 //! one address lookup and its device reachability read it. Kept apart from `ipc`'s own table
-//! of opens (by handle, with their references) so that the lookup stays below `memory`, which
-//! `ipc` builds on.
+//! of opens (by handle, with their references, keyed by the same VA) so that the lookup stays
+//! below `memory`, which `ipc` builds on.
 
 use std::collections::BTreeMap;
 use std::sync::{LazyLock, Mutex};
