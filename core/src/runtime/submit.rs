@@ -14,7 +14,7 @@ use portable_atomic::Ordering;
 use super::{doorbell_fence, Runtime};
 use crate::aql::{
     amd_format, BarrierPacket, BarrierValuePacket, Condition, FenceScope, Header, KernelDispatchPacket, Packet,
-    PacketType, DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
+    PacketType, PacketWords, DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
 };
 use crate::backend::{Backend, BuiltinKernel, HostFn};
 #[cfg(feature = "capture")]
@@ -167,19 +167,35 @@ pub(super) fn raw<P: crate::aql::Packet>(p: &P) -> crate::aql::RawPacket {
     crate::aql::RawPacket(*p.words())
 }
 
-/// A counted barrier-value packet waiting until `signal < below`.
-#[inline]
-pub(super) fn wait_packet(signal: SignalHandle, below: i64, completion: u64) -> BarrierValuePacket {
-    BarrierValuePacket {
+/// The words of a counted-or-not barrier-AND packet on `deps` completing `completion`, with the
+/// barrier bit (what [`publish`](Runtime::publish) writes for a `Deps`, a `Mark` and a no-op).
+/// One build of the packet for the three kinds instead of one each (`docs/architecture.md`,
+/// "Footprint"); inlined on hosts.
+#[cfg_attr(target_has_atomic = "64", inline)]
+fn and_words(deps: [u64; 5], completion: u64) -> PacketWords {
+    let mut w = BarrierPacket::and(deps, completion);
+    w.header = with_barrier(w.header, true);
+    *w.words()
+}
+
+/// The words of a barrier-value packet with the barrier bit: waits until
+/// `(*(signal + 8) & mask) cond value`, completes `completion` (a `Wait` is `mask = -1`,
+/// `cond = Lt`). One out-of-line copy on small images for both kinds; inlined on hosts.
+#[cfg_attr(target_has_atomic = "64", inline)]
+#[cfg_attr(not(target_has_atomic = "64"), inline(never))]
+fn value_words(signal: u64, value: i64, mask: i64, cond: Condition, completion: u64) -> PacketWords {
+    let mut v = BarrierValuePacket {
         header: Header::new(PacketType::VendorSpecific, false, FenceScope::System, FenceScope::System).0,
         amd_format: amd_format::BARRIER_VALUE,
-        signal: signal.0,
-        value: below,
-        mask: -1,
-        cond: Condition::Lt as u32,
+        signal,
+        value,
+        mask,
+        cond: cond as u32,
         completion_signal: completion,
         ..Default::default()
-    }
+    };
+    v.header = with_barrier(v.header, true);
+    *v.words()
 }
 
 /// A kernel dispatch packet (barrier bit set; publishing decides).
@@ -278,7 +294,6 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 r => break r?,
             }
         };
-        let barrier = true;
         let p = progress.handle().0;
         let mut counted = 0u64;
         for spec in specs {
@@ -286,21 +301,9 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             // Each spec becomes one packet's words (and, for a dispatch with long arguments, the
             // no-op barriers after it), written by the one `write` below.
             let (words, counts, nops) = match *spec {
-                Spec::Wait(signal, below) => {
-                    let mut w = wait_packet(signal, below, p);
-                    w.header = with_barrier(w.header, barrier);
-                    (*w.words(), true, 0)
-                }
-                Spec::Deps(deps) => {
-                    let mut w = BarrierPacket::and(deps, p);
-                    w.header = with_barrier(w.header, barrier);
-                    (*w.words(), true, 0)
-                }
-                Spec::Mark(signal) => {
-                    let mut w = BarrierPacket::and([0; 5], signal.0);
-                    w.header = with_barrier(w.header, barrier);
-                    (*w.words(), false, 0)
-                }
+                Spec::Wait(signal, below) => (value_words(signal.0, below, -1, Condition::Lt, p), true, 0),
+                Spec::Deps(deps) => (and_words(deps, p), true, 0),
+                Spec::Mark(signal) => (and_words([0; 5], signal.0), false, 0),
                 Spec::Dispatch(k) => {
                     let args = k.args;
                     let mut d = dispatch_packet(k.object, k.grid, k.wg, k.group, k.private);
@@ -321,31 +324,15 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                     }
                     d.kernarg_address = desc.kernarg_device + off;
                     d.completion_signal = p;
-                    d.header = with_barrier(d.header, barrier);
+                    d.header = with_barrier(d.header, true);
                     (*d.words(), true, slots - 1)
                 }
-                Spec::Value { signal, value, mask, cond } => {
-                    let mut v = BarrierValuePacket {
-                        header: Header::new(PacketType::VendorSpecific, false, FenceScope::System, FenceScope::System)
-                            .0,
-                        amd_format: amd_format::BARRIER_VALUE,
-                        signal,
-                        value,
-                        mask,
-                        cond: cond as u32,
-                        completion_signal: p,
-                        ..Default::default()
-                    };
-                    v.header = with_barrier(v.header, barrier);
-                    (*v.words(), true, 0)
-                }
+                Spec::Value { signal, value, mask, cond } => (value_words(signal, value, mask, cond, p), true, 0),
             };
             res.write_words(&words);
             counted += u64::from(counts);
             for _ in 0..nops {
-                let mut nop = BarrierPacket::and([0; 5], 0);
-                nop.header = with_barrier(nop.header, barrier);
-                res.write(&nop);
+                res.write_words(&and_words([0; 5], 0));
             }
         }
         let last = res.finish();
@@ -567,16 +554,15 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let mut batch = Batch::new();
         self.implicit_deps(i, slot, inner, &mut batch)?;
         // The common case, a launch with nothing to wait for, publishes one packet directly.
-        if let (0, Command::Kernel(k)) = (batch.len(), cmd) {
+        if let Command::Kernel(k) = cmd {
             check_geometry(k.grid, k.workgroup, k.kernel_object)?;
-            return self.publish(slot, inner, &[Spec::Dispatch(Dispatch::launch(k))]);
+            if batch.len() == 0 {
+                return self.publish(slot, inner, &[Spec::Dispatch(Dispatch::launch(k))]);
+            }
         }
         let mut host: Option<(usize, LiveSignal, LiveSignal, HostFn)> = None;
         match *cmd {
-            Command::Kernel(k) => {
-                check_geometry(k.grid, k.workgroup, k.kernel_object)?;
-                batch.push(Spec::Dispatch(Dispatch::launch(&k)))?;
-            }
+            Command::Kernel(k) => batch.push(Spec::Dispatch(Dispatch::launch(&k)))?,
             Command::Builtin { kernel, ref args, len } => {
                 let object = self.backend.builtin_kernel(device, kernel)?;
                 batch.push(Spec::Dispatch(Dispatch::single(object, args.get(..len).ok_or(Error::InvalidValue)?)))?;
