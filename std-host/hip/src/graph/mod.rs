@@ -28,7 +28,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use aqueduct::{EventHandle, GraphExecHandle, GraphHandle};
 use aqueduct::{NodeId, NodeKind};
@@ -109,13 +109,21 @@ const UPDATE_FAILURE: Hip = Hip(910);
 
 /// A kernel node: what `hipKernelNodeParams` named, resolved, with its arguments packed into a
 /// kernel-argument segment owned by the node (what `kernelParams` of
-/// `hipGraphKernelNodeGetParams` points into).
+/// `hipGraphKernelNodeGetParams` points into). The segment is shared by the node's copies (a
+/// clone, an executable's snapshot): a node's parameters are replaced whole, never written in
+/// place, so a copy is a reference count.
+#[derive(Clone)]
 struct KernelNode {
     func: usize,
     grid: Dim3,
     block: Dim3,
     shared_mem: u32,
     f: FunctionEntry,
+    args: Arc<KernelArgs>,
+}
+
+/// A kernel node's argument segment and the pointer lists into it that HIP hands out.
+struct KernelArgs {
     /// The segment, 16-byte aligned; `len` bytes of it are used.
     seg: Vec<u128>,
     len: usize,
@@ -173,42 +181,25 @@ impl KernelNode {
         } else {
             (f.args.iter().flatten().map(|&(off, _)| base + off).collect(), None)
         };
-        KernelNode { func, grid, block, shared_mem, f, seg, len: bytes.len(), params, extra }
+        let args = Arc::new(KernelArgs { seg, len: bytes.len(), params, extra });
+        KernelNode { func, grid, block, shared_mem, f, args }
     }
 
     fn bytes(&self) -> &[u8] {
         // SAFETY: `seg` holds at least `len` initialised bytes.
-        unsafe { std::slice::from_raw_parts(self.seg.as_ptr().cast::<u8>(), self.len) }
+        unsafe { std::slice::from_raw_parts(self.args.seg.as_ptr().cast::<u8>(), self.args.len) }
     }
 
     fn params(&self) -> KernelNodeParams {
+        let a = &*self.args;
         KernelNodeParams {
             block: self.block,
-            extra: self.extra.as_ref().map_or(std::ptr::null_mut(), |(l, _)| l.as_ptr() as *mut *mut c_void),
+            extra: a.extra.as_ref().map_or(std::ptr::null_mut(), |(l, _)| l.as_ptr() as *mut *mut c_void),
             func: self.func as *const c_void,
             grid: self.grid,
-            kernel_params: if self.extra.is_some() {
-                std::ptr::null_mut()
-            } else {
-                self.params.as_ptr() as *mut *mut c_void
-            },
+            kernel_params: if a.extra.is_some() { std::ptr::null_mut() } else { a.params.as_ptr() as *mut *mut c_void },
             shared_mem: self.shared_mem,
         }
-    }
-}
-
-impl Clone for KernelNode {
-    fn clone(&self) -> Self {
-        let bytes = self.bytes().to_vec();
-        KernelNode::from_parts(
-            self.func,
-            self.grid,
-            self.block,
-            self.shared_mem,
-            self.f.clone(),
-            &bytes,
-            self.extra.is_some(),
-        )
     }
 }
 
