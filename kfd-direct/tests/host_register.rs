@@ -22,12 +22,21 @@ struct Pages {
 }
 
 impl Pages {
+    /// A private mapping far below where the kernel places mappings of its own choice (it takes
+    /// the highest gap that fits, below the stack). A hole punched here stays a hole: other
+    /// tests' threads of this process map pages meanwhile, and one of them could land in a hole
+    /// at an address of the kernel's choice.
     fn new(len: usize, prot: rustix::mm::ProtFlags) -> Pages {
-        // SAFETY: a fresh private mapping at an address of the kernel's choice.
-        let at = unsafe {
-            rustix::mm::mmap_anonymous(core::ptr::null_mut(), len, prot, rustix::mm::MapFlags::PRIVATE).unwrap()
-        };
-        Pages { at: at.cast(), len }
+        use rustix::mm::MapFlags;
+        for k in 0..64u64 {
+            let hint = ((0x10 + k) << 32) as usize as *mut core::ffi::c_void;
+            let flags = MapFlags::PRIVATE | MapFlags::FIXED_NOREPLACE;
+            // SAFETY: FIXED_NOREPLACE maps only where nothing is mapped, so nothing is replaced.
+            if let Ok(at) = unsafe { rustix::mm::mmap_anonymous(hint, len, prot, flags) } {
+                return Pages { at: at.cast(), len };
+            }
+        }
+        panic!("no free range of {len} bytes below 0x50_0000_0000");
     }
 
     fn addr(&self) -> u64 {
