@@ -202,17 +202,24 @@ fn alloc_memory_rules_handles_and_offsets() {
     // amdkfd faults the pages in for writing: a hole or an inaccessible page is EFAULT, a
     // read-only page EPERM (docs/kfd-aql.md §1.4).
     // SAFETY: a fresh private mapping of two pages, its second unmapped and its first made
-    // read-only; nothing else uses them, and both are unmapped below.
+    // read-only; nothing else uses them, and both are unmapped below. It lies far below where
+    // the kernel places mappings of its own choice, so no other test's thread maps a page into
+    // the hole meanwhile (FIXED_NOREPLACE: nothing mapped there is replaced).
     let pages = unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            2 * 4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
+        let p = (0x10..0x50u64)
+            .map(|k| {
+                let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE;
+                libc::mmap(
+                    (k << 32) as usize as *mut libc::c_void,
+                    2 * 4096,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    flags,
+                    -1,
+                    0,
+                )
+            })
+            .find(|&p| p != libc::MAP_FAILED)
+            .expect("a free range below 0x50_0000_0000");
         assert_eq!(libc::munmap(p.cast::<u8>().add(4096).cast(), 4096), 0);
         p as u64
     };
