@@ -344,6 +344,31 @@ impl VecMemory {
     }
 }
 
+impl VecMemory {
+    /// The byte range of an access whose 64 lanes are all in `mask` and read `n` dwords each at
+    /// consecutive addresses (`addrs[l] = addrs[0] + 4 n l`), when all of it lies in the memory.
+    fn span_range(&self, len: usize, addrs: &[u64; LANES], mask: u64, n: usize) -> Option<core::ops::Range<usize>> {
+        if mask != u64::MAX || n == 0 {
+            return None;
+        }
+        let a0 = addrs[0];
+        let step = 4 * n as u64;
+        let mut ok = true;
+        for (l, a) in addrs.iter().enumerate() {
+            ok &= *a == a0.wrapping_add(step * l as u64);
+        }
+        if !ok {
+            return None;
+        }
+        let off = usize::try_from(a0.checked_sub(self.base)?).ok()?;
+        let end = off.checked_add(4 * n * LANES)?;
+        (end <= len).then_some(off..end)
+    }
+    fn span<'m>(&self, m: &'m [u8], addrs: &[u64; LANES], mask: u64, n: usize) -> Option<&'m [u8]> {
+        m.get(self.span_range(m.len(), addrs, mask, n)?)
+    }
+}
+
 impl Memory for VecMemory {
     fn load(&self, addr: u64, out: &mut [u8]) -> Result<(), MemFault> {
         let r = self.range(addr, out.len())?;
@@ -375,6 +400,19 @@ impl Memory for VecMemory {
     ) -> Result<(), MemFault> {
         let m = self.bytes.borrow();
         let n = dwords.min(4);
+        // All lanes on consecutive addresses (the common unit-stride access): one bounds check
+        // and one copy; otherwise (or when the span is not all inside) lane by lane, so a
+        // fault names the same lane's address as before.
+        if let Some(src) = self.span(&m, addrs, mask, n) {
+            for (l, c) in src.chunks_exact(4 * n).enumerate() {
+                for (k, w) in c.chunks_exact(4).enumerate() {
+                    if let (Some(o), Some(w)) = (out.get_mut(k), <[u8; 4]>::try_from(w).ok()) {
+                        o[l] = u32::from_le_bytes(w);
+                    }
+                }
+            }
+            return Ok(());
+        }
         for l in 0..LANES {
             if mask >> l & 1 == 0 {
                 continue;
@@ -402,6 +440,19 @@ impl Memory for VecMemory {
     ) -> Result<(), MemFault> {
         let mut m = self.bytes.borrow_mut();
         let n = dwords.min(4);
+        // Consecutive addresses: one bounds check and one pass, as in `gather`.
+        if let Some(r) = self.span_range(m.len(), addrs, mask, n) {
+            if let Some(dst) = m.get_mut(r) {
+                for (l, c) in dst.chunks_exact_mut(4 * n).enumerate() {
+                    for (k, w) in c.chunks_exact_mut(4).enumerate() {
+                        if let Some(d) = data.get(k) {
+                            w.copy_from_slice(&d[l].to_le_bytes());
+                        }
+                    }
+                }
+                return Ok(());
+            }
+        }
         for l in 0..LANES {
             if mask >> l & 1 == 0 {
                 continue;
@@ -1010,4 +1061,32 @@ pub fn unimplemented_list(code: &Code) -> String {
         s.push_str(op.name());
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MemFault, Memory, VecMemory, LANES};
+
+    /// The unit-stride path of `VecMemory::gather`/`scatter` gives what the lane-by-lane one
+    /// gives, and a span that runs past the end faults at the first lane outside.
+    #[test]
+    fn unit_stride_gather_and_scatter_match_lanes_and_fault_at_the_first_lane_outside() {
+        let m = VecMemory::new(0x1000, 64 * 8);
+        let data: [[u32; LANES]; 4] = core::array::from_fn(|k| core::array::from_fn(|l| (k * 1000 + l) as u32));
+        let addrs: [u64; LANES] = core::array::from_fn(|l| 0x1000 + 8 * l as u64);
+        m.scatter(&addrs, u64::MAX, 2, &data).unwrap();
+        let mut b = [0u8; 4];
+        m.load(0x1000 + 8 * 5 + 4, &mut b).unwrap();
+        assert_eq!(u32::from_le_bytes(b), 1005);
+        let mut out = [[0u32; LANES]; 4];
+        m.gather(&addrs, u64::MAX, 2, &mut out).unwrap();
+        assert_eq!(out[0], data[0]);
+        assert_eq!(out[1], data[1]);
+        let shifted: [u64; LANES] = core::array::from_fn(|l| 0x1000 + 4 + 8 * l as u64);
+        assert_eq!(m.gather(&shifted, u64::MAX, 2, &mut out), Err(MemFault(0x1000 + 4 + 8 * 63)));
+        assert_eq!(m.scatter(&shifted, u64::MAX, 2, &data), Err(MemFault(0x1000 + 4 + 8 * 63)));
+        // The lanes before the faulting one were written, as lane by lane.
+        m.load(0x1000 + 4 + 8 * 62, &mut b).unwrap();
+        assert_eq!(u32::from_le_bytes(b), 62);
+    }
 }
