@@ -1,7 +1,7 @@
 //! Cross-lane kernels run as their own gfx90a machine code (docs/executor.md §5 "Lanes"): the
 //! hipcc -O3 kernels of `fixtures/isa/lanes.hip` — warp shuffles (`ds_bpermute_b32`), DPP wave
-//! reductions and scans, MFMA products (`v_mfma_f32_16x16x4f32`, `v_mfma_f32_32x32x8f16`) and an
-//! LDS-tiled SGEMM — each checked against the host.
+//! reductions and scans, MFMA products (`v_mfma_f32_16x16x4f32`, `v_mfma_f32_32x32x8f16`, and on
+//! gfx940 `v_mfma_f32_16x16x8_xf32`) and an LDS-tiled SGEMM — each checked against the host.
 
 #![allow(clippy::needless_range_loop)]
 
@@ -92,6 +92,54 @@ fn mfma_16x16x4f32_loop_matches_a_host_matmul(gpu: Gpu) {
             assert_eq!(d[i * 16 + j], want, "D[{i}][{j}]");
         }
     }
+}
+
+/// The value an xf32 matrix input stands for (docs/executor.md §8 "xf32"): the f32 with its 13
+/// low mantissa bits cleared (toward zero).
+fn xf32(x: f32) -> f64 {
+    f64::from(f32::from_bits(x.to_bits() & 0xFFFF_E000))
+}
+
+/// gfx940 only (`v_mfma_f32_16x16x8_xf32` is not a gfx90a instruction): real-valued inputs with
+/// all 23 mantissa bits in use, so the result differs from an f32 product unless the inputs are
+/// truncated as xf32 reads them; each of the k/8 steps adds its eight exact products to the
+/// accumulator and rounds once.
+#[test]
+fn gfx942_mfma_16x16x8_xf32_loop_matches_a_host_matmul_of_truncated_inputs() {
+    let gpu = Gpu::Mi300x;
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("lanes", gpu), &["mfma_16x16_xf32"]);
+    let kd = 32usize;
+    let mut r = rnd(29);
+    let a: Vec<f32> = (0..16 * kd).map(|_| r() as f32 / u32::MAX as f32 * 2.0 - 1.0).collect();
+    let b: Vec<f32> = (0..kd * 16).map(|_| r() as f32 / u32::MAX as f32 * 2.0 - 1.0).collect();
+    let (ab, bb, db) = (h.alloc(4096, GTT), h.alloc(4096, GTT), h.alloc(4096, GTT));
+    for i in 0..a.len() {
+        write(&ab, 4 * i, a[i]);
+        write(&bb, 4 * i, b[i]);
+    }
+    let k = h.alloc(4096, GTT);
+    write(&k, 0, kd as i32);
+    write(&k, 8, ab.va);
+    write(&k, 16, bb.va);
+    write(&k, 24, db.va);
+    run_packets(&h, &mut [dispatch(objects[0], k.va, 64, 64, 0, true)]).expect("mfma_16x16_xf32 completes");
+    let d: Vec<f32> = read_slice(&db, 256);
+    let mut differs_from_f32 = 0;
+    for i in 0..16 {
+        for j in 0..16 {
+            let mut acc = 0.0f32;
+            for step in (0..kd).step_by(8) {
+                let sum: f64 = (step..step + 8).map(|q| xf32(a[i * kd + q]) * xf32(b[q * 16 + j])).sum();
+                acc = (f64::from(acc) + sum) as f32;
+            }
+            assert_eq!(d[i * 16 + j].to_bits(), acc.to_bits(), "D[{i}][{j}] = {} want {acc}", d[i * 16 + j]);
+            let full: f64 = (0..kd).map(|q| f64::from(a[i * kd + q]) * f64::from(b[q * 16 + j])).sum();
+            differs_from_f32 += usize::from(full as f32 != acc);
+        }
+    }
+    // The truncation is visible: most elements differ from the full-precision product.
+    assert!(differs_from_f32 > 128, "{differs_from_f32} of 256 differ");
 }
 
 /// A small integer as IEEE binary16 bits (exact for |x| ≤ 2048).

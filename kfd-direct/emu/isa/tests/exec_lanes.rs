@@ -402,6 +402,8 @@ enum T {
     /// gfx940's FNUZ 8-bit floats: E4M3 bias 8, E5M2 bias 16.
     Fp8,
     Bf8,
+    /// gfx940's xf32: f32 bits, read truncated toward zero to 10 mantissa bits.
+    Xf32,
 }
 
 struct Mfma {
@@ -424,7 +426,7 @@ const fn mf8(name: &'static str, m: usize, k: usize, t: T, tb: T) -> Mfma {
 
 /// gfx940's own matrix instructions (docs/executor.md §8), and three it shares with gfx90a
 /// (under the gfx908 spellings llvm-mc-15 accepts for gfx940 too).
-const MFMAS_GFX940: [Mfma; 20] = [
+const MFMAS_GFX940: [Mfma; 22] = [
     mf("v_mfma_f32_32x32x4_2b_bf16", 32, 4, 2, T::Bf16),
     mf("v_mfma_f32_16x16x4_4b_bf16", 16, 4, 4, T::Bf16),
     mf("v_mfma_f32_4x4x4_16b_bf16", 4, 4, 16, T::Bf16),
@@ -445,6 +447,8 @@ const MFMAS_GFX940: [Mfma; 20] = [
     mf8("v_mfma_f32_32x32x16_fp8_bf8", 32, 16, T::Fp8, T::Bf8),
     mf8("v_mfma_f32_32x32x16_bf8_fp8", 32, 16, T::Bf8, T::Fp8),
     mf8("v_mfma_f32_32x32x16_bf8_bf8", 32, 16, T::Bf8, T::Bf8),
+    mf("v_mfma_f32_16x16x8_xf32", 16, 8, 1, T::Xf32),
+    mf("v_mfma_f32_32x32x4_xf32", 32, 4, 1, T::Xf32),
 ];
 
 const MFMAS: [Mfma; 27] = [
@@ -480,7 +484,7 @@ const MFMAS: [Mfma; 27] = [
 impl Mfma {
     fn bits(&self) -> usize {
         match self.t {
-            T::F32 => 32,
+            T::F32 | T::Xf32 => 32,
             T::F16 | T::Bf16 => 16,
             T::I8 | T::Fp8 | T::Bf8 => 8,
             T::F64 => 64,
@@ -529,6 +533,8 @@ fn f16_of(x: i32) -> u16 {
 fn value_of(t: T, raw: u64) -> f64 {
     match t {
         T::F32 => f64::from(f32::from_bits(raw as u32)),
+        // The sign, the exponent and the top 10 mantissa bits (never a NaN here).
+        T::Xf32 => f64::from(f32::from_bits(raw as u32 & 0xFFFF_E000)),
         T::F64 => f64::from_bits(raw),
         T::Bf16 => f64::from(f32::from_bits((raw as u32) << 16)),
         T::I8 => f64::from(raw as u8 as i8),
@@ -562,6 +568,8 @@ fn value_of(t: T, raw: u64) -> f64 {
 fn encode(t: T, x: i32) -> u64 {
     match t {
         T::F32 => u64::from((x as f32).to_bits()),
+        // Small integers with low mantissa bits set that the product must not see.
+        T::Xf32 => u64::from((x as f32).to_bits() | if x == 0 { 0 } else { (x as u32).wrapping_mul(0x9E5) & 0x1FFF }),
         T::F64 => (x as f64).to_bits(),
         T::Bf16 => u64::from((x as f32).to_bits() >> 16),
         T::I8 => u64::from(x as i8 as u8),
@@ -916,6 +924,62 @@ fn fp8_mfma_propagates_the_nan_and_rejects_blgp() {
     }
     let mut words =
         common::assemble_for(Target::Gfx940, "v_mfma_f32_16x16x32_fp8_fp8 v[16:19], v[0:1], v[2:3], 0 blgp:1");
+    words.extend(common::assemble_for(Target::Gfx940, "s_endpgm"));
+    let code = Code::decode_for(Target::Gfx940, BASE, &words);
+    let mem = VecMemory::new(BASE, 0);
+    let mut lds = vec![0u8; 64];
+    w.pc = 0;
+    let e = aqueduct_isa::exec::run_wave(&code, &mut w, &mem, &mut lds, &aqueduct_isa::exec::Limits::default())
+        .unwrap_err();
+    assert!(matches!(e.kind, ExecErrorKind::Unimplemented), "{e}");
+}
+
+/// xf32 (docs/executor.md §8 "xf32"): each input loses its 13 low mantissa bits toward zero —
+/// positive, negative, subnormal — before an exact product; C is added at full f32 precision; a
+/// NaN whose payload lies only in those bits stays a NaN; blgp is refused.
+#[test]
+fn xf32_mfma_truncates_its_inputs_toward_zero() {
+    let mut w = wave();
+    // v_mfma_f32_16x16x8_xf32: A[i][k] in lane i + 16·⌊k/2⌋, dword k mod 2; B[k][j] likewise.
+    let cases: [(u32, f32); 6] = [
+        (0x3F80_1FFF, 1.0),                         // 1 + (2^13 - 1)·2^-23 → 1
+        (0x3F80_2001, 1.0 + 2f32.powi(-10)),        // the 10th bit stays, the last is gone
+        (0xBF80_1FFF, -1.0),                        // toward zero, not down
+        (0x0000_1FFF, 0.0),                         // a subnormal below 2^-136 → 0
+        (0x0080_3FFF, f32::from_bits(0x0080_2000)), // a normal near the bottom
+        (0x7F80_0001, f32::NAN),                    // a NaN, not an infinity
+    ];
+    // A = 1 everywhere but A[c][0] (lane c, dword 0) = case c; B[0][c] = 1 (lane c, dword 0)
+    // for the cases' columns and every other B element 0, so D[c][c] = xf32(case c) + C and
+    // the columns no case reads are C.
+    w.vgpr[0] = [1f32.to_bits(); 64];
+    w.vgpr[1] = [1f32.to_bits(); 64];
+    w.vgpr[2] = [0; 64];
+    w.vgpr[3] = [0; 64];
+    for (c, (bits, _)) in cases.iter().enumerate() {
+        w.vgpr[0][c] = *bits;
+        w.vgpr[2][c] = 1f32.to_bits();
+    }
+    // C = 2^-20 in every element (kept at full precision: not truncated as an input is).
+    let cval = 2f32.powi(-20);
+    for r in 0..4 {
+        w.vgpr[16 + r] = [cval.to_bits(); 64];
+    }
+    run_for(Target::Gfx940, "v_mfma_f32_16x16x8_xf32 v[16:19], v[0:1], v[2:3], v[16:19]", &mut w);
+    let s = mf("v_mfma_f32_16x16x8_xf32", 16, 8, 1, T::Xf32);
+    for (c, (_, want)) in cases.iter().enumerate() {
+        let (reg, lane) = s.output_at(0, c, c);
+        let d = f32::from_bits(w.vgpr[16 + reg][lane]);
+        if want.is_nan() {
+            assert!(d.is_nan(), "case {c}: {d}");
+        } else {
+            assert_eq!(d, want + cval, "case {c}");
+        }
+    }
+    // D[i][j] for a column no case reads: 0 + C.
+    let (reg, lane) = s.output_at(0, 1, 10);
+    assert_eq!(f32::from_bits(w.vgpr[16 + reg][lane]), cval);
+    let mut words = common::assemble_for(Target::Gfx940, "v_mfma_f32_16x16x8_xf32 v[16:19], v[0:1], v[2:3], 0 blgp:1");
     words.extend(common::assemble_for(Target::Gfx940, "s_endpgm"));
     let code = Code::decode_for(Target::Gfx940, BASE, &words);
     let mem = VecMemory::new(BASE, 0);

@@ -229,12 +229,15 @@ enum In {
     F64,
     /// gfx940's 8-bit floats: A's format, B's format (docs/executor.md §8 "fp8 and bf8").
     F8(F8, F8),
+    /// gfx940's xf32: f32 registers whose 13 low mantissa bits the product does not see
+    /// (docs/executor.md §8 "xf32").
+    Xf32,
 }
 
 impl In {
     fn bits(self) -> usize {
         match self {
-            In::F32 => 32,
+            In::F32 | In::Xf32 => 32,
             In::F16 | In::Bf16 => 16,
             In::I8 | In::F8(..) => 8,
             In::F64 => 64,
@@ -258,7 +261,7 @@ const fn sh(name: &'static str, m: usize, n: usize, k: usize, blocks: usize, ty:
 
 /// gfx90a's matrix instructions, then gfx940's new ones and new names (docs/executor.md §8: the
 /// bf16 and f64 shapes renamed, the i8 shapes of twice the depth, the fp8/bf8 shapes).
-const SHAPES: [Shape; 44] = [
+const SHAPES: [Shape; 46] = [
     sh("v_mfma_f32_32x32x1f32", 32, 32, 1, 2, In::F32),
     sh("v_mfma_f32_16x16x1f32", 16, 16, 1, 4, In::F32),
     sh("v_mfma_f32_4x4x1f32", 4, 4, 1, 16, In::F32),
@@ -303,6 +306,8 @@ const SHAPES: [Shape; 44] = [
     sh("v_mfma_f32_32x32x16_fp8_bf8", 32, 32, 16, 1, In::F8(F8::Fp8, F8::Bf8)),
     sh("v_mfma_f32_32x32x16_bf8_fp8", 32, 32, 16, 1, In::F8(F8::Bf8, F8::Fp8)),
     sh("v_mfma_f32_32x32x16_bf8_bf8", 32, 32, 16, 1, In::F8(F8::Bf8, F8::Bf8)),
+    sh("v_mfma_f32_16x16x8_xf32", 16, 16, 8, 1, In::Xf32),
+    sh("v_mfma_f32_32x32x4_xf32", 32, 32, 4, 1, In::Xf32),
 ];
 
 /// gfx940's sparse matrix instructions (docs/executor.md §8 "Sparse matrices"): M × K by
@@ -333,11 +338,23 @@ pub(crate) fn mfma_handler(name: &str) -> Option<(Handler, u32)> {
     Some((mfma, i as u32))
 }
 
+/// An xf32 input as the product sees it (docs/executor.md §8 "xf32"): the f32 truncated toward
+/// zero to 10 mantissa bits; a NaN stays a NaN (quieted) rather than becoming an infinity.
+fn xf32(bits: u32) -> f32 {
+    let v = f32::from_bits(bits);
+    if v.is_nan() {
+        f32::from_bits(bits | 0x0040_0000)
+    } else {
+        f32::from_bits(bits & 0xFFFF_E000)
+    }
+}
+
 /// The exact product of two matrix elements (raw bits of type `ty`): f64 bits, or the i64 of
 /// the integer product.
 fn product(ty: In, x: u64, y: u64) -> u64 {
     match ty {
         In::F32 => (f64::from(f32::from_bits(x as u32)) * f64::from(f32::from_bits(y as u32))).to_bits(),
+        In::Xf32 => (f64::from(xf32(x as u32)) * f64::from(xf32(y as u32))).to_bits(),
         In::F16 => (f64::from(f16_to_f32(x as u16)) * f64::from(f16_to_f32(y as u16))).to_bits(),
         In::Bf16 => {
             (f64::from(f32::from_bits((x as u32) << 16)) * f64::from(f32::from_bits((y as u32) << 16))).to_bits()
@@ -488,8 +505,9 @@ fn mfma(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     if s.ty == In::F64 && (cbsz != 0 || abid != 0 || blgp != 0) {
         return Err(ExecErrorKind::Unimplemented);
     }
-    // AMD's matrix instruction calculator lists no blgp for the fp8/bf8 shapes (§8).
-    if matches!(s.ty, In::F8(..)) && blgp != 0 {
+    // AMD's matrix instruction calculator lists no blgp for the fp8/bf8 shapes (§8), nor is
+    // one defined for xf32.
+    if matches!(s.ty, In::F8(..) | In::Xf32) && blgp != 0 {
         return Err(ExecErrorKind::Unimplemented);
     }
     // Elements of k each lane holds, packed in one or two dwords.
