@@ -243,6 +243,29 @@ fn flat_d16_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     store_lanes(w, e, g, &data, &|w, l, _| flat_loc(w, e, l, addrs[l]))
 }
 
+/// `ds_read_{u8,i8,u16}_d16[_hi]`: one 8- or 16-bit LDS value into a half of each VGPR, the
+/// other half kept (as the FLAT `_d16` loads).
+fn ds_d16_load(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
+    if e.inst.mods.gds_lds {
+        return Err(ExecErrorKind::Unimplemented);
+    }
+    let addr = w.v32(&field(e, Field::Addr, 0)?)?;
+    let off = e.inst.mods.offset as u32 & 0xFFFF;
+    load_lanes(w, e, g, &dst(e)?, &|_, l, k| Ok(Loc::Lds(addr[l].wrapping_add(off).wrapping_add(k))))
+}
+
+/// `ds_write_{b8,b16}_d16_hi`: the low 8 or 16 bits of each VGPR's upper half to LDS.
+fn ds_d16_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
+    if e.inst.mods.gds_lds {
+        return Err(ExecErrorKind::Unimplemented);
+    }
+    let addr = w.v32(&field(e, Field::Addr, 0)?)?;
+    let off = e.inst.mods.offset as u32 & 0xFFFF;
+    store_lanes(w, e, g, &field(e, Field::Data0, 0)?, &|_, l, k| {
+        Ok(Loc::Lds(addr[l].wrapping_add(off).wrapping_add(k)))
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // SCRATCH
 
@@ -785,6 +808,24 @@ fn format_aux(kind: &str) -> Option<u32> {
 
 /// Handlers of this module by mnemonic (without `_e32`/`_e64`), or `None`.
 pub(crate) fn handler_for_name(base: &str) -> Option<(Handler, u32)> {
+    if let Some(k) = base.strip_prefix("ds_read_") {
+        let aux = match k {
+            "u8_d16" => 1 | D16,
+            "u8_d16_hi" => 1 | HI,
+            "i8_d16" => 1 | SIGNED | D16,
+            "i8_d16_hi" => 1 | SIGNED | HI,
+            "u16_d16" => 2 | D16,
+            "u16_d16_hi" => 2 | HI,
+            _ => return None,
+        };
+        return Some((ds_d16_load, aux));
+    }
+    match base {
+        "ds_write_b8_d16_hi" => return Some((ds_d16_store, 1 | HI)),
+        "ds_write_b16_d16_hi" => return Some((ds_d16_store, 2 | HI)),
+        "ds_nop" => return Some((|_, _, _| NEXT, 0)),
+        _ => {}
+    }
     if let Some(rest) = base.strip_prefix("scratch_") {
         if let Some(k) = rest.strip_prefix("load_lds_") {
             return load_aux(k).filter(|a| a & !SIGNED <= 4).map(|a| (scratch_load_lds as Handler, a));
