@@ -1720,7 +1720,7 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
         "s_wqm_b32" => |w, e, _| sop1(w, e, |a, _| nonzero(wqm(a & 0xFFFF_FFFF))),
         "s_wqm_b64" => |w, e, _| sop1(w, e, |a, _| nonzero(wqm(a))),
         "s_bitreplicate_b64_b32" => {
-            |w, e, _| sop1(w, e, |a, _| ((0..32).fold(0u64, |r, i| r | (a >> i & 1) * (3 << (2 * i))), None))
+            |w, e, _| sop1(w, e, |a, _| ((0..32).fold(0u64, |r, i| r | ((a >> i & 1) * (3 << (2 * i)))), None))
         }
         "s_and_saveexec_b64" => |w, e, _| saveexec(w, e, |s, x| s & x),
         "s_or_saveexec_b64" => |w, e, _| saveexec(w, e, |s, x| s | x),
