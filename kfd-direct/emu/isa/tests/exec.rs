@@ -590,3 +590,20 @@ fn random_code_and_state_end_in_values() {
     }
     assert!(outcomes[0] > 0 && outcomes[1] > 0 && executed > 10_000, "{outcomes:?} {executed}");
 }
+
+/// `s_call_b64`: the return address (the next instruction) into the SGPR pair, a jump of
+/// 4 × simm16 bytes from there; `s_setpc_b64` comes back.
+#[test]
+fn s_call_saves_the_return_address_and_jumps() {
+    let mut w = wave();
+    run(
+        "s_call_b64 s[4:5], 2\n\
+         s_mov_b32 s10, 1\n\
+         s_endpgm\n\
+         s_mov_b32 s11, 2\n\
+         s_setpc_b64 s[4:5]",
+        &mut w,
+    );
+    assert_eq!(u64::from(w.sgpr[4]) | u64::from(w.sgpr[5]) << 32, BASE + 4);
+    assert_eq!((w.sgpr[10], w.sgpr[11]), (1, 2), "the callee ran, then the caller went on");
+}

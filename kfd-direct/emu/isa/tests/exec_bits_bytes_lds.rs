@@ -444,3 +444,48 @@ fn lds_d16_reads_fill_one_half_and_d16_hi_writes_store_the_upper_half() {
         assert_eq!(lds[4 * l..4 * l + 4], [v[2], 0, v[2], v[3]], "lane {l}");
     }
 }
+
+#[test]
+fn lds_wrxchg2_exchanges_two_elements_per_lane() {
+    let mut r = rnd(0x59);
+    let mut lds: Vec<u8> = (0..8 * 1024).map(|_| r() as u8).collect();
+    let before = lds.clone();
+    let mut w = wave();
+    w.vgpr[0] = core::array::from_fn(|l| 8 * l as u32);
+    for v in 1..6 {
+        w.vgpr[v] = random_lanes(&mut r);
+    }
+    // b32: offsets 1 and 3 dwords; b64 st64: offsets 2 and 5 × 64 qwords past 4096.
+    w.vgpr[10] = core::array::from_fn(|l| 4096 + 8 * l as u32);
+    run_lds(
+        "ds_wrxchg2_rtn_b32 v[6:7], v0, v1, v2 offset0:1 offset1:3\n\
+         ds_wrxchg2st64_rtn_b64 v[12:15], v10, v[2:3], v[4:5] offset0:2 offset1:5",
+        &mut w,
+        &mut lds,
+    );
+    let rd = |m: &[u8], at: usize, n: usize| -> u64 {
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(&m[at..at + n]);
+        u64::from_le_bytes(b)
+    };
+    for l in 0..LANES {
+        // Lanes 8 bytes apart, elements 4 apart: lane l's second b32 element (8l + 12) is lane
+        // l + 1's first (8(l + 1) + 4): lanes run in order, so each lane sees the previous
+        // lane's write.
+        let (a0, a1) = (8 * l + 4, 8 * l + 12);
+        let old0 = if l == 0 { rd(&before, a0, 4) } else { u64::from(w.vgpr[2][l - 1]) };
+        assert_eq!(u64::from(w.vgpr[6][l]), old0, "lane {l} first old");
+        assert_eq!(u64::from(w.vgpr[7][l]), rd(&before, a1, 4), "lane {l} second old");
+        if l + 1 < LANES {
+            assert_eq!(rd(&lds, a0, 4), u64::from(w.vgpr[1][l]), "lane {l} first new");
+        } else {
+            assert_eq!(rd(&lds, a1, 4), u64::from(w.vgpr[2][l]), "last lane's second new");
+        }
+        let (b0, b1) = (4096 + 8 * l + 2 * 64 * 8, 4096 + 8 * l + 5 * 64 * 8);
+        let pair = |lo: u32, hi: u32| u64::from(lo) | u64::from(hi) << 32;
+        assert_eq!(pair(w.vgpr[12][l], w.vgpr[13][l]), rd(&before, b0, 8), "lane {l} b64 first old");
+        assert_eq!(pair(w.vgpr[14][l], w.vgpr[15][l]), rd(&before, b1, 8), "lane {l} b64 second old");
+        assert_eq!(rd(&lds, b0, 8), pair(w.vgpr[2][l], w.vgpr[3][l]), "lane {l} b64 first new");
+        assert_eq!(rd(&lds, b1, 8), pair(w.vgpr[4][l], w.vgpr[5][l]), "lane {l} b64 second new");
+    }
+}

@@ -1325,6 +1325,46 @@ fn ds_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     NEXT
 }
 
+/// `ds_wrxchg2[st64]_rtn_b32/_b64`: at each of the two offsets (scaled as `ds_write2`'s),
+/// data0 and data1 replace the element, whose old values return in the destination's two
+/// halves; lanes in order, each lane's first address before its second.
+fn ds_wrxchg2(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
+    let n = (e.aux & 0xFF) as usize;
+    let size = n as u8;
+    let addrs = ds_addrs(w, e)?;
+    let offs = ds_offsets(e, n);
+    let per = n / 4;
+    let rd = |w: &Wave, f: Field| -> Result<Lanes64, ExecErrorKind> {
+        let o = field(e, f, 0)?;
+        if per == 2 {
+            w.v64(&o, Ty::B64)
+        } else {
+            let v = w.v32(&o)?;
+            Ok(per_lane(|l| u64::from(v[l])))
+        }
+    };
+    let data = [rd(w, Field::Data0)?, rd(w, Field::Data1)?];
+    let exec = w.exec;
+    let mut out = [[0u32; LANES]; 4];
+    for l in 0..LANES {
+        if exec >> l & 1 == 0 {
+            continue;
+        }
+        for part in 0..2 {
+            let at = addrs.at(l).wrapping_add(offs[part]);
+            let old = lds_atomic(g, at, size, AtomicOp::Swap, data[part][l], 0)?;
+            for k in 0..per {
+                out[part * per + k][l] = (old >> (32 * k)) as u32;
+            }
+        }
+    }
+    let d = dst(e)?;
+    for (k, o) in out.iter().enumerate().take(2 * per) {
+        w.set_v32k(&d, k, o, exec)?;
+    }
+    NEXT
+}
+
 fn ds_bpermute(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     let addrs = ds_addrs(w, e)?;
     let data = w.v32(&field(e, Field::Data0, 0)?)?;
@@ -1516,6 +1556,10 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
             "ds_write2st64_b32" => (ds_write, 4 | DS_TWO | DS_ST64),
             "ds_write2st64_b64" => (ds_write, 8 | DS_TWO | DS_ST64),
             "ds_bpermute_b32" => (ds_bpermute, 0),
+            "ds_wrxchg2_rtn_b32" => (ds_wrxchg2, 4 | DS_TWO),
+            "ds_wrxchg2_rtn_b64" => (ds_wrxchg2, 8 | DS_TWO),
+            "ds_wrxchg2st64_rtn_b32" => (ds_wrxchg2, 4 | DS_TWO | DS_ST64),
+            "ds_wrxchg2st64_rtn_b64" => (ds_wrxchg2, 8 | DS_TWO | DS_ST64),
             _ => {
                 return ds_atomic_aux(base)
                     .map(|a| (ds_atomic as Handler, a))
@@ -1739,6 +1783,11 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
             NEXT
         },
         "s_setpc_b64" => |w, e, _| Ok(Flow::JumpAddr(sget(w, e, 0)?)),
+        // SOPK: D = the next instruction's address; PC = that + 4 × simm16.
+        "s_call_b64" => |w, e, _| {
+            sset(w, e, 0, e.next)?;
+            Ok(Flow::JumpAddr(e.next.wrapping_add_signed(4 * i64::from(simm16(e) as u16 as i16))))
+        },
         "s_swappc_b64" => |w, e, _| {
             let to = sget(w, e, 1)?;
             sset(w, e, 0, e.next)?;
