@@ -1,7 +1,8 @@
 //! Cross-lane kernels run as their own gfx90a machine code (docs/executor.md §5 "Lanes"): the
 //! hipcc -O3 kernels of `fixtures/isa/lanes.hip` — warp shuffles (`ds_bpermute_b32`), DPP wave
 //! reductions and scans, MFMA products (`v_mfma_f32_16x16x4f32`, `v_mfma_f32_32x32x8f16`, and on
-//! gfx940 `v_mfma_f32_16x16x8_xf32`) and an LDS-tiled SGEMM — each checked against the host.
+//! gfx940 `v_mfma_f32_16x16x8_xf32`), an LDS-tiled SGEMM and a vector indexed in GPR index mode —
+//! each checked against the host.
 
 #![allow(clippy::needless_range_loop)]
 
@@ -142,6 +143,37 @@ fn gfx942_mfma_16x16x8_xf32_loop_matches_a_host_matmul_of_truncated_inputs() {
     assert!(differs_from_f32 > 128, "{differs_from_f32} of 256 differ");
 }
 
+/// `dyn_index`: a 16-float vector in VGPRs written and read at a uniform index, which clang
+/// compiles to GPR index mode (docs/executor.md §5 "Register indexing"); every work-group picks
+/// its own pair of elements.
+fn dynamic_vector_index_matches_the_host(gpu: Gpu) {
+    let h = harness(gpu);
+    let objects = place_code_object(&h, &hipcc_fixture_for("lanes", gpu), &["dyn_index"]);
+    let (groups, n) = (8usize, 8 * 64usize);
+    let mut r = rnd(23);
+    let ins: Vec<f32> = (0..16 * n).map(|_| (r() % 1000) as f32).collect();
+    let idx: Vec<i32> = (0..groups).map(|_| (r() % 256) as i32).collect();
+    let (ib, xb, ob) = (h.alloc(4096, GTT), h.alloc((64 * n) as u64, GTT), h.alloc((4 * n) as u64, GTT));
+    for (i, v) in idx.iter().enumerate() {
+        write(&ib, 4 * i, *v);
+    }
+    for (i, v) in ins.iter().enumerate() {
+        write(&xb, 4 * i, *v);
+    }
+    let k = h.alloc(4096, GTT);
+    write(&k, 0, ib.va);
+    write(&k, 8, xb.va);
+    write(&k, 16, ob.va);
+    run_packets(&h, &mut [dispatch(objects[0], k.va, n as u32, 64, 0, true)]).expect("dyn_index completes");
+    let out: Vec<f32> = read_slice(&ob, n);
+    for t in 0..n {
+        let kk = idx[t / 64] as usize;
+        let (set, get) = ((kk >> 4) & 15, kk & 15);
+        let want = if set == get { 2.0 } else { ins[16 * t + get] };
+        assert_eq!(out[t], want, "thread {t}: k = {kk:#x}");
+    }
+}
+
 /// A small integer as IEEE binary16 bits (exact for |x| ≤ 2048).
 fn f16_bits(x: i32) -> u16 {
     if x == 0 {
@@ -229,5 +261,6 @@ on_both_gpus!(
     dpp_wave_reductions_and_scans_match_the_host,
     mfma_16x16x4f32_loop_matches_a_host_matmul,
     mfma_32x32x8f16_matches_a_host_matmul,
-    lds_tiled_sgemm_is_bit_equal_to_the_host
+    lds_tiled_sgemm_is_bit_equal_to_the_host,
+    dynamic_vector_index_matches_the_host
 );

@@ -288,6 +288,70 @@ fn smem_buffer_loads_and_scalar_stores() {
     assert_eq!((rd32(&mem, buf + 0x48), rd32(&mem, buf + 0x4C)), (0x1111, 0x2222));
 }
 
+/// Scalar atomics: one read-modify-write at base + offset, the old value into the data SGPRs
+/// with `glc`; `cmpswap` takes the value then the compare value; buffer forms bounded by
+/// NUM_RECORDS (out of range: nothing written, 0 returned); buffer stores dropped past it.
+#[test]
+fn smem_atomics_and_buffer_stores() {
+    let mem = VecMemory::new(BASE, MEM);
+    let mut w = wave();
+    let at = BASE + 0x5000;
+    for i in 0..8 {
+        wr32(&mem, at + 4 * i, 100 + i as u32);
+    }
+    w.sgpr[0] = at as u32;
+    w.sgpr[1] = (at >> 32) as u32;
+    w.sgpr[4] = 5;
+    w.sgpr[5] = 7;
+    w.sgpr[6] = 0x1234;
+    w.sgpr[7] = 102; // the compare value: equal to dword 2
+    w.sgpr[8] = 0x99;
+    w.sgpr[9] = 55; // not equal to dword 3
+    w.sgpr[10] = 0xFFFF_FFFF;
+    w.sgpr[11] = 0x0000_0001; // 64-bit add of 0x1_FFFF_FFFF
+    run(
+        "s_atomic_add s4, s[0:1], 0x0 glc
+         s_atomic_sub s5, s[0:1], 0x4
+         s_atomic_cmpswap s[6:7], s[0:1], 0x8 glc
+         s_atomic_cmpswap s[8:9], s[0:1], 0xc glc
+         s_atomic_add_x2 s[10:11], s[0:1], 0x10 glc",
+        &mut w,
+        &mem,
+    );
+    assert_eq!(rd32(&mem, at), 105);
+    assert_eq!(w.sgpr[4], 100, "glc: the old value");
+    assert_eq!(rd32(&mem, at + 4), 101 - 7);
+    assert_eq!(w.sgpr[5], 7, "no glc: the data SGPR kept");
+    assert_eq!((rd32(&mem, at + 8), w.sgpr[6]), (0x1234, 102), "compare matched");
+    assert_eq!((rd32(&mem, at + 12), w.sgpr[8]), (103, 103), "compare failed: memory kept");
+    let old64 = u64::from(104u32) | u64::from(105u32) << 32;
+    let new64 = old64 + 0x1_FFFF_FFFF;
+    assert_eq!((rd32(&mem, at + 16), rd32(&mem, at + 20)), (new64 as u32, (new64 >> 32) as u32));
+    assert_eq!((w.sgpr[10], w.sgpr[11]), (104, 105));
+
+    // Buffer forms: 16 bytes in range.
+    let buf = BASE + 0x6000;
+    for i in 0..8 {
+        wr32(&mem, buf + 4 * i, 0x40 + i as u32);
+    }
+    set_rsrc(&mut w, 0, buf, 0, false, 16, 0);
+    w.sgpr[4] = 0xF0;
+    w.sgpr[5] = 0x0F;
+    w.sgpr[12] = 0xAAAA;
+    w.sgpr[13] = 0xBBBB;
+    run(
+        "s_buffer_atomic_or s4, s[0:3], 0x4 glc
+         s_buffer_atomic_or s5, s[0:3], 0x10 glc
+         s_buffer_store_dwordx2 s[12:13], s[0:3], 0xc
+         s_dcache_discard s[0:1], 0x0",
+        &mut w,
+        &mem,
+    );
+    assert_eq!((rd32(&mem, buf + 4), w.sgpr[4]), (0x41 | 0xF0, 0x41));
+    assert_eq!((rd32(&mem, buf + 16), w.sgpr[5]), (0x44, 0), "out of range: nothing, 0 returned");
+    assert_eq!((rd32(&mem, buf + 12), rd32(&mem, buf + 16)), (0xAAAA, 0x44), "the dword past NUM_RECORDS dropped");
+}
+
 #[test]
 fn global_16_bit_forms_keep_the_other_half() {
     let mem = VecMemory::new(BASE, MEM);

@@ -243,6 +243,29 @@ fn flat_d16_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     store_lanes(w, e, g, &data, &|w, l, _| flat_loc(w, e, l, addrs[l]))
 }
 
+/// `ds_read_{u8,i8,u16}_d16[_hi]`: one 8- or 16-bit LDS value into a half of each VGPR, the
+/// other half kept (as the FLAT `_d16` loads).
+fn ds_d16_load(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
+    if e.inst.mods.gds_lds {
+        return Err(ExecErrorKind::Unimplemented);
+    }
+    let addr = w.v32(&field(e, Field::Addr, 0)?)?;
+    let off = e.inst.mods.offset as u32 & 0xFFFF;
+    load_lanes(w, e, g, &dst(e)?, &|_, l, k| Ok(Loc::Lds(addr[l].wrapping_add(off).wrapping_add(k))))
+}
+
+/// `ds_write_{b8,b16}_d16_hi`: the low 8 or 16 bits of each VGPR's upper half to LDS.
+fn ds_d16_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
+    if e.inst.mods.gds_lds {
+        return Err(ExecErrorKind::Unimplemented);
+    }
+    let addr = w.v32(&field(e, Field::Addr, 0)?)?;
+    let off = e.inst.mods.offset as u32 & 0xFFFF;
+    store_lanes(w, e, g, &field(e, Field::Data0, 0)?, &|_, l, k| {
+        Ok(Loc::Lds(addr[l].wrapping_add(off).wrapping_add(k)))
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // SCRATCH
 
@@ -345,6 +368,16 @@ impl Rsrc {
 }
 
 /// Reads `n` consecutive SGPRs of a scalar tuple operand.
+/// Dword `k` of the SGPR (or trap temporary) tuple `o`.
+fn sdword(w: &Wave, o: &Operand, k: usize) -> Result<u32, ExecErrorKind> {
+    let (file, reg): (&[u32], u8) = match *o {
+        Operand::Sgpr { reg, .. } => (&w.sgpr, reg),
+        Operand::Ttmp { reg, .. } => (&w.ttmp, reg),
+        _ => return Err(ExecErrorKind::Unimplemented),
+    };
+    file.get(usize::from(reg) + k).copied().ok_or(ExecErrorKind::RegisterOutOfRange)
+}
+
 fn sdwords<const N: usize>(w: &Wave, o: &Operand) -> Result<[u32; N], ExecErrorKind> {
     let (file, reg): (&[u32], u8) = match *o {
         Operand::Sgpr { reg, .. } => (&w.sgpr, reg),
@@ -620,6 +653,59 @@ fn s_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     NEXT
 }
 
+/// `s_buffer_store_dword*`: the SGPRs to the buffer at base + offset (rounded down to 4); a
+/// dword at or past NUM_RECORDS bytes is dropped.
+fn s_buffer_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
+    let data = dst(e)?;
+    let r = Rsrc::from_words(sdwords::<4>(w, &field(e, Field::Sbase, 0)?)?);
+    let off = smem_offset(w, e)? & !3;
+    for k in 0..dword_count(e) {
+        let at = off.wrapping_add(4 * k as u32);
+        let v = sdword(w, &data, k)?;
+        if u64::from(at) + 4 <= u64::from(r.num_records) {
+            g.mem.store(r.base.wrapping_add(u64::from(at)), &v.to_le_bytes()).map_err(fault)?;
+        }
+    }
+    NEXT
+}
+
+/// aux bit of the scalar atomics: the address is in a buffer (`s_buffer_atomic_*`).
+const SBUFFER: u32 = 1 << 16;
+
+/// `s_atomic_*` / `s_buffer_atomic_*` (aux: the operation and size of [`atomic_op_aux`], and
+/// [`SBUFFER`]): one atomic on the 4- or 8-byte value at base + offset, atomic with respect to
+/// every other worker as the vector atomics are; the data SGPRs hold the value (then, for
+/// `cmpswap`, the compare value); with `glc` the first of them receive the old value. A buffer
+/// atomic at or past NUM_RECORDS does nothing and returns 0.
+fn s_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
+    let (op, size) = atomic_aux(e.aux & !SBUFFER)?;
+    let data = dst(e)?;
+    let dwords = usize::from(size / 4);
+    let word = |w: &Wave, k: usize| -> Result<u64, ExecErrorKind> {
+        let lo = u64::from(sdword(w, &data, k)?);
+        Ok(if dwords == 2 { lo | u64::from(sdword(w, &data, k + 1)?) << 32 } else { lo })
+    };
+    let val = word(w, 0)?;
+    let cmp = if op == AtomicOp::CmpSwap { word(w, dwords)? } else { 0 };
+    let off = smem_offset(w, e)?;
+    let addr = if e.aux & SBUFFER != 0 {
+        let r = Rsrc::from_words(sdwords::<4>(w, &field(e, Field::Sbase, 0)?)?);
+        (u64::from(off) + u64::from(size) <= u64::from(r.num_records)).then(|| r.base.wrapping_add(u64::from(off)))
+    } else {
+        Some(w.s64(&field(e, Field::Sbase, 0)?, Ty::B64)?.wrapping_add(u64::from(off)))
+    };
+    let old = match addr {
+        Some(a) => g.mem.atomic(a, size, op, val, cmp).map_err(fault)?,
+        None => 0,
+    };
+    if e.inst.mods.glc {
+        for k in 0..dwords {
+            w.set_sgpr_dword(&data, k, (old >> (32 * k)) as u32)?;
+        }
+    }
+    NEXT
+}
+
 /// The engine clock over the 100 MHz constant clock: gfx90a's 1700 MHz (docs/executor.md §5).
 pub const SHADER_CLOCKS_PER_TICK: u64 = 17;
 
@@ -785,6 +871,24 @@ fn format_aux(kind: &str) -> Option<u32> {
 
 /// Handlers of this module by mnemonic (without `_e32`/`_e64`), or `None`.
 pub(crate) fn handler_for_name(base: &str) -> Option<(Handler, u32)> {
+    if let Some(k) = base.strip_prefix("ds_read_") {
+        let aux = match k {
+            "u8_d16" => 1 | D16,
+            "u8_d16_hi" => 1 | HI,
+            "i8_d16" => 1 | SIGNED | D16,
+            "i8_d16_hi" => 1 | SIGNED | HI,
+            "u16_d16" => 2 | D16,
+            "u16_d16_hi" => 2 | HI,
+            _ => return None,
+        };
+        return Some((ds_d16_load, aux));
+    }
+    match base {
+        "ds_write_b8_d16_hi" => return Some((ds_d16_store, 1 | HI)),
+        "ds_write_b16_d16_hi" => return Some((ds_d16_store, 2 | HI)),
+        "ds_nop" => return Some((|_, _, _| NEXT, 0)),
+        _ => {}
+    }
     if let Some(rest) = base.strip_prefix("scratch_") {
         if let Some(k) = rest.strip_prefix("load_lds_") {
             return load_aux(k).filter(|a| a & !SIGNED <= 4).map(|a| (scratch_load_lds as Handler, a));
@@ -829,6 +933,12 @@ pub(crate) fn handler_for_name(base: &str) -> Option<(Handler, u32)> {
         // before the next one, so each runs and changes nothing (docs/executor.md §8).
         return matches!(rest, "wbl2" | "invl2" | "inv" | "wbinvl1" | "wbinvl1_vol").then_some((|_, _, _| NEXT, 0));
     }
+    if let Some(op) = base.strip_prefix("s_buffer_atomic_") {
+        return atomic_op_aux(op).filter(|a| a & 0xFF <= 12).map(|a| (s_atomic as Handler, a | SBUFFER));
+    }
+    if let Some(op) = base.strip_prefix("s_atomic_") {
+        return atomic_op_aux(op).filter(|a| a & 0xFF <= 12).map(|a| (s_atomic as Handler, a));
+    }
     if let Some(f) = base.strip_prefix("tbuffer_load_format_") {
         return format_aux(f).map(|a| (format_access as Handler, a));
     }
@@ -842,6 +952,10 @@ pub(crate) fn handler_for_name(base: &str) -> Option<(Handler, u32)> {
         | "s_buffer_load_dwordx8"
         | "s_buffer_load_dwordx16" => s_buffer_load,
         "s_store_dword" | "s_store_dwordx2" | "s_store_dwordx4" => s_store,
+        "s_buffer_store_dword" | "s_buffer_store_dwordx2" | "s_buffer_store_dwordx4" => s_buffer_store,
+        // Discarding lines leaves their contents undefined; memory here has no cache to drop
+        // them from, and keeping them is one of the outcomes the ISA allows.
+        "s_dcache_discard" | "s_dcache_discard_x2" => |_, _, _| NEXT,
         "s_memtime" => s_memtime,
         "s_memrealtime" => s_memrealtime,
         // A translation probe: only a hint to the address translation cache.

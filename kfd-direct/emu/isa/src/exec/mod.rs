@@ -23,6 +23,7 @@
 
 mod float;
 mod fp8;
+mod indexing;
 mod lanes;
 mod memory;
 mod ops;
@@ -90,6 +91,19 @@ pub enum AtomicOp {
     /// Two bf16 adds, one per half (32-bit accesses only), each rounded to nearest even
     /// (gfx940; docs/executor.md §8).
     PkAddBf16,
+    /// f32 minimum (32-bit accesses; IEEE minNum as [`AtomicOp::MinF64`]).
+    MinF32,
+    /// f32 maximum (IEEE maxNum).
+    MaxF32,
+    /// Reverse subtract: `value - old`.
+    Rsub,
+    /// Masked or: `(old & !compare) | value` (`compare` is the mask).
+    MaskOr,
+    /// Float compare and store: `value` where `old` equals `compare` as an f32 or f64 (by
+    /// size: ±0 equal, a NaN equal to nothing), else `old`.
+    CmpStF,
+    /// `old >= compare ? old - compare : old + value`.
+    Wrap,
 }
 
 impl AtomicOp {
@@ -154,16 +168,34 @@ impl AtomicOp {
                 let sum = |s: u32| u64::from(bf16_add(half(o, s), half(v, s)));
                 sum(0) | sum(16) << 16
             }
-            AtomicOp::MinF64 | AtomicOp::MaxF64 => {
-                let (a, b) = (f64::from_bits(o), f64::from_bits(v));
-                let min = self == AtomicOp::MinF64;
+            AtomicOp::Rsub => v.wrapping_sub(o),
+            AtomicOp::MaskOr => (o & !compare) | v,
+            AtomicOp::CmpStF => {
+                if float_of(o, size) == float_of(compare & mask, size) {
+                    v
+                } else {
+                    o
+                }
+            }
+            AtomicOp::Wrap => {
+                let d = compare & mask;
+                if o >= d {
+                    o - d
+                } else {
+                    o.wrapping_add(v)
+                }
+            }
+            AtomicOp::MinF64 | AtomicOp::MaxF64 | AtomicOp::MinF32 | AtomicOp::MaxF32 => {
+                let (a, b) = (float_of(o, size), float_of(v, size));
+                let min = matches!(self, AtomicOp::MinF64 | AtomicOp::MinF32);
+                let sign = |x: u64| x >> (8 * u32::from(size) - 1) & 1;
                 if a.is_nan() {
                     v
                 } else if b.is_nan() {
                     o
                 } else if a == b {
                     // −0 against +0: the sign decides.
-                    if (min && (o >> 63) != 0) || (!min && (o >> 63) == 0) {
+                    if (min && sign(o) != 0) || (!min && sign(o) == 0) {
                         o
                     } else {
                         v
@@ -176,6 +208,15 @@ impl AtomicOp {
             }
         };
         r & mask
+    }
+}
+
+/// The f32 (size 4) or f64 (size 8) whose bits are `x`, as an f64 (exact).
+fn float_of(x: u64, size: u8) -> f64 {
+    if size == 8 {
+        f64::from_bits(x)
+    } else {
+        f64::from(f32::from_bits(x as u32))
     }
 }
 

@@ -322,6 +322,34 @@ fn vaddsub_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32) -> (u32, bool), sat: 
     NEXT
 }
 
+/// `v_add_i32`, `v_sub_i32` (VOP3): wrapping, or with `clamp` saturated to the signed range.
+fn vaddsub_i32(w: &mut Wave, e: &Exe, f: impl Fn(i32, i32) -> (i32, bool)) -> R {
+    let m = &e.inst.mods;
+    if m.neg != 0 || m.abs != 0 || m.omod != 0 || m.op_sel != 0 {
+        return Err(ExecErrorKind::Unimplemented);
+    }
+    let clamp = m.clamp;
+    let (a, b) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?);
+    let r = lanes_map2(a, b, |x, y| match f(x as i32, y as i32) {
+        // Overflow toward the sign the true result has: the wrapped one's opposite.
+        (v, true) if clamp => (if v < 0 { i32::MAX } else { i32::MIN }) as u32,
+        (v, _) => v as u32,
+    });
+    w.set_v32(&dst(e)?, &r)?;
+    NEXT
+}
+
+/// `v_swap_b32 D, S`: the two VGPRs exchange their EXEC lanes.
+fn vswap(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
+    int_mods(e)?;
+    let (d, s) = (dst(e)?, src(e, 0)?);
+    let (dv, sv) = (w.v32(&d)?, w.v32(&s)?);
+    let exec = w.exec;
+    w.set_v32k(&d, 0, &sv, exec)?;
+    w.set_v32k(&s, 0, &dv, exec)?;
+    NEXT
+}
+
 fn vop1_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32) -> u32) -> R {
     int_mods(e)?;
     let a = w.src32(&src(e, 0)?)?;
@@ -1005,7 +1033,7 @@ fn flat_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
 }
 
 /// aux for atomics: the operation's index in [`ATOMIC_OPS`] (bits 7:0), bytes (bits 15:8).
-const ATOMIC_OPS: [AtomicOp; 19] = [
+const ATOMIC_OPS: [AtomicOp; 25] = [
     AtomicOp::Swap,
     AtomicOp::CmpSwap,
     AtomicOp::Add,
@@ -1025,6 +1053,12 @@ const ATOMIC_OPS: [AtomicOp; 19] = [
     AtomicOp::MinF64,
     AtomicOp::MaxF64,
     AtomicOp::PkAddBf16,
+    AtomicOp::MinF32,
+    AtomicOp::MaxF32,
+    AtomicOp::Rsub,
+    AtomicOp::MaskOr,
+    AtomicOp::CmpStF,
+    AtomicOp::Wrap,
 ];
 
 pub(crate) fn atomic_aux(a: u32) -> Result<(AtomicOp, u8), ExecErrorKind> {
@@ -1265,8 +1299,9 @@ fn ds_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
             Ok(per_lane(|l| u64::from(v[l])))
         }
     };
-    // ds_cmpst: data0 is the compare value, data1 the new one.
-    let (val, cmp) = if op == AtomicOp::CmpSwap {
+    // ds_cmpst: data0 is the compare value, data1 the new one; ds_mskor: data0 the mask,
+    // data1 the bits; ds_wrap: data0 the bound, data1 the step.
+    let (val, cmp) = if matches!(op, AtomicOp::CmpSwap | AtomicOp::CmpStF | AtomicOp::MaskOr | AtomicOp::Wrap) {
         (rd(w, Field::Data1)?, rd(w, Field::Data0)?)
     } else {
         (rd(w, Field::Data0)?, [0; LANES])
@@ -1286,6 +1321,46 @@ fn ds_atomic(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
             let o: Lanes = per_lane(|l| old[l] as u32);
             w.set_v32(&d, &o)?;
         }
+    }
+    NEXT
+}
+
+/// `ds_wrxchg2[st64]_rtn_b32/_b64`: at each of the two offsets (scaled as `ds_write2`'s),
+/// data0 and data1 replace the element, whose old values return in the destination's two
+/// halves; lanes in order, each lane's first address before its second.
+fn ds_wrxchg2(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
+    let n = (e.aux & 0xFF) as usize;
+    let size = n as u8;
+    let addrs = ds_addrs(w, e)?;
+    let offs = ds_offsets(e, n);
+    let per = n / 4;
+    let rd = |w: &Wave, f: Field| -> Result<Lanes64, ExecErrorKind> {
+        let o = field(e, f, 0)?;
+        if per == 2 {
+            w.v64(&o, Ty::B64)
+        } else {
+            let v = w.v32(&o)?;
+            Ok(per_lane(|l| u64::from(v[l])))
+        }
+    };
+    let data = [rd(w, Field::Data0)?, rd(w, Field::Data1)?];
+    let exec = w.exec;
+    let mut out = [[0u32; LANES]; 4];
+    for l in 0..LANES {
+        if exec >> l & 1 == 0 {
+            continue;
+        }
+        for part in 0..2 {
+            let at = addrs.at(l).wrapping_add(offs[part]);
+            let old = lds_atomic(g, at, size, AtomicOp::Swap, data[part][l], 0)?;
+            for k in 0..per {
+                out[part * per + k][l] = (old >> (32 * k)) as u32;
+            }
+        }
+    }
+    let d = dst(e)?;
+    for (k, o) in out.iter().enumerate().take(2 * per) {
+        w.set_v32k(&d, k, o, exec)?;
     }
     NEXT
 }
@@ -1409,6 +1484,14 @@ fn ds_atomic_aux(name: &str) -> Option<u32> {
         ("dec", "u32" | "u64") => 12,
         ("add", "f32") => 13,
         ("add", "f64") => 14,
+        ("min", "f64") => 16,
+        ("max", "f64") => 17,
+        ("min", "f32") => 19,
+        ("max", "f32") => 20,
+        ("rsub", "u32" | "u64") => 21,
+        ("mskor", _) => 22,
+        ("cmpst", "f32" | "f64") => 23,
+        ("wrap", "b32") => 24,
         _ => return None,
     };
     Some(i | size << 8)
@@ -1473,6 +1556,10 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
             "ds_write2st64_b32" => (ds_write, 4 | DS_TWO | DS_ST64),
             "ds_write2st64_b64" => (ds_write, 8 | DS_TWO | DS_ST64),
             "ds_bpermute_b32" => (ds_bpermute, 0),
+            "ds_wrxchg2_rtn_b32" => (ds_wrxchg2, 4 | DS_TWO),
+            "ds_wrxchg2_rtn_b64" => (ds_wrxchg2, 8 | DS_TWO),
+            "ds_wrxchg2st64_rtn_b32" => (ds_wrxchg2, 4 | DS_TWO | DS_ST64),
+            "ds_wrxchg2st64_rtn_b64" => (ds_wrxchg2, 8 | DS_TWO | DS_ST64),
             _ => {
                 return ds_atomic_aux(base)
                     .map(|a| (ds_atomic as Handler, a))
@@ -1658,6 +1745,27 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
             w.set_s32(&d, cur | 1 << (b & 31))?;
             NEXT
         },
+        "s_flbit_i32" => |w, e, _| sop1(w, e, |a, _| (u64::from(flbit_i32(i64::from(a as u32 as i32), 32)), None)),
+        "s_flbit_i32_i64" => |w, e, _| sop1(w, e, |a, _| (u64::from(flbit_i32(a as i64, 64)), None)),
+        "s_bitset0_b64" => |w, e, _| {
+            let d = op(e, 0)?;
+            let (cur, b) = (w.s64(&d, Ty::B64)?, sget(w, e, 1)?);
+            w.set_s64(&d, cur & !(1 << (b & 63)))?;
+            NEXT
+        },
+        "s_bitset1_b64" => |w, e, _| {
+            let d = op(e, 0)?;
+            let (cur, b) = (w.s64(&d, Ty::B64)?, sget(w, e, 1)?);
+            w.set_s64(&d, cur | 1 << (b & 63))?;
+            NEXT
+        },
+        "s_quadmask_b32" => |w, e, _| sop1(w, e, |a, _| nonzero(quadmask(a & 0xFFFF_FFFF, 8))),
+        "s_quadmask_b64" => |w, e, _| sop1(w, e, |a, _| nonzero(quadmask(a, 16))),
+        "s_wqm_b32" => |w, e, _| sop1(w, e, |a, _| nonzero(wqm(a & 0xFFFF_FFFF))),
+        "s_wqm_b64" => |w, e, _| sop1(w, e, |a, _| nonzero(wqm(a))),
+        "s_bitreplicate_b64_b32" => {
+            |w, e, _| sop1(w, e, |a, _| ((0..32).fold(0u64, |r, i| r | ((a >> i & 1) * (3 << (2 * i)))), None))
+        }
         "s_and_saveexec_b64" => |w, e, _| saveexec(w, e, |s, x| s & x),
         "s_or_saveexec_b64" => |w, e, _| saveexec(w, e, |s, x| s | x),
         "s_xor_saveexec_b64" => |w, e, _| saveexec(w, e, |s, x| s ^ x),
@@ -1675,6 +1783,11 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
             NEXT
         },
         "s_setpc_b64" => |w, e, _| Ok(Flow::JumpAddr(sget(w, e, 0)?)),
+        // SOPK: D = the next instruction's address; PC = that + 4 × simm16.
+        "s_call_b64" => |w, e, _| {
+            sset(w, e, 0, e.next)?;
+            Ok(Flow::JumpAddr(e.next.wrapping_add_signed(4 * i64::from(simm16(e) as u16 as i16))))
+        },
         "s_swappc_b64" => |w, e, _| {
             let to = sget(w, e, 1)?;
             sset(w, e, 0, e.next)?;
@@ -1714,6 +1827,12 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
             })
         },
         "v_pk_mov_b32" => pk_mov,
+        "v_swap_b32" => vswap,
+        // Float exceptions are not recorded (docs/executor.md §6): nothing to clear.
+        "v_clrexcp" => |_, e, _| {
+            int_mods(e)?;
+            NEXT
+        },
         "v_readfirstlane_b32" => readfirstlane,
         "v_accvgpr_read_b32" | "v_accvgpr_write_b32" | "v_accvgpr_mov_b32" => |w, e, _| {
             let a = w.v32(&src(e, 0)?)?;
@@ -1816,6 +1935,21 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
         "v_and_or_b32" => |w, e, _| vop3_u32(w, e, |a, b, c| (a & b) | c),
         "v_or3_b32" => |w, e, _| vop3_u32(w, e, |a, b, c| a | b | c),
         "v_xad_u32" => |w, e, _| vop3_u32(w, e, |a, b, c| (a ^ b).wrapping_add(c)),
+        "v_perm_b32" => |w, e, _| vop3_u32(w, e, perm),
+        "v_add_i32" => |w, e, _| vaddsub_i32(w, e, i32::overflowing_add),
+        "v_sub_i32" => |w, e, _| vaddsub_i32(w, e, i32::overflowing_sub),
+        "v_sad_u8" => |w, e, _| vop3_u32(w, e, |a, b, c| sad(a, b, 8).wrapping_add(c)),
+        "v_sad_hi_u8" => |w, e, _| vop3_u32(w, e, |a, b, c| (sad(a, b, 8) << 16).wrapping_add(c)),
+        "v_sad_u16" => |w, e, _| vop3_u32(w, e, |a, b, c| sad(a, b, 16).wrapping_add(c)),
+        "v_sad_u32" => |w, e, _| vop3_u32(w, e, |a, b, c| a.abs_diff(b).wrapping_add(c)),
+        "v_lerp_u8" => |w, e, _| {
+            vop3_u32(w, e, |a, b, c| {
+                (0..4).fold(0, |r, i| {
+                    let byte = |x: u32| (x >> (8 * i)) & 0xFF;
+                    r | ((byte(a) + byte(b) + (c >> (8 * i) & 1)) >> 1) << (8 * i)
+                })
+            })
+        },
         "v_mad_u64_u32" => |w, e, _| vmad64(w, e, false),
         "v_mad_i64_i32" => |w, e, _| vmad64(w, e, true),
         "v_lshlrev_b64" => |w, e, _| vshift64(w, e, |v, s| v << s),
@@ -1831,6 +1965,7 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
         "v_max3_f32" => |w, e, _| vop3_f32(w, e, |a, b, c| fmax(fmax(a, b), c)),
         _ => {
             return memory::handler_for_name(base)
+                .or_else(|| super::indexing::handler_for_name(base))
                 .or_else(|| super::float::handler_for_name(base))
                 .or_else(|| super::fp8::handler_for_name(base))
         }
@@ -1890,6 +2025,52 @@ fn lo(v: u64) -> (u64, Option<bool>) {
 fn shl_add(a: u64, b: u64, n: u32) -> (u64, Option<bool>) {
     let s = ((a as u32 as u64) << n) + (b as u32 as u64);
     (s & 0xFFFF_FFFF, Some(s >> 32 != 0))
+}
+
+fn nonzero(r: u64) -> (u64, Option<bool>) {
+    (r, Some(r != 0))
+}
+
+/// The bits of `x` (`bits` wide, sign-extended in `x`) after its sign bit that equal it, counted
+/// from the top; −1 for 0 and −1 (`s_flbit_i32`, as `v_ffbh_i32`).
+fn flbit_i32(x: i64, bits: u32) -> u32 {
+    if x == 0 || x == -1 {
+        return u32::MAX;
+    }
+    let v = (if x < 0 { !x } else { x }) as u64;
+    v.leading_zeros() - (64 - bits)
+}
+
+/// Bit i of the result: whether quad i (bits 4i…4i+3) of `a` has a bit set.
+fn quadmask(a: u64, quads: u32) -> u64 {
+    (0..quads).fold(0, |r, i| r | u64::from(a >> (4 * i) & 0xF != 0) << i)
+}
+
+/// Every quad of `a` with a bit set becomes 0xF (whole quad mode).
+fn wqm(a: u64) -> u64 {
+    (0..16).fold(0, |r, i| r | if a >> (4 * i) & 0xF != 0 { 0xF << (4 * i) } else { 0 })
+}
+
+/// `v_perm_b32`: byte k of the result is selector byte k of S2 applied to the eight bytes of
+/// {S0, S1} (S1 the low dword): 0–7 a byte, 8–11 the sign of byte 1, 3, 5 or 7 spread over the
+/// byte, 12 zero, 13 and up 0xFF.
+fn perm(a: u32, b: u32, sel: u32) -> u32 {
+    let data = u64::from(a) << 32 | u64::from(b);
+    let byte = |s: u32| -> u32 {
+        match s {
+            0..=7 => (data >> (8 * s) & 0xFF) as u32,
+            8..=11 => ((data >> (16 * (s - 8) + 15) & 1) * 0xFF) as u32,
+            12 => 0,
+            _ => 0xFF,
+        }
+    };
+    (0..4).fold(0, |r, k| r | byte(sel >> (8 * k) & 0xFF) << (8 * k))
+}
+
+/// Sum of the absolute differences of the unsigned `width`-bit fields of `a` and `b`.
+fn sad(a: u32, b: u32, width: u32) -> u32 {
+    let mask = (1u32 << width) - 1;
+    (0..32 / width).map(|i| ((a >> (i * width)) & mask).abs_diff((b >> (i * width)) & mask)).sum()
 }
 
 fn ff1(a: u64, bits: u32) -> u64 {

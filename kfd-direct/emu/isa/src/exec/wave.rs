@@ -156,7 +156,13 @@ impl Wave {
             self.executed += 1;
             let Some(h) = slot.handler else { return Err(at(ExecErrorKind::Unimplemented)) };
             // The decoded instruction by reference (the code outlives the group's borrow).
-            match h(self, &slot.exe, g).map_err(at)? {
+            // GPR index mode (exec/indexing.rs) takes a path of its own: one branch here.
+            let r = if self.mode & super::indexing::GPR_IDX_EN == 0 {
+                h(self, &slot.exe, g)
+            } else {
+                super::indexing::indexed(self, &slot.exe, h, g)
+            };
+            match r.map_err(at)? {
                 Flow::Next => self.pc += 1,
                 Flow::Jump(i) => self.pc = i,
                 Flow::JumpAddr(a) => match code.index_of(a) {
