@@ -223,6 +223,21 @@ impl Report {
         for m in self.mismatches.iter().take(150) {
             println!("MISMATCH {m}");
         }
+        let missing = self.unimplemented();
+        println!(
+            "executor: {} of the {} opcodes seen run as machine code; not implemented: {missing:?}",
+            self.seen_opcodes().len() - missing.len(),
+            self.seen_opcodes().len()
+        );
+    }
+    /// Every opcode seen (DPP and SDWA forms with their base).
+    pub fn seen_opcodes(&self) -> BTreeSet<Op> {
+        self.seen.values().flat_map(|(ops, _)| ops.iter().copied()).collect()
+    }
+    /// The opcodes seen that the executor does not implement.
+    pub fn unimplemented(&self) -> Vec<&'static str> {
+        let implemented: BTreeSet<&str> = aqueduct_isa::exec::implemented().map(|o| o.name()).collect();
+        self.seen_opcodes().iter().map(|o| o.name()).filter(|n| !implemented.contains(n)).collect()
     }
     pub fn assert_clean(&self) {
         assert_eq!(self.mismatch_count, 0, "{} mismatches against llvm-objdump-15", self.mismatch_count);
