@@ -489,3 +489,53 @@ fn lds_wrxchg2_exchanges_two_elements_per_lane() {
         assert_eq!(rd(&lds, b1, 8), pair(w.vgpr[4][l], w.vgpr[5][l]), "lane {l} b64 second new");
     }
 }
+
+/// `v_cube*_f32` against the cube-map face table of the OpenGL specification (major axis the
+/// largest magnitude, z before y before x on ties; sc/tc per face), −0 on the positive side.
+#[test]
+fn cube_face_and_coordinates_follow_the_face_table() {
+    let mut r = rnd(0x5A);
+    let mut dirs: Vec<[f32; 3]> = vec![
+        [1.0, 0.0, 0.0],
+        [-1.0, 0.0, 0.0],
+        [0.0, 2.0, 0.0],
+        [0.0, -2.0, 0.0],
+        [0.0, 0.0, 3.0],
+        [0.0, 0.0, -3.0],
+        [1.0, 1.0, 1.0],   // a tie of all three: z
+        [-2.0, 2.0, 1.0],  // x and y tie: y
+        [0.5, -0.0, -0.0], // x
+        [0.0, 0.0, -0.0],  // all zero: +z
+    ];
+    while dirs.len() < 64 {
+        dirs.push(core::array::from_fn(|_| (r() % 2001) as f32 / 100.0 - 10.0));
+    }
+    let mut w = wave();
+    for (l, d) in dirs.iter().enumerate() {
+        for k in 0..3 {
+            w.vgpr[k][l] = d[k].to_bits();
+        }
+    }
+    run(
+        "v_cubeid_f32 v4, v0, v1, v2\nv_cubesc_f32 v5, v0, v1, v2\nv_cubetc_f32 v6, v0, v1, v2\nv_cubema_f32 v7, v0, v1, v2",
+        &mut w,
+    );
+    for (l, &[x, y, z]) in dirs.iter().enumerate() {
+        let axis = if z.abs() >= x.abs() && z.abs() >= y.abs() {
+            2
+        } else if y.abs() >= x.abs() {
+            1
+        } else {
+            0
+        };
+        let major = [x, y, z][axis];
+        let face = 2 * axis + usize::from(major < 0.0);
+        // (sc, tc) per face: +x, −x, +y, −y, +z, −z.
+        let (sc, tc) = [(-z, -y), (z, -y), (x, z), (x, -z), (x, -y), (-x, -y)][face];
+        let got = |v: usize| f32::from_bits(w.vgpr[v][l]);
+        assert_eq!(got(4), face as f32, "id of {:?}", dirs[l]);
+        assert_eq!(got(5).to_bits(), sc.to_bits(), "sc of {:?}", dirs[l]);
+        assert_eq!(got(6).to_bits(), tc.to_bits(), "tc of {:?}", dirs[l]);
+        assert_eq!(got(7).to_bits(), (2.0 * major).to_bits(), "ma of {:?}", dirs[l]);
+    }
+}

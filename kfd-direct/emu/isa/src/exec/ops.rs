@@ -1963,6 +1963,10 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
         "v_max_f32" => |w, e, _| vop2_f32(w, e, fmax),
         "v_min3_f32" => |w, e, _| vop3_f32(w, e, |a, b, c| fmin(fmin(a, b), c)),
         "v_max3_f32" => |w, e, _| vop3_f32(w, e, |a, b, c| fmax(fmax(a, b), c)),
+        "v_cubeid_f32" => |w, e, _| vop3_f32(w, e, |x, y, z| cube(x, y, z).0),
+        "v_cubesc_f32" => |w, e, _| vop3_f32(w, e, |x, y, z| cube(x, y, z).1),
+        "v_cubetc_f32" => |w, e, _| vop3_f32(w, e, |x, y, z| cube(x, y, z).2),
+        "v_cubema_f32" => |w, e, _| vop3_f32(w, e, |x, y, z| cube(x, y, z).3),
         _ => {
             return memory::handler_for_name(base)
                 .or_else(|| super::indexing::handler_for_name(base))
@@ -2025,6 +2029,23 @@ fn lo(v: u64) -> (u64, Option<bool>) {
 fn shl_add(a: u64, b: u64, n: u32) -> (u64, Option<bool>) {
     let s = ((a as u32 as u64) << n) + (b as u32 as u64);
     (s & 0xFFFF_FFFF, Some(s >> 32 != 0))
+}
+
+/// The cube-map face of the direction (x, y, z) and its coordinates (docs/executor.md §5
+/// "Bytes and bits"): (face id, sc, tc, 2 × major axis). The z face wins ties, then y; a face's
+/// negative side only for a value below zero (−0 and NaN count as positive).
+fn cube(x: f32, y: f32, z: f32) -> (f32, f32, f32, f32) {
+    let neg = |v: f32| v < 0.0;
+    if z.abs() >= x.abs() && z.abs() >= y.abs() {
+        let (id, sc) = if neg(z) { (5.0, -x) } else { (4.0, x) };
+        (id, sc, -y, z + z)
+    } else if y.abs() >= x.abs() {
+        let (id, tc) = if neg(y) { (3.0, -z) } else { (2.0, z) };
+        (id, x, tc, y + y)
+    } else {
+        let (id, sc) = if neg(x) { (1.0, z) } else { (0.0, -z) };
+        (id, sc, -y, x + x)
+    }
 }
 
 fn nonzero(r: u64) -> (u64, Option<bool>) {
