@@ -1,4 +1,4 @@
-//! Bit, byte and LDS operations (docs/executor.md §5): `s_flbit_i32`, the 64-bit bit sets,
+//! Bit, byte, cube-map and LDS operations (docs/executor.md §5): `s_flbit_i32`, the 64-bit bit sets,
 //! quad masks, `v_perm_b32`, the SAD and LERP byte operations, signed add/subtract with clamp,
 //! `v_swap_b32`, the LDS reverse-subtract, masked-or, float min/max/compare-store and wrap
 //! atomics and the 16-bit (`_d16`) LDS reads and writes — assembled by `llvm-mc-15` at test
