@@ -72,54 +72,49 @@ impl<A: KernelArgs> Kernel<A> {
         self.object
     }
 
-    pub(crate) fn launch_desc(&self, grid: Dim3, block: Dim3, args: &[u8]) -> Result<LaunchBuf> {
+    /// Calls `f` with the launch of `args` on `grid` × `block`. Arguments that cover the
+    /// kernel's size are borrowed as they are; shorter ones are copied into a zeroed buffer of
+    /// the kernel's size on the stack (the hidden arguments a code object's kernel reads past
+    /// its explicit ones), sized to the need so that a launch zeroes and copies no more than it
+    /// passes on (docs/architecture.md, "The submit path, instruction by instruction").
+    pub(crate) fn with_launch<R>(
+        &self,
+        grid: Dim3,
+        block: Dim3,
+        args: &[u8],
+        f: impl FnOnce(&KernelLaunch<'_>) -> Result<R>,
+    ) -> Result<R> {
         let wg = |v: u32| u16::try_from(v).map_err(|_| Error::InvalidValue);
-        let mut buf = LaunchBuf {
-            object: self.object,
+        let workgroup = [wg(block.0)?, wg(block.1)?, wg(block.2)?];
+        let base = KernelLaunch {
+            kernel_object: self.object,
             grid: [grid.0, grid.1, grid.2],
-            workgroup: [wg(block.0)?, wg(block.1)?, wg(block.2)?],
-            group: self.group_segment_size,
-            private: self.private_segment_size,
-            bytes: [0; MAX_KERNARG],
-            len: self.kernarg_size.max(args.len()),
+            workgroup,
+            group_segment_size: self.group_segment_size,
+            private_segment_size: self.private_segment_size,
+            kernarg: &[],
         };
-        if buf.len > MAX_KERNARG {
+        let len = self.kernarg_size.max(args.len());
+        if len > MAX_KERNARG {
             return Err(Error::InvalidValue);
         }
-        buf.bytes.get_mut(..args.len()).ok_or(Error::InvalidValue)?.copy_from_slice(args);
-        Ok(buf)
-    }
-}
-
-/// A launch with its argument bytes padded to the kernel's size.
-pub(crate) struct LaunchBuf {
-    object: u64,
-    grid: [u32; 3],
-    workgroup: [u16; 3],
-    group: u32,
-    private: u32,
-    bytes: [u8; MAX_KERNARG],
-    len: usize,
-}
-
-impl std::ops::Deref for LaunchBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        self.bytes.get(..self.len).unwrap_or(&[])
-    }
-}
-
-impl LaunchBuf {
-    pub(crate) fn as_launch(&self) -> KernelLaunch<'_> {
-        KernelLaunch {
-            kernel_object: self.object,
-            grid: self.grid,
-            workgroup: self.workgroup,
-            group_segment_size: self.group,
-            private_segment_size: self.private,
-            kernarg: self,
+        if len == args.len() {
+            return f(&KernelLaunch { kernarg: args, ..base });
+        }
+        if len <= 512 {
+            padded::<512, R>(args, len, |kernarg| f(&KernelLaunch { kernarg, ..base }))
+        } else {
+            padded::<MAX_KERNARG, R>(args, len, |kernarg| f(&KernelLaunch { kernarg, ..base }))
         }
     }
+}
+
+/// Calls `f` with `args` followed by zeros up to `len` bytes (`len <= N`), in a buffer of `N`
+/// bytes on the stack.
+fn padded<const N: usize, R>(args: &[u8], len: usize, f: impl FnOnce(&[u8]) -> Result<R>) -> Result<R> {
+    let mut bytes = [0u8; N];
+    bytes.get_mut(..args.len()).ok_or(Error::InvalidValue)?.copy_from_slice(args);
+    f(bytes.get(..len).ok_or(Error::InvalidValue)?)
 }
 
 /// A loaded code object. Unloaded once the device is next idle after the drop.

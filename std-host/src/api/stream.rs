@@ -125,8 +125,7 @@ impl<'d> Stream<'d> {
 
     /// Launches a typed kernel.
     pub fn launch<A: KernelArgs>(&self, kernel: &Kernel<A>, grid: Dim3, block: Dim3, args: &A) -> Result<()> {
-        let buf = kernel.launch_desc(grid, block, args.as_bytes())?;
-        self.launch_raw(&buf.as_launch())
+        kernel.with_launch(grid, block, args.as_bytes(), |l| self.launch_raw(l))
     }
 
     /// Launches a kernel described in core's terms.

@@ -70,14 +70,13 @@ fn exec_of<'d>(
     let rt = dev.runtime();
     let g = Graph::new(dev)?;
     if !cond {
-        let launch = k.launch_desc(Dim3::x(1), Dim3::x(1), args.as_bytes())?;
-        rt.graph_add_kernel_node(g.handle(), &[], &launch.as_launch())?;
+        k.with_launch(Dim3::x(1), Dim3::x(1), args.as_bytes(), |l| rt.graph_add_kernel_node(g.handle(), &[], l))?;
         return g.instantiate();
     }
     let h = rt.graph_conditional_handle_create(g.handle(), 1, COND_ASSIGN_DEFAULT)?;
     let body = Graph::new(dev)?;
-    let launch = k.launch_desc(Dim3::x(1), Dim3::x(1), CountdownArgs { condition: h.0, ..args }.as_bytes())?;
-    rt.graph_add_kernel_node(body.handle(), &[], &launch.as_launch())?;
+    let args = CountdownArgs { condition: h.0, ..args };
+    k.with_launch(Dim3::x(1), Dim3::x(1), args.as_bytes(), |l| rt.graph_add_kernel_node(body.handle(), &[], l))?;
     let node = ConditionalNode::new(h, ConditionalKind::While, &[body.handle().0])?;
     rt.graph_add_conditional_node(g.handle(), &[], node)?;
     // The body is flattened into the executable: both graphs may go afterwards.
