@@ -77,6 +77,23 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         Ok(())
     }
 
+    /// Whether [`implicit_deps`](Self::implicit_deps) adds nothing for work on `slot`: a
+    /// non-blocking stream, or a blocking stream other than the null stream whose device's null
+    /// stream has nothing pending. The null stream itself answers `false` (its rule 1 scans the
+    /// device's streams).
+    #[cfg(target_has_atomic = "64")]
+    #[inline]
+    pub(super) fn no_implicit_deps(&self, slot: &StreamSlot<K::RawMutex>) -> bool {
+        let a = slot.attrs();
+        match a.kind {
+            StreamKind::Null => false,
+            _ if a.flags.is_blocking() => {
+                self.existing_null_stream(a.device).and_then(|n| self.stream(n).ok()).is_none_or(StreamSlot::is_idle)
+            }
+            _ => true,
+        }
+    }
+
     // ----- host-function signals -------------------------------------------------------------
 
     /// A pair of signals (start, done), both at 1, for a host function stream `consumer` is about

@@ -43,7 +43,8 @@ const ROOM_WAIT: crate::backend::Timeout = crate::backend::Timeout(10_000_000);
 /// One stream operation, before it becomes packets.
 #[derive(Clone, Copy)]
 pub(super) enum Command<'a> {
-    Kernel(crate::runtime::KernelLaunch<'a>),
+    /// A launch, borrowed (not copied onto the submit path's stack).
+    Kernel(&'a crate::runtime::KernelLaunch<'a>),
     Builtin {
         kernel: BuiltinKernel,
         args: [u8; 32],
@@ -311,17 +312,13 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                     let off = (index & (ring.size() - 1)) * u64::from(desc.kernarg_slot_bytes);
                     // No division on the common path: arguments within one slot take one.
                     let slots = if args.len() <= slot_bytes { 1 } else { args.len().div_ceil(slot_bytes.max(1)) };
-                    let len = args.len();
                     // SAFETY: the kernarg slots of reserved ring slots belong to this producer
                     // until their packets retire (QueueDesc contract); the dispatch's arguments
                     // span its slot and those of the `slots - 1` no-op barriers reserved after it
                     // (checked against the overhang above), contiguous in the area, which runs
                     // `kernarg_overhang_slots` past the ring's last slot. Retirement is in order,
                     // so those slots stay this dispatch's until it has completed.
-                    unsafe {
-                        let dst = desc.kernarg_host.as_ptr().add(off as usize);
-                        core::ptr::copy_nonoverlapping(args.as_ptr(), dst, len);
-                    }
+                    unsafe { copy_args(args, desc.kernarg_host.as_ptr().add(off as usize)) };
                     d.kernarg_address = desc.kernarg_device + off;
                     d.completion_signal = p;
                     d.header = with_barrier(d.header, true);
@@ -421,12 +418,21 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// doorbell must not go backwards (a packet processor may stop at the last value it read),
     /// so each producer raises `rung` and rings until the value it rang is the highest asked
     /// for.
-    #[inline]
+    ///
+    /// Inlined on hosts with the shared queue's loop out of line.
+    #[cfg_attr(target_has_atomic = "64", inline(always))]
     pub(super) fn ring(&self, hw: &QueueHw<B::Queue>, shared: bool, last: u64) {
         if !shared {
             self.backend.ring_doorbell(&hw.queue, last);
             return;
         }
+        self.ring_shared(hw, last);
+    }
+
+    /// [`ring`](Self::ring) on a shared queue.
+    #[cfg_attr(target_has_atomic = "64", inline(never))]
+    #[cfg_attr(not(target_has_atomic = "64"), inline(always))]
+    fn ring_shared(&self, hw: &QueueHw<B::Queue>, last: u64) {
         // Ordering: AcqRel; the highest value wins.
         hw.rung.fetch_max(last.wrapping_add(1), Ordering::AcqRel);
         loop {
@@ -455,7 +461,54 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     // ----- submission ------------------------------------------------------------------------
 
     /// Enqueues one operation on stream `s` with its implicit and explicit dependencies.
+    ///
+    /// On hosts the fast path ([`submit_fast`](Self::submit_fast)) runs first; whatever it does
+    /// not take goes the checked path, which resolves the handle as every stream API does and
+    /// names the error. Small images have the checked path only.
+    #[inline]
     pub(super) fn submit(&self, s: StreamHandle, cmd: Command<'_>) -> Result<()> {
+        #[cfg(target_has_atomic = "64")]
+        if let Some(r) = self.submit_fast(s, &cmd) {
+            return r;
+        }
+        self.submit_checked(s, cmd)
+    }
+
+    /// The submit fast path: a created stream's handle, no capture alive, the slot holding that
+    /// stream live and attached ([`StreamSlot::enqueues_fast`]), checked once before the
+    /// stream's lock and once under it (the stream may be destroyed or detached, or a capture
+    /// begin, meanwhile). Then the queue's fault check and the publish, as on the checked path.
+    /// `None` (before anything is published) hands the operation to the checked path: the null
+    /// and per-thread streams, a stale or garbage handle, a detached stream, captures.
+    ///
+    /// What it skips is what a live created stream makes redundant: the device count (a stream
+    /// exists only on a device that does), the null and per-thread lookups, the classification
+    /// of the handle (only `Live` continues) and the repeated reads of the attribute word.
+    #[cfg(target_has_atomic = "64")]
+    #[inline(always)]
+    fn submit_fast(&self, s: StreamHandle, cmd: &Command<'_>) -> Option<Result<()>> {
+        if self.any_capture() {
+            return None;
+        }
+        let (tag, generation, i) = crate::table::decode(s.0);
+        if tag != super::STREAM_TAG {
+            return None;
+        }
+        let slot = self.stream(i).ok()?;
+        if !slot.enqueues_fast(generation) {
+            return None;
+        }
+        let mut inner = slot.inner.lock();
+        if !slot.enqueues_fast(generation) || self.any_capture() {
+            return None;
+        }
+        Some(self.check_fault(&inner).and_then(|()| self.submit_locked(i, slot, &mut inner, cmd)))
+    }
+
+    /// [`submit`](Self::submit) with every check of the handle and the stream in full.
+    #[cfg_attr(target_has_atomic = "64", inline(never))]
+    #[cfg_attr(not(target_has_atomic = "64"), inline(always))]
+    fn submit_checked(&self, s: StreamHandle, cmd: Command<'_>) -> Result<()> {
         #[cfg(feature = "capture")]
         if self.any_capture() {
             return self.submit_captured(s, cmd);
@@ -543,7 +596,32 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
     /// Publishes one operation on slot `i` (lock held as `inner`): its implicit dependencies
     /// (possibly in earlier batches), its explicit ones, then its packets.
+    ///
+    /// On hosts a launch with no implicit dependency publishes its one packet here, inline in
+    /// the fast path; everything else is [`submit_batch`](Self::submit_batch), out of line.
+    #[inline]
     pub(super) fn submit_locked(
+        &self,
+        i: usize,
+        slot: &StreamSlot<K::RawMutex>,
+        inner: &mut StreamInner,
+        cmd: &Command<'_>,
+    ) -> Result<()> {
+        #[cfg(target_has_atomic = "64")]
+        if let Command::Kernel(k) = cmd {
+            if self.no_implicit_deps(slot) {
+                check_geometry(k.grid, k.workgroup, k.kernel_object)?;
+                return self.publish(slot, inner, &[Spec::Dispatch(Dispatch::launch(k))]);
+            }
+        }
+        self.submit_batch(i, slot, inner, cmd)
+    }
+
+    /// [`submit_locked`](Self::submit_locked) through a batch: the implicit dependencies, then
+    /// the operation's packets.
+    #[cfg_attr(target_has_atomic = "64", inline(never))]
+    #[cfg_attr(not(target_has_atomic = "64"), inline(always))]
+    fn submit_batch(
         &self,
         i: usize,
         slot: &StreamSlot<K::RawMutex>,
@@ -562,7 +640,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         }
         let mut host: Option<(usize, LiveSignal, LiveSignal, HostFn)> = None;
         match *cmd {
-            Command::Kernel(k) => batch.push(Spec::Dispatch(Dispatch::launch(&k)))?,
+            Command::Kernel(k) => batch.push(Spec::Dispatch(Dispatch::launch(k)))?,
             Command::Builtin { kernel, ref args, len } => {
                 let object = self.backend.builtin_kernel(device, kernel)?;
                 batch.push(Spec::Dispatch(Dispatch::single(object, args.get(..len).ok_or(Error::InvalidValue)?)))?;
@@ -632,13 +710,50 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     }
 }
 
+/// Copies a dispatch's kernel arguments to `dst`, its kernel-argument slot. On hosts, arguments
+/// of 8 to 32 bytes (most launches) are two loads and two stores of 8 or 16 bytes, the second
+/// pair ending at the last byte (the two may overlap), instead of a call to `memcpy`
+/// (docs/architecture.md, "The submit path, instruction by instruction").
+///
+/// # Safety
+/// `dst` must be valid for `args.len()` bytes of writes and must not overlap `args`.
+#[inline(always)]
+unsafe fn copy_args(args: &[u8], dst: *mut u8) {
+    let (src, len) = (args.as_ptr(), args.len());
+    #[cfg(target_has_atomic = "64")]
+    {
+        if (16..=32).contains(&len) {
+            // SAFETY: bytes 0..16 and len-16..len lie inside both `args` and the caller's `dst`.
+            unsafe {
+                let (a, b) =
+                    (src.cast::<[u8; 16]>().read_unaligned(), src.add(len - 16).cast::<[u8; 16]>().read_unaligned());
+                dst.cast::<[u8; 16]>().write_unaligned(a);
+                dst.add(len - 16).cast::<[u8; 16]>().write_unaligned(b);
+            }
+            return;
+        }
+        if (8..16).contains(&len) {
+            // SAFETY: bytes 0..8 and len-8..len lie inside both `args` and the caller's `dst`.
+            unsafe {
+                let (a, b) = (src.cast::<u64>().read_unaligned(), src.add(len - 8).cast::<u64>().read_unaligned());
+                dst.cast::<u64>().write_unaligned(a);
+                dst.add(len - 8).cast::<u64>().write_unaligned(b);
+            }
+            return;
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { core::ptr::copy_nonoverlapping(src, dst, len) }
+}
+
 /// Checks a launch's geometry: zero sizes or a work-group over 1024 work-items are
 /// `InvalidConfiguration`, a null kernel `InvalidValue`.
 #[inline]
 pub(super) fn check_geometry(grid: [u32; 3], workgroup: [u16; 3], kernel_object: u64) -> Result<()> {
-    // u64: three u16 sizes overflow u32 (and a wrapped product could pass the 1024 check).
-    let wg_items: u64 = workgroup.iter().map(|&w| u64::from(w)).product();
-    if workgroup.contains(&0) || grid.contains(&0) || wg_items > 1024 {
+    // u64: three u16 sizes overflow u32 (and a wrapped product could pass the 1024 check). A
+    // zero size makes the product 0, which the subtraction wraps past 1024: one compare for both.
+    let wg_items = u64::from(workgroup[0]) * u64::from(workgroup[1]) * u64::from(workgroup[2]);
+    if wg_items.wrapping_sub(1) >= 1024 || grid[0] == 0 || grid[1] == 0 || grid[2] == 0 {
         return Err(Error::InvalidConfiguration);
     }
     if kernel_object == 0 {

@@ -64,6 +64,17 @@ impl SlotWord {
         self.load().1
     }
 
+    /// Whether the slot holds, live, the object whose handles carry `generation`: one load and
+    /// one compare against the word that object has (`generation - 1 << 2 | Live`), what
+    /// [`classify`](Self::classify) answers `Live` for. Generation 0 is never issued: its
+    /// word would hold `u32::MAX`, which [`vacate`](Self::vacate) never stores.
+    #[cfg(target_has_atomic = "64")]
+    #[inline]
+    pub(crate) fn is_live(&self, generation: u32) -> bool {
+        // Ordering: Acquire, as in `load`.
+        self.0.load(Ordering::Acquire) == u64::from(generation.wrapping_sub(1)) << 2 | SlotState::Live as u64
+    }
+
     /// The generation a handle of the current (or next) object carries.
     #[inline]
     pub(crate) fn handle_generation(&self) -> u32 {

@@ -31,13 +31,16 @@ pub(crate) struct Attrs {
     pub(crate) context: Option<u8>,
 }
 
+/// The detached bit of the packed [`Attrs`].
+const DETACHED: u32 = 1 << 8;
+
 impl Attrs {
     pub(crate) fn pack(self) -> u32 {
         (self.device & 7)
             | (self.kind as u32) << 3
             | u32::from(!self.flags.is_blocking()) << 5
             | ((self.priority.value() + 1) as u32 & 3) << 6
-            | u32::from(self.detached) << 8
+            | if self.detached { DETACHED } else { 0 }
             | self.context.map_or(0, |c| u32::from(c) + 1) << 9
     }
 
@@ -52,7 +55,7 @@ impl Attrs {
             },
             flags: if w >> 5 & 1 == 1 { StreamFlags::NON_BLOCKING } else { StreamFlags::DEFAULT },
             priority: Priority::clamp(((w >> 6) & 3) as i32 - 1),
-            detached: w >> 8 & 1 == 1,
+            detached: w & DETACHED != 0,
             context: match (w >> 9) & 15 {
                 0 => None,
                 c => Some(c as u8 - 1),
@@ -119,6 +122,18 @@ impl<R: lock_api::RawMutex> StreamSlot<R> {
     pub(crate) fn attrs(&self) -> Attrs {
         // Ordering: Acquire pairs with the Release in `set_attrs`.
         Attrs::unpack(self.attrs.load(Ordering::Acquire))
+    }
+
+    /// Whether work on the stream whose handles carry `generation` may take the submit fast
+    /// path: the slot holds that stream live, and it is not detached (two loads of the slot's
+    /// first line, one branch; docs/architecture.md, "The submit path, instruction by
+    /// instruction"). Anything else takes the checked path, which names the error.
+    #[cfg(target_has_atomic = "64")]
+    #[inline]
+    pub(crate) fn enqueues_fast(&self, generation: u32) -> bool {
+        // Ordering: Acquire, as in `attrs`.
+        let detached = self.attrs.load(Ordering::Acquire) & DETACHED;
+        self.word.is_live(generation) & (detached == 0)
     }
 
     pub(crate) fn set_attrs(&self, a: Attrs) {
