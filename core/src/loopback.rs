@@ -350,24 +350,9 @@ impl<'m, C: Config> Loopback<'m, C> {
 
     /// A loopback backend reporting `devices` devices (they share the memory).
     pub fn with_devices(mem: &'m LoopbackMemory<C>, devices: u32) -> Self {
-        let mut kernels = [None; MAX_KERNELS];
-        for (k, (_, f)) in kernels.iter_mut().zip(BUILTINS) {
-            *k = Some(f);
-        }
-        Loopback {
+        let mut lb = Loopback {
             mem,
-            state: spin::Mutex::new(State {
-                queue_used: <C::LoopbackQueues<Used> as Table<Used>>::EMPTY,
-                queue_priority: <C::LoopbackQueues<QueuePriority> as Table<QueuePriority>>::EMPTY,
-                queue_cu_mask: <C::LoopbackQueues<QueueCuMask> as Table<QueueCuMask>>::EMPTY,
-                signal_used: <C::LoopbackSignals<Used> as Table<Used>>::EMPTY,
-                kernels,
-                allocations: [(0, 0); MAX_ALLOCATIONS],
-                registrations: [(0, 0); MAX_REGISTRATIONS],
-                trace: <C::LoopbackTrace<TraceSlot> as Table<TraceSlot>>::EMPTY,
-                trace_len: 0,
-                trace_dropped: 0,
-            }),
+            state: Self::LOCKED_STATE,
             faults: <C::LoopbackQueues<Fault> as Table<Fault>>::EMPTY,
             calls: HostCalls::new(),
             devices,
@@ -376,6 +361,80 @@ impl<'m, C: Config> Loopback<'m, C> {
             pump_passes: AtomicU32::new(0),
             start_index: None,
             deferred: AtomicBool::new(false),
+        };
+        lb.install_builtins();
+        lb
+    }
+
+    /// [`new`](Self::new) written into `place` field by field and returned: no backend-sized
+    /// temporary to copy (for `Runtime::init_with` in a firmware image, docs/architecture.md,
+    /// "Footprint").
+    pub fn init<'p>(place: &'p mut core::mem::MaybeUninit<Self>, mem: &'m LoopbackMemory<C>) -> &'p mut Self {
+        use core::ptr::addr_of_mut;
+        // Every field, named: a field added to `Loopback` fails to compile here until it is
+        // written below too (never called; no code).
+        let _every_field = |l: &Self| {
+            let Self {
+                mem: _,
+                state: _,
+                calls: _,
+                faults: _,
+                devices: _,
+                clock: _,
+                pumping: _,
+                pump_passes: _,
+                start_index: _,
+                deferred: _,
+            } = l;
+        };
+        let p = place.as_mut_ptr();
+        // SAFETY: `p` points to `place`, valid for writes and aligned; every field is written
+        // through a pointer to itself (no reference to the uninitialised whole), `faults` as a
+        // `MaybeUninit` of its own type (same layout).
+        unsafe {
+            addr_of_mut!((*p).mem).write(mem);
+            addr_of_mut!((*p).state).write(Self::LOCKED_STATE);
+            Table::init_empty(
+                &mut *addr_of_mut!((*p).faults).cast::<core::mem::MaybeUninit<C::LoopbackQueues<Fault>>>(),
+            );
+            addr_of_mut!((*p).calls).write(HostCalls::new());
+            addr_of_mut!((*p).devices).write(1);
+            addr_of_mut!((*p).clock).write(AtomicU64::new(0));
+            addr_of_mut!((*p).pumping).write(AtomicBool::new(false));
+            addr_of_mut!((*p).pump_passes).write(AtomicU32::new(0));
+            addr_of_mut!((*p).start_index).write(None);
+            addr_of_mut!((*p).deferred).write(AtomicBool::new(false));
+        }
+        // SAFETY: every field was written above.
+        let lb = unsafe { place.assume_init_mut() };
+        lb.install_builtins();
+        lb
+    }
+
+    /// The state of a new loopback: nothing used, no kernel registered
+    /// ([`install_builtins`](Self::install_builtins) adds the built-ins), an empty trace.
+    const STATE: State<C> = State {
+        queue_used: <C::LoopbackQueues<Used> as Table<Used>>::EMPTY,
+        queue_priority: <C::LoopbackQueues<QueuePriority> as Table<QueuePriority>>::EMPTY,
+        queue_cu_mask: <C::LoopbackQueues<QueueCuMask> as Table<QueueCuMask>>::EMPTY,
+        signal_used: <C::LoopbackSignals<Used> as Table<Used>>::EMPTY,
+        kernels: [None; MAX_KERNELS],
+        allocations: [(0, 0); MAX_ALLOCATIONS],
+        registrations: [(0, 0); MAX_REGISTRATIONS],
+        trace: <C::LoopbackTrace<TraceSlot> as Table<TraceSlot>>::EMPTY,
+        trace_len: 0,
+        trace_dropped: 0,
+    };
+
+    /// [`STATE`](Self::STATE) behind its lock, a constant: written in place with one copy of
+    /// its image (or a clear), not built on the stack first.
+    #[allow(clippy::declare_interior_mutable_const)]
+    const LOCKED_STATE: spin::Mutex<State<C>> = spin::Mutex::new(Self::STATE);
+
+    /// Registers the built-in kernels, in the first kernel slots.
+    fn install_builtins(&mut self) {
+        for (k, (_, f)) in self.state.get_mut().kernels.iter_mut().zip(BUILTINS) {
+            *k = Some(f);
         }
     }
 
