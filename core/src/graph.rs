@@ -160,9 +160,11 @@ pub struct Graph {
     arena: HostArray<[u8; 16]>,
     /// Adjacency items of a non-ordered graph (built per plan).
     adj: HostArray<NodeId>,
-    /// True while every edge came from `add_node`: node ids are then a topological order and
+    /// False while every edge came from `add_node`: node ids are then a topological order and
     /// each node's incoming edges are one contiguous run, so planning needs no adjacency build.
-    ordered: bool,
+    /// (Stored inverted so that an empty graph is all zero bytes: docs/architecture.md,
+    /// "Footprint".)
+    unordered: bool,
 }
 
 impl Default for Graph {
@@ -221,7 +223,7 @@ impl Graph {
             edges: HostArray::new(),
             arena: HostArray::new(),
             adj: HostArray::new(),
-            ordered: true,
+            unordered: false,
         }
     }
 
@@ -278,7 +280,7 @@ impl Graph {
         self.nodes.clear();
         self.edges.clear();
         self.arena.clear();
-        self.ordered = true;
+        self.unordered = false;
     }
 
     /// Returns the graph's memory to the backend.
@@ -287,7 +289,7 @@ impl Graph {
         self.edges.free(b);
         self.arena.free(b);
         self.adj.free(b);
-        self.ordered = true;
+        self.unordered = false;
     }
 
     /// Copies kernel arguments into the arena (16-byte aligned); returns their offset.
@@ -352,7 +354,7 @@ impl Graph {
             return Ok(());
         }
         self.edges.push(b, 0, (from, to), max_edges(max_nodes))?;
-        self.ordered = false;
+        self.unordered = true;
         Ok(())
     }
 
@@ -463,7 +465,7 @@ impl Graph {
     /// Calls `f` with each predecessor of node `id`.
     fn for_each_pred(&self, id: NodeId, mut f: impl FnMut(NodeId)) {
         let Some(n) = self.node(id) else { return };
-        if self.ordered {
+        if !self.unordered {
             let start = n.in_start as usize;
             for e in self.edges.as_slice().get(start..start + usize::from(n.in_len)).unwrap_or(&[]) {
                 f(e.0);
@@ -477,7 +479,7 @@ impl Graph {
     }
 
     fn node_at(&self, k: usize) -> NodeId {
-        if self.ordered {
+        if !self.unordered {
             NodeId(k as u16)
         } else {
             self.nodes.as_slice().get(k).map_or(NodeId(0), |n| n.s.order)
@@ -599,7 +601,7 @@ impl Graph {
     /// barrier-AND of the plan waits on); returns how many there are. Call before
     /// [`plan`](Self::plan); the backend supplies scratch memory for graphs with added edges.
     pub fn signal_slots<B: Backend>(&mut self, b: &B) -> Result<u16> {
-        if !self.ordered {
+        if self.unordered {
             self.build_order(b)?;
         }
         for n in self.nodes.as_mut_slice() {

@@ -350,24 +350,9 @@ impl<'m, C: Config> Loopback<'m, C> {
 
     /// A loopback backend reporting `devices` devices (they share the memory).
     pub fn with_devices(mem: &'m LoopbackMemory<C>, devices: u32) -> Self {
-        let mut kernels = [None; MAX_KERNELS];
-        for (k, (_, f)) in kernels.iter_mut().zip(BUILTINS) {
-            *k = Some(f);
-        }
-        Loopback {
+        let mut lb = Loopback {
             mem,
-            state: spin::Mutex::new(State {
-                queue_used: <C::LoopbackQueues<Used> as Table<Used>>::EMPTY,
-                queue_priority: <C::LoopbackQueues<QueuePriority> as Table<QueuePriority>>::EMPTY,
-                queue_cu_mask: <C::LoopbackQueues<QueueCuMask> as Table<QueueCuMask>>::EMPTY,
-                signal_used: <C::LoopbackSignals<Used> as Table<Used>>::EMPTY,
-                kernels,
-                allocations: [(0, 0); MAX_ALLOCATIONS],
-                registrations: [(0, 0); MAX_REGISTRATIONS],
-                trace: <C::LoopbackTrace<TraceSlot> as Table<TraceSlot>>::EMPTY,
-                trace_len: 0,
-                trace_dropped: 0,
-            }),
+            state: Self::LOCKED_STATE,
             faults: <C::LoopbackQueues<Fault> as Table<Fault>>::EMPTY,
             calls: HostCalls::new(),
             devices,
@@ -376,6 +361,89 @@ impl<'m, C: Config> Loopback<'m, C> {
             pump_passes: AtomicU32::new(0),
             start_index: None,
             deferred: AtomicBool::new(false),
+        };
+        lb.install_builtins();
+        lb
+    }
+
+    /// [`new`](Self::new) written into `place` field by field and returned: no backend-sized
+    /// temporary to copy (for `Runtime::init_with` in a firmware image, docs/architecture.md,
+    /// "Footprint").
+    pub fn init<'p>(place: &'p mut core::mem::MaybeUninit<Self>, mem: &'m LoopbackMemory<C>) -> &'p mut Self {
+        use core::ptr::addr_of_mut;
+        // Every field, named: a field added to `Loopback` fails to compile here until it is
+        // written below too (never called; no code).
+        let _every_field = |l: &Self| {
+            let Self {
+                mem: _,
+                state: _,
+                calls: _,
+                faults: _,
+                devices: _,
+                clock: _,
+                pumping: _,
+                pump_passes: _,
+                start_index: _,
+                deferred: _,
+            } = l;
+        };
+        let p = place.as_mut_ptr();
+        // SAFETY: `p` points to `place`, valid for writes and aligned; every field is written
+        // through a pointer to itself (no reference to the uninitialised whole), `faults` as a
+        // `MaybeUninit` of its own type (same layout).
+        unsafe {
+            addr_of_mut!((*p).mem).write(mem);
+            addr_of_mut!((*p).state).write(Self::LOCKED_STATE);
+            Table::init_empty(
+                &mut *addr_of_mut!((*p).faults).cast::<core::mem::MaybeUninit<C::LoopbackQueues<Fault>>>(),
+            );
+            addr_of_mut!((*p).calls).write(HostCalls::new());
+            addr_of_mut!((*p).devices).write(1);
+            addr_of_mut!((*p).clock).write(AtomicU64::new(0));
+            addr_of_mut!((*p).pumping).write(AtomicBool::new(false));
+            addr_of_mut!((*p).pump_passes).write(AtomicU32::new(0));
+            addr_of_mut!((*p).start_index).write(None);
+            addr_of_mut!((*p).deferred).write(AtomicBool::new(false));
+        }
+        // SAFETY: every field was written above.
+        let lb = unsafe { place.assume_init_mut() };
+        lb.install_builtins();
+        lb
+    }
+
+    /// The state of a new loopback: nothing used, no kernel registered
+    /// ([`install_builtins`](Self::install_builtins) adds the built-ins), an empty trace.
+    const STATE: State<C> = State {
+        queue_used: <C::LoopbackQueues<Used> as Table<Used>>::EMPTY,
+        queue_priority: <C::LoopbackQueues<QueuePriority> as Table<QueuePriority>>::EMPTY,
+        queue_cu_mask: <C::LoopbackQueues<QueueCuMask> as Table<QueueCuMask>>::EMPTY,
+        signal_used: <C::LoopbackSignals<Used> as Table<Used>>::EMPTY,
+        kernels: [None; MAX_KERNELS],
+        allocations: [(0, 0); MAX_ALLOCATIONS],
+        registrations: [(0, 0); MAX_REGISTRATIONS],
+        trace: <C::LoopbackTrace<TraceSlot> as Table<TraceSlot>>::EMPTY,
+        trace_len: 0,
+        trace_dropped: 0,
+    };
+
+    /// [`STATE`](Self::STATE) behind its lock, a constant: written in place with one copy of
+    /// its image (or a clear), not built on the stack first.
+    #[allow(clippy::declare_interior_mutable_const)]
+    const LOCKED_STATE: spin::Mutex<State<C>> = spin::Mutex::new(Self::STATE);
+
+    /// The state, locked. Out of line on targets without native 64-bit atomics (the small
+    /// images: one copy of the spin loop instead of one per caller, docs/architecture.md,
+    /// "Footprint"); inlined on hosts.
+    #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
+    #[cfg_attr(target_has_atomic = "64", inline)]
+    fn lock_state(&self) -> spin::MutexGuard<'_, State<C>> {
+        self.state.lock()
+    }
+
+    /// Registers the built-in kernels, in the first kernel slots.
+    fn install_builtins(&mut self) {
+        for (k, (_, f)) in self.state.get_mut().kernels.iter_mut().zip(BUILTINS) {
+            *k = Some(f);
         }
     }
 
@@ -396,7 +464,7 @@ impl<'m, C: Config> Loopback<'m, C> {
 
     /// Registers a kernel's host twin; returns its kernel object.
     pub fn register_kernel(&self, f: KernelFn) -> Result<u64> {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let (i, slot) = st.kernels.iter_mut().enumerate().find(|(_, k)| k.is_none()).ok_or(Error::OutOfMemory)?;
         *slot = Some(f);
         Ok(KERNEL_OBJECT_BASE + i as u64 * 64)
@@ -405,12 +473,12 @@ impl<'m, C: Config> Loopback<'m, C> {
     /// Number of trace entries recorded (at most the configuration's `LT`, [`TRACE_CAPACITY`]
     /// by default).
     pub fn trace_len(&self) -> usize {
-        self.state.lock().trace_len
+        self.lock_state().trace_len
     }
 
     /// Trace entry `i`, oldest first.
     pub fn trace_entry(&self, i: usize) -> Option<TraceEntry> {
-        let st = self.state.lock();
+        let st = self.lock_state();
         if i < st.trace_len {
             st.trace.slots().get(i).and_then(|t| t.0)
         } else {
@@ -420,7 +488,7 @@ impl<'m, C: Config> Loopback<'m, C> {
 
     /// Copies the trace into `out`; returns how many entries were written.
     pub fn trace(&self, out: &mut [TraceEntry]) -> usize {
-        let st = self.state.lock();
+        let st = self.lock_state();
         let mut n = 0;
         for (o, e) in out.iter_mut().zip(st.trace.slots().iter().map(|t| &t.0).take(st.trace_len)) {
             if let Some(e) = e {
@@ -433,25 +501,25 @@ impl<'m, C: Config> Loopback<'m, C> {
 
     /// Entries that did not fit in the trace since it was last cleared.
     pub fn trace_dropped(&self) -> usize {
-        self.state.lock().trace_dropped
+        self.lock_state().trace_dropped
     }
 
     /// Empties the trace.
     pub fn clear_trace(&self) {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         st.trace_len = 0;
         st.trace_dropped = 0;
     }
 
     /// The priority a live queue was created with.
     pub fn queue_priority(&self, queue: &LoopbackQueue) -> Priority {
-        let st = self.state.lock();
+        let st = self.lock_state();
         st.queue_priority.slots().get(queue.0 as usize).map(|p| p.0).unwrap_or_default()
     }
 
     /// The CU mask a live queue was created with.
     pub fn queue_cu_mask(&self, queue: &LoopbackQueue) -> Option<CuMask> {
-        let st = self.state.lock();
+        let st = self.lock_state();
         st.queue_cu_mask.slots().get(queue.0 as usize).and_then(|m| m.0)
     }
 
@@ -474,12 +542,12 @@ impl<'m, C: Config> Loopback<'m, C> {
 
     /// Number of queues in use.
     pub fn queues_in_use(&self) -> usize {
-        self.state.lock().queue_used.slots().iter().filter(|u| u.0).count()
+        self.lock_state().queue_used.slots().iter().filter(|u| u.0).count()
     }
 
     /// Number of signals in use.
     pub fn signals_in_use(&self) -> usize {
-        self.state.lock().signal_used.slots().iter().filter(|u| u.0).count()
+        self.lock_state().signal_used.slots().iter().filter(|u| u.0).count()
     }
 
     /// Runs every queue and host call until nothing can make progress.
@@ -525,7 +593,7 @@ impl<'m, C: Config> Loopback<'m, C> {
 
     fn run_queue(&self, q: usize) -> bool {
         {
-            let st = self.state.lock();
+            let st = self.lock_state();
             if !st.queue_used.slots().get(q).is_some_and(|u| u.0) || self.fault_of(q).is_some() {
                 return false;
             }
@@ -545,7 +613,7 @@ impl<'m, C: Config> Loopback<'m, C> {
                     match words {
                         Some(words) => self.push_trace(TraceEntry::Packet { queue: q as u32, index: i, words }),
                         // No trace: the packet counts as dropped, as an entry that does not fit.
-                        None if Self::TRACE == 0 => self.state.lock().trace_dropped += 1,
+                        None if Self::TRACE == 0 => self.lock_state().trace_dropped += 1,
                         None => {}
                     }
                 }
@@ -570,7 +638,7 @@ impl<'m, C: Config> Loopback<'m, C> {
 
     /// Records `e`, or counts it as dropped when the trace is full (or has no entries).
     fn push_trace(&self, e: TraceEntry) {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let n = st.trace_len;
         match st.trace.slots_mut().get_mut(n) {
             Some(slot) => {
@@ -643,7 +711,7 @@ impl<C: Config> PacketExecutor for Exec<'_, '_, C> {
             return Outcome::Fault(QueueFault::InvalidDispatch);
         }
         let f = {
-            let st = self.lb.state.lock();
+            let st = self.lb.lock_state();
             let idx = packet.kernel_object.checked_sub(KERNEL_OBJECT_BASE).map(|o| (o / 64) as usize);
             idx.and_then(|i| st.kernels.get(i).copied().flatten())
         };
@@ -688,7 +756,7 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
         // The slot is claimed and its ring made fresh under the state lock: the pump reads a
         // queue only after seeing it in use under that lock, so it never sees the previous
         // user's packets (a faulted queue leaves its packet VALID) beside the new user's writes.
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let q = st.queue_used.slots().iter().position(|u| !u.0).ok_or(Error::OutOfMemory)?;
         let (ring, qm) = self.ring_of(q).ok_or(Error::OutOfMemory)?;
         // A fresh queue starts with every slot INVALID and, as HSA allows, its indices where the
@@ -750,14 +818,14 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
     }
 
     fn queue_destroy(&self, queue: LoopbackQueue) {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         if let Some(u) = st.queue_used.slots_mut().get_mut(queue.0 as usize) {
             *u = Used(false);
         }
     }
 
     fn signal_create(&self, initial: i64) -> Result<SignalHandle> {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let i = st.signal_used.slots().iter().position(|u| !u.0).ok_or(Error::OutOfMemory)?;
         let s = self.mem.signals.slots().get(i).ok_or(Error::OutOfMemory)?;
         if let Some(u) = st.signal_used.slots_mut().get_mut(i) {
@@ -771,7 +839,7 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
 
     fn signal_destroy(&self, signal: SignalHandle) {
         if let Some(i) = self.signal_index(signal) {
-            let mut st = self.state.lock();
+            let mut st = self.lock_state();
             if let Some(u) = st.signal_used.slots_mut().get_mut(i) {
                 *u = Used(false);
             }
@@ -815,7 +883,7 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
             return Err(Error::InvalidValue);
         }
         let size = bytes.div_ceil(16) * 16;
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         // First fit: the lowest of 0 and the block ends where `size` bytes fit.
         // Borrowed, not copied: the table is MAX_ALLOCATIONS entries.
         let live = &st.allocations;
@@ -836,7 +904,7 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
     fn memory_free(&self, address: u64) -> Result<()> {
         let base = self.mem.heap.0.get() as usize;
         let off = (address as usize).checked_sub(base).ok_or(Error::InvalidValue)?;
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let slot = st.allocations.iter_mut().find(|(o, len)| *len != 0 && *o == off).ok_or(Error::InvalidValue)?;
         *slot = (0, 0);
         Ok(())
@@ -852,14 +920,14 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
         if host == 0 || bytes == 0 || host.checked_add(bytes as u64).is_none() {
             return Err(Error::InvalidValue);
         }
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let slot = st.registrations.iter_mut().find(|(_, len)| *len == 0).ok_or(Error::OutOfMemory)?;
         *slot = (host, bytes as u64);
         Ok(host)
     }
 
     fn host_unregister(&self, device_address: u64) -> Result<()> {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let slot = st
             .registrations
             .iter_mut()

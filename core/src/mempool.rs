@@ -392,7 +392,7 @@ impl<C: Config> State<C> {
     }
 
     fn handle(&self, i: usize) -> PoolHandle {
-        let g = self.pools.slots().get(i).map_or(0, |p| p.generation.current);
+        let g = self.pools.slots().get(i).map_or(0, |p| p.generation.current());
         PoolHandle(table::encode(POOL_TAG, g, i))
     }
 

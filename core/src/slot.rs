@@ -19,6 +19,10 @@ pub trait Table<T>: Sized {
     fn slots(&self) -> &[T];
     /// The slots, mutably.
     fn slots_mut(&mut self) -> &mut [T];
+    /// Writes the empty table into `place` slot by slot and returns it: an in-place
+    /// [`EMPTY`](Self::EMPTY), with no table-sized temporary to copy (`Runtime::init`,
+    /// docs/architecture.md, "Footprint").
+    fn init_empty(place: &mut core::mem::MaybeUninit<Self>) -> &mut Self;
 }
 
 /// A slot type with a `const` empty value.
@@ -37,6 +41,17 @@ impl<T: Slot, const N: usize> Table<T> for [T; N] {
 
     fn slots_mut(&mut self) -> &mut [T] {
         self
+    }
+
+    fn init_empty(place: &mut core::mem::MaybeUninit<Self>) -> &mut Self {
+        let first = place.as_mut_ptr().cast::<T>();
+        for i in 0..N {
+            // SAFETY: `i < N`: slot `i` of the array `place` holds, valid for writes and aligned
+            // (an array's elements are contiguous, `T`-aligned).
+            unsafe { first.add(i).write(T::EMPTY) };
+        }
+        // SAFETY: all `N` slots were written above.
+        unsafe { place.assume_init_mut() }
     }
 }
 

@@ -42,24 +42,33 @@ pub(crate) const fn decode(raw: u64) -> (u16, u32, usize) {
 /// body is garbage; a slot's generation grows by one each time its object is destroyed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Generation {
-    /// Generation of the current (or next) object in the slot.
-    pub current: u32,
+    /// Generation of the current (or next) object in the slot, minus one: a new slot's is 0, so
+    /// an empty slot is all zero bytes and a table of them is cleared in place rather than
+    /// copied from a constant's image (docs/architecture.md, "Footprint").
+    below: u32,
     /// Whether an object lives in the slot now.
     pub live: bool,
 }
 
 impl Generation {
     pub(crate) const fn new() -> Self {
-        Generation { current: 1, live: false }
+        Generation { below: 0, live: false }
+    }
+
+    /// Generation of the current (or next) object in the slot (at least 1).
+    #[inline]
+    pub(crate) fn current(&self) -> u32 {
+        self.below + 1
     }
 
     /// Classifies a handle generation against this slot.
     pub(crate) fn classify(&self, slot: usize, generation: u32) -> Lookup {
-        if generation == 0 || generation > self.current {
+        let current = self.current();
+        if generation == 0 || generation > current {
             Lookup::Garbage
-        } else if generation == self.current && self.live {
+        } else if generation == current && self.live {
             Lookup::Live(slot)
-        } else if generation == self.current {
+        } else if generation == current {
             // Issued generations are < current or == current with live set; current-but-free
             // means the value was never issued.
             Lookup::Garbage
@@ -71,14 +80,14 @@ impl Generation {
     /// Marks the slot live and returns the generation of the new object.
     pub(crate) fn occupy(&mut self) -> u32 {
         self.live = true;
-        self.current
+        self.current()
     }
 
     /// Ends the current object: its handles become stale. Generations wrap past `u32::MAX`
     /// back to 1 (after four billion reuses of one slot a very old handle could alias).
     pub(crate) fn vacate(&mut self) {
         self.live = false;
-        self.current = if self.current == u32::MAX { 1 } else { self.current + 1 };
+        self.below = if self.below == u32::MAX - 1 { 0 } else { self.below + 1 };
     }
 }
 

@@ -142,3 +142,65 @@ fn trace_capacity_comes_from_the_configuration() {
     let (len, dropped, first) = trace_of::<0>();
     assert_eq!((len, dropped, first), (0, 6, None));
 }
+
+/// What a runtime does from its first state: the kernel object a registration gets, the
+/// hardware-queue budget, the queue pool, fills, ordered launches, events and the trace's
+/// packet types.
+fn first_steps(rt: &Rt) -> (u64, u32, usize, Vec<u32>, Vec<Option<aqueduct::aql::PacketType>>) {
+    let k = rt.backend().register_kernel(seq).expect("kernel slot");
+    let cells: Vec<AtomicU32> = (0..3).map(|_| AtomicU32::new(0)).collect();
+    let streams: Vec<StreamHandle> = (0..3).map(|_| rt.stream_create(0).unwrap()).collect();
+    let buf = rt.malloc(16).unwrap();
+    rt.memset_async(streams[0], buf, 0x5a, 1, 16).unwrap();
+    let ev = rt.event_create(0).unwrap();
+    for n in 1..=2 {
+        for (s, c) in streams.iter().zip(&cells) {
+            launch(rt, *s, k, c, n).unwrap();
+        }
+    }
+    rt.event_record(ev, streams[2], 0).unwrap();
+    rt.stream_wait_event(streams[0], ev, 0).unwrap();
+    rt.device_synchronize().unwrap();
+    // SAFETY: loopback device memory is host memory and the fill has completed.
+    let filled = unsafe { std::slice::from_raw_parts(buf as usize as *const u8, 16) }.iter().all(|&b| b == 0x5a);
+    assert!(filled);
+    let values = cells.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+    let lb = rt.backend();
+    let kinds = (0..lb.trace_len()).map(|i| lb.trace_entry(i).and_then(|e| e.packet_type())).collect();
+    (k, rt.max_hw_queues(0).unwrap(), rt.hw_queue_count(0), values, kinds)
+}
+
+/// `Runtime::init_with` and `Loopback::init` build in place, over memory full of garbage, the
+/// runtime `Runtime::new(Loopback::new(..))` builds: it behaves the same from its first call
+/// (docs/architecture.md, "Footprint"); so does `Runtime::init` with a backend moved in.
+#[test]
+fn runtime_built_in_place_behaves_as_a_new_one() {
+    let mem: &'static Mem = Box::leak(Box::new(Mem::new()));
+    let fresh = first_steps(&Box::new(Runtime::new(Loopback::new(mem), SingleThread)));
+    assert_eq!(fresh.3, [2, 2, 2], "each stream's two launches ran in order");
+    let mut place: Box<std::mem::MaybeUninit<Rt>> = Box::new_uninit();
+    // Garbage where the runtime goes: a field the initialiser skipped would show.
+    // SAFETY: `place` is `size_of::<Rt>()` writable bytes; a MaybeUninit holds any bytes.
+    unsafe { std::ptr::write_bytes(place.as_mut_ptr().cast::<u8>(), 0xa5, std::mem::size_of::<Rt>()) };
+    let mem: &'static Mem = Box::leak(Box::new(Mem::new()));
+    let rt = Runtime::init_with(&mut place, SingleThread, |b| Loopback::init(b, mem)).expect("in place");
+    assert_eq!(first_steps(rt), fresh);
+
+    let mut place: Box<std::mem::MaybeUninit<Rt>> = Box::new_uninit();
+    // SAFETY: as above.
+    unsafe { std::ptr::write_bytes(place.as_mut_ptr().cast::<u8>(), 0x5a, std::mem::size_of::<Rt>()) };
+    let mem: &'static Mem = Box::leak(Box::new(Mem::new()));
+    let rt = Runtime::init(&mut place, Loopback::new(mem), SingleThread);
+    assert_eq!(first_steps(rt), fresh);
+}
+
+/// `Runtime::init_with` refuses a backend initialiser that returns another slot than the one it
+/// was given (the runtime's own would stay uninitialised).
+#[test]
+fn runtime_in_place_refuses_a_backend_built_elsewhere() {
+    let mem: &'static Mem = Box::leak(Box::new(Mem::new()));
+    let elsewhere: &'static mut Lb = Box::leak(Box::new(Loopback::new(mem)));
+    let mut place: Box<std::mem::MaybeUninit<Rt>> = Box::new_uninit();
+    let r = Runtime::init_with(&mut place, SingleThread, |_| elsewhere);
+    assert!(matches!(r, Err(Error::InvalidValue)));
+}

@@ -98,7 +98,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             return;
         }
         cap.live = false;
-        let (graph, owns) = (cap.graph, cap.owns_graph);
+        let (graph, owns) = (cap.graph, !cap.user_graph);
         // Ordering: Release pairs with the Acquire in `any_capture`.
         self.captures_live.fetch_sub(1, Ordering::Release);
         if let Some(g) = st.graphs.slots_mut().get_mut(graph) {
@@ -434,7 +434,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             thread: Some(key),
             origin: i,
             graph,
-            owns_graph: owns,
+            user_graph: !owns,
             removed: DepSet::EMPTY,
             manual,
             blocking: false,

@@ -52,7 +52,7 @@ fn patch_words(p: Option<&mut RawPacket>, word: usize, value: u64) {
 
 impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     pub(super) fn graph_handle(st: &St<C>, i: usize) -> GraphHandle {
-        let g = st.graphs.slots().get(i).map_or(0, |s| s.generation.current);
+        let g = st.graphs.slots().get(i).map_or(0, |s| s.generation.current());
         GraphHandle(table::encode(GRAPH_TAG, g, i))
     }
 

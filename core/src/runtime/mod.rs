@@ -223,7 +223,7 @@ pub struct Runtime<B: Backend, K: ThreadKeys, C: Config = crate::config::Default
 
 impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// A runtime over `backend`, with `keys` naming host threads. `const`, so it can live in a
-    /// `static`.
+    /// `static`; [`init`](Self::init) builds the same runtime in place.
     pub const fn new(backend: B, keys: K) -> Self {
         Runtime {
             backend,
@@ -234,38 +234,183 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             event_high: AtomicU32::new(0),
             threads: <C::Threads as Table<ThreadSlot>>::EMPTY,
             queues: <C::Queues<B::Queue> as Table<crate::pool::QueueSlot<B::Queue>>>::EMPTY,
-            devices: [const {
-                DeviceSlot { null_stream: AtomicU64::new(0), max_hw_queues: AtomicU32::new(C::MAX_HW_QUEUES) }
-            }; MAX_DEVICES],
+            devices: Self::DEVICES,
             captures_live: AtomicU32::new(0),
-            structure: lock_api::Mutex::const_new(
-                <K::RawMutex as lock_api::RawMutex>::INIT,
-                Structure {
-                    pool: PoolWriter::new(),
-                    streams: Lists { free: 0, draining: 0 },
-                    events: Lists { free: 0, draining: 0 },
-                    #[cfg(feature = "capture")]
-                    graphs: <C::Graphs as Table<GraphSlot>>::EMPTY,
-                    #[cfg(feature = "capture")]
-                    captures: <C::Captures as Table<CaptureSlot>>::EMPTY,
-                    #[cfg(feature = "capture")]
-                    execs: <C::Execs as Table<ExecSlot>>::EMPTY,
-                    #[cfg(feature = "capture")]
-                    contexts: <C::Contexts as Table<ContextSlot>>::EMPTY,
-                    _config: core::marker::PhantomData,
-                },
-            ),
-            host_signals: lock_api::Mutex::const_new(
-                <K::RawMutex as lock_api::RawMutex>::INIT,
-                HostSignals { slots: <C::HostSignals as Table<HostSignalSlot>>::EMPTY, cursor: 0 },
-            ),
+            structure: Self::structure_empty(),
+            host_signals: Self::host_signals_empty(),
             #[cfg(feature = "capture")]
-            body_queues: lock_api::Mutex::const_new(<K::RawMutex as lock_api::RawMutex>::INIT, heapless::Vec::new()),
-            modules: lock_api::Mutex::const_new(
-                <K::RawMutex as lock_api::RawMutex>::INIT,
-                <C::Modules<B::Module> as Table<ModuleSlot<B::Module>>>::EMPTY,
-            ),
+            body_queues: Self::body_queues_empty(),
+            modules: Self::modules_empty(),
         }
+    }
+
+    /// [`new`](Self::new) written into `place` field by field, each table slot by slot, and
+    /// returned: the way to build a runtime inside a `static` whose backend is not `const` (a
+    /// firmware image's). `new`'s result is a runtime-sized temporary, built on the stack and
+    /// copied (tens of KiB of stack and a chain of copies in the image); this writes each part
+    /// once where it lives (docs/architecture.md, "Footprint"). `backend` is moved in.
+    #[allow(unsafe_code)]
+    pub fn init(place: &mut core::mem::MaybeUninit<Self>, backend: B, keys: K) -> &mut Self {
+        let p = place.as_mut_ptr();
+        // SAFETY: `p` points to `place`, valid for writes and aligned; the backend is written
+        // through a pointer to itself, `init_rest` writes every other field.
+        unsafe {
+            core::ptr::addr_of_mut!((*p).backend).write(backend);
+            Self::init_rest(p, keys);
+            place.assume_init_mut()
+        }
+    }
+
+    /// [`init`](Self::init) with the backend built in place too: `backend` initialises the
+    /// slot it is given and returns it (`Loopback::init`, for one). `InvalidValue` (and `place`
+    /// left uninitialised) when what it returns is not that slot.
+    #[allow(unsafe_code)]
+    pub fn init_with(
+        place: &mut core::mem::MaybeUninit<Self>,
+        keys: K,
+        backend: impl FnOnce(&mut core::mem::MaybeUninit<B>) -> &mut B,
+    ) -> Result<&mut Self> {
+        let p = place.as_mut_ptr();
+        // SAFETY: `p` points to `place`, valid for writes and aligned; the backend's slot is
+        // handed out as a `MaybeUninit` of its own type (same layout) through a pointer to
+        // itself, and counts as written once `backend` returns that very slot initialised;
+        // `init_rest` writes every other field.
+        unsafe {
+            let slot = core::ptr::addr_of_mut!((*p).backend).cast::<core::mem::MaybeUninit<B>>();
+            if !core::ptr::eq(backend(&mut *slot), (*slot).as_ptr()) {
+                return Err(Error::InvalidValue);
+            }
+            Self::init_rest(p, keys);
+            Ok(place.assume_init_mut())
+        }
+    }
+
+    /// Writes every field of the runtime at `p` but its backend, as [`new`](Self::new) has them.
+    ///
+    /// # Safety
+    /// `p` must be valid for writes and aligned.
+    #[allow(unsafe_code)]
+    unsafe fn init_rest(p: *mut Self, keys: K) {
+        // Every field, named: a field added to `Runtime` fails to compile here until it is
+        // written below too (never called; no code).
+        let _every_field = |r: &Self| {
+            #[cfg(feature = "capture")]
+            let Self {
+                backend: _,
+                keys: _,
+                streams: _,
+                stream_high: _,
+                events: _,
+                event_high: _,
+                threads: _,
+                queues: _,
+                devices: _,
+                captures_live: _,
+                structure: _,
+                host_signals: _,
+                body_queues: _,
+                modules: _,
+            } = r;
+            #[cfg(not(feature = "capture"))]
+            let Self {
+                backend: _,
+                keys: _,
+                streams: _,
+                stream_high: _,
+                events: _,
+                event_high: _,
+                threads: _,
+                queues: _,
+                devices: _,
+                captures_live: _,
+                structure: _,
+                host_signals: _,
+                modules: _,
+            } = r;
+        };
+        use core::mem::MaybeUninit;
+        use core::ptr::addr_of_mut;
+        // SAFETY: the caller vouches for `p`; every field is written through a pointer to
+        // itself (`addr_of_mut!`, no reference to the uninitialised whole), each table as a
+        // `MaybeUninit` of its own type (same layout).
+        unsafe {
+            addr_of_mut!((*p).keys).write(keys);
+            Table::init_empty(&mut *addr_of_mut!((*p).streams).cast::<MaybeUninit<C::Streams<K::RawMutex>>>());
+            addr_of_mut!((*p).stream_high).write(AtomicU32::new(0));
+            Table::init_empty(&mut *addr_of_mut!((*p).events).cast::<MaybeUninit<C::Events<K::RawMutex>>>());
+            addr_of_mut!((*p).event_high).write(AtomicU32::new(0));
+            Table::init_empty(&mut *addr_of_mut!((*p).threads).cast::<MaybeUninit<C::Threads>>());
+            Table::init_empty(&mut *addr_of_mut!((*p).queues).cast::<MaybeUninit<C::Queues<B::Queue>>>());
+            addr_of_mut!((*p).devices).write(Self::DEVICES);
+            addr_of_mut!((*p).captures_live).write(AtomicU32::new(0));
+            addr_of_mut!((*p).structure).write(Self::STRUCTURE);
+            addr_of_mut!((*p).host_signals).write(Self::HOST_SIGNALS);
+            #[cfg(feature = "capture")]
+            addr_of_mut!((*p).body_queues).write(Self::BODY_QUEUES);
+            addr_of_mut!((*p).modules).write(Self::MODULES);
+        }
+    }
+
+    // The locked parts as constants: written with one copy each (a constant's image), not built
+    // on the stack first. Interior mutability is the point: each is a fresh value written once
+    // into a runtime, never borrowed as a shared constant.
+    #[allow(clippy::declare_interior_mutable_const)]
+    const STRUCTURE: lock_api::Mutex<K::RawMutex, Structure<C>> = Self::structure_empty();
+    #[allow(clippy::declare_interior_mutable_const)]
+    const HOST_SIGNALS: lock_api::Mutex<K::RawMutex, HostSignals<C>> = Self::host_signals_empty();
+    #[cfg(feature = "capture")]
+    #[allow(clippy::declare_interior_mutable_const)]
+    const BODY_QUEUES: lock_api::Mutex<K::RawMutex, BodyQueues<B::Queue>> = Self::body_queues_empty();
+    #[allow(clippy::declare_interior_mutable_const)]
+    const MODULES: lock_api::Mutex<K::RawMutex, C::Modules<B::Module>> = Self::modules_empty();
+
+    /// The device table of a new runtime.
+    #[allow(clippy::declare_interior_mutable_const)]
+    const DEVICES: [DeviceSlot; MAX_DEVICES] =
+        [const { DeviceSlot { null_stream: AtomicU64::new(0), max_hw_queues: AtomicU32::new(C::MAX_HW_QUEUES) } };
+            MAX_DEVICES];
+
+    /// The structural state of a new runtime.
+    const fn structure_empty() -> lock_api::Mutex<K::RawMutex, Structure<C>> {
+        lock_api::Mutex::const_new(
+            <K::RawMutex as lock_api::RawMutex>::INIT,
+            Structure {
+                pool: PoolWriter::new(),
+                streams: Lists { free: 0, draining: 0 },
+                events: Lists { free: 0, draining: 0 },
+                #[cfg(feature = "capture")]
+                graphs: <C::Graphs as Table<GraphSlot>>::EMPTY,
+                #[cfg(feature = "capture")]
+                captures: <C::Captures as Table<CaptureSlot>>::EMPTY,
+                #[cfg(feature = "capture")]
+                execs: <C::Execs as Table<ExecSlot>>::EMPTY,
+                #[cfg(feature = "capture")]
+                contexts: <C::Contexts as Table<ContextSlot>>::EMPTY,
+                _config: core::marker::PhantomData,
+            },
+        )
+    }
+
+    /// The host-signal pool of a new runtime.
+    const fn host_signals_empty() -> lock_api::Mutex<K::RawMutex, HostSignals<C>> {
+        lock_api::Mutex::const_new(
+            <K::RawMutex as lock_api::RawMutex>::INIT,
+            HostSignals { slots: <C::HostSignals as Table<HostSignalSlot>>::EMPTY, cursor: 0 },
+        )
+    }
+
+    /// The body queues of a new runtime.
+    #[cfg(feature = "capture")]
+    const fn body_queues_empty() -> lock_api::Mutex<K::RawMutex, BodyQueues<B::Queue>> {
+        lock_api::Mutex::const_new(<K::RawMutex as lock_api::RawMutex>::INIT, heapless::Vec::new())
+    }
+
+    /// The code-object table of a new runtime.
+    const fn modules_empty() -> lock_api::Mutex<K::RawMutex, C::Modules<B::Module>> {
+        lock_api::Mutex::const_new(
+            <K::RawMutex as lock_api::RawMutex>::INIT,
+            <C::Modules<B::Module> as Table<ModuleSlot<B::Module>>>::EMPTY,
+        )
     }
 
     /// The backend.

@@ -14,8 +14,10 @@ pub struct CaptureSlot {
     pub(crate) thread: Option<ThreadKey>,
     pub(crate) origin: usize,
     pub(crate) graph: usize,
-    /// False for `hipStreamBeginCaptureToGraph`: the graph is the user's.
-    pub(crate) owns_graph: bool,
+    /// True for `hipStreamBeginCaptureToGraph`: the graph is the user's, not the capture's
+    /// (false in an empty slot, which is then all zero bytes: docs/architecture.md,
+    /// "Footprint").
+    pub(crate) user_graph: bool,
     /// Nodes dropped from a dependency set by a Set update (`removedDependencies_`).
     pub(crate) removed: DepSet,
     /// Nodes below this id were in the graph before the capture began ("manual" nodes).
@@ -33,7 +35,7 @@ impl Slot for CaptureSlot {
         thread: None,
         origin: 0,
         graph: 0,
-        owns_graph: true,
+        user_graph: false,
         removed: DepSet::EMPTY,
         manual: 0,
         blocking: false,

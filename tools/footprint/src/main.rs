@@ -29,7 +29,7 @@ const STREAMS: usize = 32;
 
 static MEM: Mem = LoopbackMemory::new();
 /// `Loopback::new` is not `const`, so the runtime cannot be a plain `static`: it is written once
-/// at start-up into this one.
+/// at start-up into this one, in place (`Runtime::init_with`, `Loopback::init`).
 static mut RT: MaybeUninit<Rt> = MaybeUninit::uninit();
 
 #[cfg(feature = "defmt")]
@@ -104,8 +104,9 @@ fn exercise(rt: &Rt) -> Result<u32, Error> {
 
 fn run() -> ! {
     // SAFETY: `run` is called once from `Reset`, before anything else touches `RT`.
-    let rt: &'static Rt = unsafe { (*ptr::addr_of_mut!(RT)).write(Runtime::new(Loopback::new(&MEM), SingleThread)) };
-    match exercise(rt) {
+    let place = unsafe { &mut *ptr::addr_of_mut!(RT) };
+    let result = Runtime::init_with(place, SingleThread, |b| Loopback::init(b, &MEM)).and_then(|rt| exercise(rt));
+    match result {
         Ok(n) => rt::report(n),
         Err(e) => rt::report(0x8000_0000 | e as u32),
     }
