@@ -73,6 +73,17 @@ pub fn watchdog_from_env() -> u64 {
 /// device's clock and the queue's events.
 pub(crate) struct Device<'a>(pub(crate) &'a MemView<'a>, pub(crate) &'a KernelCtx<'a>);
 
+impl Device<'_> {
+    /// The dwords of a full-EXEC unit-stride access of `n` dwords per lane, when they lie in
+    /// one mapped buffer and are aligned.
+    fn span(&self, addrs: &[u64; exec::LANES], mask: u64, n: usize) -> Option<crate::memory::DeviceSlice<'_, u32>> {
+        if !exec::unit_stride(addrs, mask, n) {
+            return None;
+        }
+        self.0.slice::<u32>(addrs[0], (n * exec::LANES) as u64).ok()
+    }
+}
+
 fn fault(e: KernelError, at: u64) -> MemFault {
     match e {
         KernelError::MemoryFault(va) => MemFault(va),
@@ -102,6 +113,45 @@ impl Memory for Device<'_> {
             }
             _ => self.0.write(addr, data).map_err(|e| fault(e, addr)),
         }
+    }
+    fn gather(
+        &self,
+        addrs: &[u64; exec::LANES],
+        mask: u64,
+        dwords: usize,
+        out: &mut [[u32; exec::LANES]; 4],
+    ) -> Result<(), MemFault> {
+        // A full-EXEC unit-stride access inside one buffer: one translation for the wave
+        // (docs/executor.md §6 "speed"), each dword still one 32-bit access; else lane by
+        // lane, so a fault names the same lane's address.
+        let n = dwords.min(4);
+        if let Some(s) = self.span(addrs, mask, n) {
+            for (k, o) in out.iter_mut().enumerate().take(n) {
+                for (l, d) in o.iter_mut().enumerate() {
+                    *d = s.get(n * l + k).map_err(|e| fault(e, addrs[l]))?;
+                }
+            }
+            return Ok(());
+        }
+        exec::gather_by_lane(self, addrs, mask, dwords, out)
+    }
+    fn scatter(
+        &self,
+        addrs: &[u64; exec::LANES],
+        mask: u64,
+        dwords: usize,
+        data: &[[u32; exec::LANES]; 4],
+    ) -> Result<(), MemFault> {
+        let n = dwords.min(4);
+        if let Some(s) = self.span(addrs, mask, n) {
+            for (k, v) in data.iter().enumerate().take(n) {
+                for (l, x) in v.iter().enumerate() {
+                    s.set(n * l + k, *x).map_err(|e| fault(e, addrs[l]))?;
+                }
+            }
+            return Ok(());
+        }
+        exec::scatter_by_lane(self, addrs, mask, dwords, data)
     }
     fn atomic(&self, addr: u64, size: u8, op: AtomicOp, value: u64, compare: u64) -> Result<u64, MemFault> {
         self.0.fetch_update(addr, size, |old| op.apply(old, value, compare, size)).map_err(|e| fault(e, addr))

@@ -315,18 +315,7 @@ pub trait Memory {
         dwords: usize,
         out: &mut [[u32; LANES]; 4],
     ) -> Result<(), MemFault> {
-        let n = dwords.min(4);
-        for l in 0..LANES {
-            if mask >> l & 1 == 0 {
-                continue;
-            }
-            let mut b = [0u8; 16];
-            self.load(addrs[l], &mut b[..4 * n])?;
-            for (k, o) in out.iter_mut().enumerate().take(n) {
-                o[l] = u32::from_le_bytes([b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]]);
-            }
-        }
-        Ok(())
+        gather_by_lane(self, addrs, mask, dwords, out)
     }
     /// Writes `dwords` (1–4) dwords of `data` per lane of `mask`, as [`Memory::gather`] reads.
     fn scatter(
@@ -336,19 +325,68 @@ pub trait Memory {
         dwords: usize,
         data: &[[u32; LANES]; 4],
     ) -> Result<(), MemFault> {
-        let n = dwords.min(4);
-        for l in 0..LANES {
-            if mask >> l & 1 == 0 {
-                continue;
-            }
-            let mut b = [0u8; 16];
-            for (k, d) in data.iter().enumerate().take(n) {
-                b[4 * k..4 * k + 4].copy_from_slice(&d[l].to_le_bytes());
-            }
-            self.store(addrs[l], &b[..4 * n])?;
-        }
-        Ok(())
+        scatter_by_lane(self, addrs, mask, dwords, data)
     }
+}
+
+/// [`Memory::gather`]'s default: lane by lane through [`Memory::load`] (an implementation's
+/// fallback when its faster path does not apply).
+pub fn gather_by_lane<M: Memory + ?Sized>(
+    mem: &M,
+    addrs: &[u64; LANES],
+    mask: u64,
+    dwords: usize,
+    out: &mut [[u32; LANES]; 4],
+) -> Result<(), MemFault> {
+    let n = dwords.min(4);
+    for l in 0..LANES {
+        if mask >> l & 1 == 0 {
+            continue;
+        }
+        let mut b = [0u8; 16];
+        mem.load(addrs[l], &mut b[..4 * n])?;
+        for (k, o) in out.iter_mut().enumerate().take(n) {
+            o[l] = u32::from_le_bytes([b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]]);
+        }
+    }
+    Ok(())
+}
+
+/// [`Memory::scatter`]'s default: lane by lane through [`Memory::store`].
+pub fn scatter_by_lane<M: Memory + ?Sized>(
+    mem: &M,
+    addrs: &[u64; LANES],
+    mask: u64,
+    dwords: usize,
+    data: &[[u32; LANES]; 4],
+) -> Result<(), MemFault> {
+    let n = dwords.min(4);
+    for l in 0..LANES {
+        if mask >> l & 1 == 0 {
+            continue;
+        }
+        let mut b = [0u8; 16];
+        for (k, d) in data.iter().enumerate().take(n) {
+            b[4 * k..4 * k + 4].copy_from_slice(&d[l].to_le_bytes());
+        }
+        mem.store(addrs[l], &b[..4 * n])?;
+    }
+    Ok(())
+}
+
+/// Whether an access of `dwords` dwords per lane covers every lane (`mask` all ones) at
+/// consecutive addresses from `addrs[0]` (`addrs[l] = addrs[0] + 4 dwords l`): the one span
+/// an implementation of [`Memory::gather`] / [`Memory::scatter`] may check and copy at once.
+pub fn unit_stride(addrs: &[u64; LANES], mask: u64, dwords: usize) -> bool {
+    if mask != u64::MAX || dwords == 0 {
+        return false;
+    }
+    let (a0, step) = (addrs[0], 4 * dwords as u64);
+    let mut ok = true;
+    for (l, a) in addrs.iter().enumerate() {
+        ok &= *a == a0.wrapping_add(step * l as u64);
+    }
+    ok
 }
 
 /// Memory in a `Vec`, at a base address: the software backend tests and doc examples use.
@@ -389,18 +427,10 @@ impl VecMemory {
     /// The byte range of an access whose 64 lanes are all in `mask` and read `n` dwords each at
     /// consecutive addresses (`addrs[l] = addrs[0] + 4 n l`), when all of it lies in the memory.
     fn span_range(&self, len: usize, addrs: &[u64; LANES], mask: u64, n: usize) -> Option<core::ops::Range<usize>> {
-        if mask != u64::MAX || n == 0 {
+        if !unit_stride(addrs, mask, n) {
             return None;
         }
         let a0 = addrs[0];
-        let step = 4 * n as u64;
-        let mut ok = true;
-        for (l, a) in addrs.iter().enumerate() {
-            ok &= *a == a0.wrapping_add(step * l as u64);
-        }
-        if !ok {
-            return None;
-        }
         let off = usize::try_from(a0.checked_sub(self.base)?).ok()?;
         let end = off.checked_add(4 * n * LANES)?;
         (end <= len).then_some(off..end)
@@ -484,6 +514,12 @@ impl Memory for VecMemory {
         // Consecutive addresses: one bounds check and one pass, as in `gather`.
         if let Some(r) = self.span_range(m.len(), addrs, mask, n) {
             if let Some(dst) = m.get_mut(r) {
+                if n == 1 {
+                    for (c, v) in dst.chunks_exact_mut(4).zip(data[0].iter()) {
+                        c.copy_from_slice(&v.to_le_bytes());
+                    }
+                    return Ok(());
+                }
                 for (l, c) in dst.chunks_exact_mut(4 * n).enumerate() {
                     for (k, w) in c.chunks_exact_mut(4).enumerate() {
                         if let Some(d) = data.get(k) {

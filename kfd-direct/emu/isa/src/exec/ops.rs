@@ -964,16 +964,14 @@ fn flat_load(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let signed = e.aux & SIGNED != 0;
     let addrs = flat_addrs(w, e, &addr, saddr)?;
     let dwords = n.div_ceil(4);
-    let mut out = [[0u32; LANES]; 4];
     let exec = w.exec;
     if n % 4 == 0 && e.inst.encoding() != Encoding::Flat {
-        // GLOBAL dwords: one gather (docs/executor.md §6 "speed").
-        g.mem.gather(&addrs, exec, dwords, &mut out).map_err(fault)?;
-        for (k, o) in out.iter().enumerate().take(dwords) {
-            w.set_v32k(&vdst, k, o, exec)?;
-        }
+        // GLOBAL dwords: one gather into the wave's buffer (docs/executor.md §6 "speed").
+        g.mem.gather(&addrs, exec, dwords, &mut w.mem_buf).map_err(fault)?;
+        w.set_from_buf(&vdst, dwords, exec)?;
         return NEXT;
     }
+    let mut out = [[0u32; LANES]; 4];
     for l in 0..LANES {
         if exec >> l & 1 == 0 {
             continue;
@@ -1005,14 +1003,18 @@ fn flat_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let n = (e.aux & 0xFF) as usize;
     let addrs = flat_addrs(w, e, &addr, saddr)?;
     let dwords = n.div_ceil(4);
+    let exec = w.exec;
+    if n % 4 == 0 && e.inst.encoding() != Encoding::Flat {
+        // GLOBAL dwords: the data staged in the wave's buffer, one scatter.
+        for k in 0..dwords.min(4) {
+            w.buf_from(&data, k as u8)?;
+        }
+        g.mem.scatter(&addrs, exec, dwords, &w.mem_buf).map_err(fault)?;
+        return NEXT;
+    }
     let mut vals = [[0u32; LANES]; 4];
     for (k, v) in vals.iter_mut().enumerate().take(dwords) {
         *v = w.src32k(&data, k as u8)?.lanes();
-    }
-    let exec = w.exec;
-    if n % 4 == 0 && e.inst.encoding() != Encoding::Flat {
-        g.mem.scatter(&addrs, exec, dwords, &vals).map_err(fault)?;
-        return NEXT;
     }
     for l in 0..LANES {
         if exec >> l & 1 == 0 {

@@ -115,6 +115,10 @@ pub struct Wave {
     /// Staged source operands of a DPP or SDWA instruction (docs/executor.md §5 "Lanes"):
     /// the base operation reads `Operand::Vgpr { reg: r, count: 0 }` as `stage[r]`.
     pub(crate) stage: [Lanes; STAGES],
+    /// The dwords of a GLOBAL load or store between the registers and `Memory::gather` /
+    /// `Memory::scatter`: kept per wave so an access neither zeroes nor copies a stack buffer
+    /// (docs/executor.md §6 "speed"); only the lanes of the access's mask are meaningful.
+    pub(crate) mem_buf: [Lanes; 4],
 }
 
 /// Staging registers: two dwords for source 0, two for source 1.
@@ -138,6 +142,7 @@ impl Wave {
             pc: 0,
             executed: 0,
             stage: [[0; LANES]; STAGES],
+            mem_buf: [[0; LANES]; 4],
         }
     }
 
@@ -409,6 +414,49 @@ impl Wave {
             for (l, d) in dst.iter_mut().enumerate() {
                 if mask >> l & 1 != 0 {
                     *d = v[l];
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies dword `k` (< 4) of a vector source into `mem_buf[k]`, broadcasting a scalar
+    /// (what `v32k` returns, without the copy through the stack).
+    pub(crate) fn buf_from(&mut self, op: &Operand, k: u8) -> Result<(), ExecErrorKind> {
+        let slot = usize::from(k) & 3;
+        let at = |reg: u8| usize::from(reg) + usize::from(k);
+        let v = match *op {
+            Operand::Vgpr { reg, count: 0 } => self.stage.get(at(reg)),
+            Operand::Vgpr { reg, .. } => self.vgpr.get(at(reg)),
+            Operand::Agpr { reg, .. } => self.agpr.get(at(reg)),
+            _ => {
+                let x = if k == 0 { self.s32(op)? } else { self.sreg_dword(op, k)? };
+                self.mem_buf[slot] = [x; LANES];
+                return Ok(());
+            }
+        };
+        self.mem_buf[slot] = *v.ok_or(ExecErrorKind::RegisterOutOfRange)?;
+        Ok(())
+    }
+
+    /// Writes `mem_buf[0..dwords]` to dwords `0..dwords` of a vector destination in the lanes
+    /// of `mask` (`set_v32k` for each, in order).
+    pub(crate) fn set_from_buf(&mut self, op: &Operand, dwords: usize, mask: u64) -> Result<(), ExecErrorKind> {
+        let (reg, acc) = match *op {
+            Operand::Vgpr { reg, .. } => (reg, false),
+            Operand::Agpr { reg, .. } => (reg, true),
+            _ => return Err(ExecErrorKind::Unimplemented),
+        };
+        let file = if acc { &mut self.agpr } else { &mut self.vgpr };
+        for (k, v) in self.mem_buf.iter().enumerate().take(dwords) {
+            let dst = file.get_mut(usize::from(reg) + k).ok_or(ExecErrorKind::RegisterOutOfRange)?;
+            if mask == u64::MAX {
+                *dst = *v;
+            } else {
+                for (l, d) in dst.iter_mut().enumerate() {
+                    if mask >> l & 1 != 0 {
+                        *d = v[l];
+                    }
                 }
             }
         }
