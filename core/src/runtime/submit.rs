@@ -475,9 +475,10 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     }
 
     /// The submit fast path: a created stream's handle, no capture alive, the slot holding that
-    /// stream live and attached ([`StreamSlot::enqueues_fast`]), checked once before the
-    /// stream's lock and once under it (the stream may be destroyed or detached, or a capture
-    /// begin, meanwhile). Then the queue's fault check and the publish, as on the checked path.
+    /// stream live and attached ([`StreamSlot::enqueues_fast`]), checked under the stream's
+    /// lock (the stream may be destroyed or detached, or a capture begin, until it is held;
+    /// whether a capture is alive is also read first, so a capturing process does not take the
+    /// lock twice). Then the queue's fault check and the publish, as on the checked path.
     /// `None` (before anything is published) hands the operation to the checked path: the null
     /// and per-thread streams, a stale or garbage handle, a detached stream, captures.
     ///
@@ -495,9 +496,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             return None;
         }
         let slot = self.stream(i).ok()?;
-        if !slot.enqueues_fast(generation) {
-            return None;
-        }
+        // Checked once, under the lock (where it must be): a stale or detached slot costs a
+        // lock, then the checked path; a live one pays nothing twice.
         let mut inner = slot.inner.lock();
         if !slot.enqueues_fast(generation) || self.any_capture() {
             return None;
