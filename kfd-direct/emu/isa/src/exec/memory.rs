@@ -871,23 +871,18 @@ fn format_aux(kind: &str) -> Option<u32> {
 
 /// Handlers of this module by mnemonic (without `_e32`/`_e64`), or `None`.
 pub(crate) fn handler_for_name(base: &str) -> Option<(Handler, u32)> {
-    if let Some(k) = base.strip_prefix("ds_read_") {
-        let aux = match k {
-            "u8_d16" => 1 | D16,
-            "u8_d16_hi" => 1 | HI,
-            "i8_d16" => 1 | SIGNED | D16,
-            "i8_d16_hi" => 1 | SIGNED | HI,
-            "u16_d16" => 2 | D16,
-            "u16_d16_hi" => 2 | HI,
-            _ => return None,
-        };
-        return Some((ds_d16_load, aux));
+    // The DS `_d16` forms are the FLAT ones under DS's names (u8/i8/u16 for ubyte/sbyte/short on
+    // reads, b8/b16 for byte/short on writes).
+    if let Some(k) = base.strip_prefix("ds_read_").filter(|k| k.contains("_d16")) {
+        let flat = k.replacen("u8", "ubyte", 1).replacen("i8", "sbyte", 1).replacen("u16", "short", 1);
+        return load_aux(&flat).map(|a| (ds_d16_load as Handler, a));
     }
-    match base {
-        "ds_write_b8_d16_hi" => return Some((ds_d16_store, 1 | HI)),
-        "ds_write_b16_d16_hi" => return Some((ds_d16_store, 2 | HI)),
-        "ds_nop" => return Some((|_, _, _| NEXT, 0)),
-        _ => {}
+    if let Some(k) = base.strip_prefix("ds_write_").filter(|k| k.contains("_d16")) {
+        let flat = k.replacen("b8", "byte", 1).replacen("b16", "short", 1);
+        return store_aux(&flat).map(|a| (ds_d16_store as Handler, a));
+    }
+    if base == "ds_nop" {
+        return Some((|_, _, _| NEXT, 0));
     }
     if let Some(rest) = base.strip_prefix("scratch_") {
         if let Some(k) = rest.strip_prefix("load_lds_") {
