@@ -351,10 +351,16 @@ impl PacketProcessor {
             let profiling = q.profiling();
             let outcome = match ty {
                 header::KERNEL_DISPATCH => {
-                    if !scratch_ready(dev, q, tr, &mut ring, index, &words) {
-                        waits = true;
-                        break None;
-                    }
+                    let tr = match scratch_ready(dev, q, tr, &mut ring, index, &words) {
+                        Scratch::Waits => {
+                            waits = true;
+                            break None;
+                        }
+                        Scratch::Ready => tr,
+                        // The runtime mapped the scratch it gave after the doorbell: the
+                        // memory as of its answer.
+                        Scratch::Granted => e.tr.get(&q.vm, &dev.pool, q.gpu_id),
+                    };
                     let packet_va = ring.va.wrapping_add((index & (u64::from(ring.packets) - 1)) * 64);
                     let mut d = match launch(dev, twins, q, tr, (index, packet_va), &words, profiling) {
                         Ok(d) => d,
@@ -617,11 +623,21 @@ fn scratch_ready(
     ring: &mut RingState,
     index: u64,
     words: &[u32; 16],
-) -> bool {
+) -> Scratch {
     let private = KernelDispatchPacket::from_words(words).private_segment_size;
     if private == 0 {
         ring.scratch_asked = None;
-        return true;
+        return Scratch::Ready;
+    }
+    // Once the request is out, only the runtime's answer starts the dispatch: the runtime
+    // writes the scratch fields (`compute_tmpring_size` among them) while the queue waits, and
+    // a `compute_tmpring_size` seen before the answer may come before the fields it describes.
+    if ring.scratch_asked == Some(index) {
+        if dev.scratch_granted(q, tr) {
+            ring.scratch_asked = None;
+            return Scratch::Granted;
+        }
+        return Scratch::Waits;
     }
     // SAFETY: the amd_queue_t is live while the queue is (its constructor's contract); the
     // field lies inside the 256-byte struct and is 4-byte aligned.
@@ -629,23 +645,27 @@ fn scratch_ready(
     let (waves, wave_kib) = (tmpring & 0xfff, (tmpring >> 12) & 0x1fff);
     if waves > 0 && u64::from(wave_kib) * 1024 >= u64::from(private) * 64 {
         ring.scratch_asked = None;
-        return true;
-    }
-    if ring.scratch_asked == Some(index) {
-        if dev.scratch_granted(q, tr) {
-            ring.scratch_asked = None;
-            return true;
-        }
-        return false;
+        return Scratch::Ready;
     }
     if q.retired() != index {
-        return false;
+        return Scratch::Waits;
     }
     if !dev.request_scratch(q) {
-        return true;
+        return Scratch::Ready;
     }
     ring.scratch_asked = Some(index);
-    false
+    Scratch::Waits
+}
+
+/// What [`scratch_ready`] found.
+enum Scratch {
+    /// The dispatch waits (for earlier packets to retire, or for the runtime's answer).
+    Waits,
+    /// It may start on the memory as of the doorbell read.
+    Ready,
+    /// The runtime answered a request: it starts on the memory as of the answer, which may
+    /// have mapped the scratch it gave.
+    Granted,
 }
 
 /// Offset of `compute_tmpring_size` in `amd_queue_t` (docs/kfd-aql.md §4.3).
