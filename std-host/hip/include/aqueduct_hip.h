@@ -191,6 +191,10 @@ hipError_t aqdRegisterHostKernel(const void* symbol, aqdHostKernel body, unsigne
    and enqueued by the core runtime directly (the floor of hipLaunchKernel's cost). */
 hipError_t aqdBenchCoreLaunch(const void* function, dim3 grid, dim3 block, void** args, size_t sharedMem,
                               hipStream_t stream, unsigned int count);
+/* For aqueduct bench: count such launches captured on stream by the core runtime's own capture, the
+   graph instantiated by it, then both destroyed (the floor of capture + instantiate through HIP). */
+hipError_t aqdBenchCoreCapture(const void* function, dim3 grid, dim3 block, void** args, size_t sharedMem,
+                               hipStream_t stream, unsigned int count);
 /* Execution ("green") contexts: streams created in one are detached when it is destroyed. */
 typedef struct aqdExecCtx_st* aqdExecCtx_t;
 hipError_t aqdExecCtxCreate(aqdExecCtx_t* ctx, int device);

@@ -509,6 +509,55 @@ pub unsafe extern "C" fn aqdBenchCoreLaunch(
     })
 }
 
+/// `aqdBenchCoreCapture`: the floor `aqueduct bench` puts beside capture + instantiate through
+/// the C ABI — `count` launches as `aqdBenchCoreLaunch` makes them, captured on `stream` by
+/// core's own capture, the graph instantiated by core, then the executable and graph destroyed.
+///
+/// # Safety
+/// As `hipLaunchKernel`.
+#[no_mangle]
+pub unsafe extern "C" fn aqdBenchCoreCapture(
+    function: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_mem: usize,
+    stream: Handle,
+    count: c_uint,
+) -> i32 {
+    api(|| {
+        let g = global()?;
+        let s = stream_of(stream);
+        let f = resolve(g, function, g.rt.stream_device(s)?)?;
+        // SAFETY: the caller's contract.
+        let mut seg = unsafe { module_kernarg(&f, args, std::ptr::null_mut())? };
+        let (grid, workgroup) = geometry(grid, block)?;
+        let shared = u32::try_from(shared_mem).map_err(|_| INVALID_VALUE)?;
+        fill_hidden(&mut seg, &f.hidden, grid, workgroup, shared);
+        let launch = KernelLaunch {
+            kernel_object: f.object,
+            grid,
+            workgroup,
+            group_segment_size: f.group.saturating_add(shared),
+            private_segment_size: f.launch_private(),
+            kernarg: &seg,
+        };
+        // hipStreamCaptureModeGlobal.
+        g.rt.stream_begin_capture(s, 0)?;
+        for _ in 0..count {
+            if let Err(e) = g.rt.launch_kernel(s, &launch) {
+                let _ = g.rt.stream_end_capture(s).map(|graph| g.rt.graph_destroy(graph));
+                return Err(e.into());
+            }
+        }
+        let graph = g.rt.stream_end_capture(s)?;
+        let exec = g.rt.graph_instantiate(graph);
+        let destroyed = g.rt.graph_destroy(graph);
+        g.rt.graph_exec_destroy(exec?)?;
+        Ok(destroyed?)
+    })
+}
+
 /// What a kernel handle passed to HIP names on `device`, as a function: a host kernel of
 /// `aqdRegisterHostKernel`, a kernel handle of `__hipRegisterFunction`, or a `hipFunction_t` of
 /// `hipModuleGetFunction` (in that order, as HIP tries the registered handle before taking the

@@ -15,7 +15,12 @@
 //! same launch once and enqueues it with core's `launch_kernel` as many times. Each sample is a
 //! chunk of launches, then an untimed, checked synchronise; the figure is the median.
 //!
-//! A third, `graph_exec_update_one_of_10000`: `hipGraphExecUpdate` of an executable of a
+//! A third, `hip_capture_instantiate_per_node`: a capture of 100 `hipLaunchKernel`s of the host
+//! kernel, then `hipStreamEndCapture`, `hipGraphInstantiate` and both destroys, per node,
+//! against `core_capture_instantiate`: `aqdBenchCoreCapture`, the same with core's capture,
+//! instantiation and destroys.
+//!
+//! A fourth, `graph_exec_update_one_of_10000`: `hipGraphExecUpdate` of an executable of a
 //! 10,000-node graph (a chain of host-kernel nodes, each storing its value into its own word)
 //! after one kernel node of the graph changed (`hipGraphKernelNodeSetParams`, untimed), against
 //! `graph_instantiate_10000`: `hipGraphInstantiate` of the same graph (the executable destroyed
@@ -51,6 +56,8 @@ type AddKernelNode = unsafe extern "C" fn(*mut Handle, Handle, *const Handle, us
 type KernelNodeSetParams = unsafe extern "C" fn(Handle, *const KernelNodeParams) -> i32;
 type Instantiate = unsafe extern "C" fn(*mut Handle, Handle, *mut Handle, *mut c_char, usize) -> i32;
 type ExecUpdate = unsafe extern "C" fn(Handle, Handle, *mut Handle, *mut c_int) -> i32;
+type BeginCapture = unsafe extern "C" fn(*mut c_void, c_uint) -> i32;
+type EndCapture = unsafe extern "C" fn(*mut c_void, *mut Handle) -> i32;
 type GraphLaunch = unsafe extern "C" fn(Handle, *mut c_void) -> i32;
 type Launch = unsafe extern "C" fn(*const c_void, Dim3, Dim3, *mut *mut c_void, usize, *mut c_void) -> i32;
 type CoreLaunch = unsafe extern "C" fn(*const c_void, Dim3, Dim3, *mut *mut c_void, usize, *mut c_void, c_uint) -> i32;
@@ -316,6 +323,7 @@ pub fn figures(samples: usize, short: bool) -> Result<Option<Measured>, String> 
     };
     let (hk, hk_core) = measure(host, host_args.as_mut_ptr(), "hipLaunchKernel (host kernel)")?;
     let (hc, hc_core) = measure(hipcc, hipcc_args.as_mut_ptr(), "hipLaunchKernel (registered fill_u32)")?;
+    let (captured, captured_core) = capture_figure(&lib, host, host_args.as_mut_ptr(), stream, samples)?;
     let (update, instantiate) = update_figure(&lib, stream, samples, short)?;
     // SAFETY: the stream is live and idle.
     check("hipStreamDestroy", unsafe { stream_destroy(stream) })?;
@@ -337,6 +345,13 @@ pub fn figures(samples: usize, short: bool) -> Result<Option<Measured>, String> 
             target: "<= 2x core enqueue",
         },
         Figure {
+            name: "hip_capture_instantiate_per_node",
+            ns: captured,
+            floor: Some("core_capture_instantiate"),
+            floor_ns: Some(captured_core),
+            target: "<= 2x core",
+        },
+        Figure {
             name: "graph_exec_update_one_of_10000",
             ns: update,
             floor: Some("graph_instantiate_10000"),
@@ -356,12 +371,76 @@ pub fn figures(samples: usize, short: bool) -> Result<Option<Measured>, String> 
             what: "core launch_kernel of the same registered-kernel launch, ns per launch",
         },
         Floor {
+            name: "core_capture_instantiate",
+            ns: captured_core,
+            what: "core capture + instantiate + destroy of the same 100 host-kernel launches, ns per node",
+        },
+        Floor {
             name: "graph_instantiate_10000",
             ns: instantiate,
             what: "hipGraphInstantiate of the update figure's 10,000-node graph, ns per instantiation",
         },
     ];
     Ok(Some((figures, floors)))
+}
+
+/// Launches per captured graph in `hip_capture_instantiate_per_node`.
+const CAPTURED: u32 = 100;
+
+/// `hip_capture_instantiate_per_node` and its floor, in ns per node: the median of
+/// `hipStreamBeginCapture`, [`CAPTURED`] `hipLaunchKernel`s of the host kernel,
+/// `hipStreamEndCapture`, `hipGraphInstantiate`, `hipGraphExecDestroy` and `hipGraphDestroy`,
+/// and of `aqdBenchCoreCapture` doing the same with core's calls. The executables are never
+/// launched; every call's result is checked.
+fn capture_figure(
+    lib: &libloading::Library,
+    function: *const c_void,
+    args: *mut *mut c_void,
+    stream: *mut c_void,
+    samples: usize,
+) -> Result<(f64, f64), String> {
+    macro_rules! sym {
+        ($t:ty, $name:literal) => {
+            // SAFETY: the library exports this function with this C signature
+            // (include/aqueduct_hip.h, hip_runtime_api.h).
+            *unsafe { lib.get::<$t>($name) }.map_err(|e| format!("{}: {e}", String::from_utf8_lossy($name)))?
+        };
+    }
+    let launch = sym!(Launch, b"hipLaunchKernel");
+    let begin = sym!(BeginCapture, b"hipStreamBeginCapture");
+    let end = sym!(EndCapture, b"hipStreamEndCapture");
+    let instantiate = sym!(Instantiate, b"hipGraphInstantiate");
+    let exec_destroy = sym!(GraphDestroy, b"hipGraphExecDestroy");
+    let graph_destroy = sym!(GraphDestroy, b"hipGraphDestroy");
+    let core_capture = sym!(CoreLaunch, b"aqdBenchCoreCapture");
+    let one = Dim3 { x: 1, y: 1, z: 1 };
+    let (mut c_abi, mut core) = (Vec::new(), Vec::new());
+    for i in 0..samples + 2 {
+        let t = Instant::now();
+        // SAFETY: a live, idle stream; a registered kernel and its argument pointers; the
+        // graph and executable the calls before made.
+        unsafe {
+            check("hipStreamBeginCapture", begin(stream, 0))?;
+            for _ in 0..CAPTURED {
+                check("hipLaunchKernel (captured)", launch(function, one, one, args, 0, stream))?;
+            }
+            let (mut graph, mut exec): (Handle, Handle) = (std::ptr::null_mut(), std::ptr::null_mut());
+            check("hipStreamEndCapture", end(stream, &mut graph))?;
+            check("hipGraphInstantiate", instantiate(&mut exec, graph, std::ptr::null_mut(), std::ptr::null_mut(), 0))?;
+            check("hipGraphExecDestroy", exec_destroy(exec))?;
+            check("hipGraphDestroy", graph_destroy(graph))?;
+        }
+        let a = t.elapsed().as_secs_f64() * 1e9 / f64::from(CAPTURED);
+        let t = Instant::now();
+        // SAFETY: as above.
+        check("aqdBenchCoreCapture", unsafe { core_capture(function, one, one, args, 0, stream, CAPTURED) })?;
+        let b = t.elapsed().as_secs_f64() * 1e9 / f64::from(CAPTURED);
+        if i >= 2 {
+            c_abi.push(a);
+            core.push(b);
+        }
+    }
+    Ok((median(c_abi), median(core)))
 }
 
 /// `graph_exec_update_one_of_10000` and its floor, in ns: the median `hipGraphExecUpdate` after

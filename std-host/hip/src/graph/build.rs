@@ -450,15 +450,24 @@ pub(super) fn captured_kind(g: &Global, core: GraphHandle, id: NodeId, device: u
     })
 }
 
-/// Takes over the graph a capture recorded: the same handle then names a graph of this layer,
-/// with the same node ids (so node handles given out during the capture stay valid); core's
-/// graph is released.
-pub(crate) fn adopt_captured(g: &Global, core: GraphHandle) -> HipResult {
-    let device = g.rt.device()?;
+/// This layer's model of captured graph `core` (node ids kept), and per node what it is in an
+/// executable core instantiates from that graph as it is.
+pub(super) fn captured_model(g: &Global, core: GraphHandle, device: u32) -> HipResult<(Graph, Vec<Site>)> {
     let count = g.rt.graph_node_count(core)?;
     let mut graph = Graph::default();
+    graph.nodes.reserve(count);
+    graph.stamps.reserve(count);
+    let mut sites = Vec::with_capacity(count);
     for i in 0..count {
-        graph.push(captured_kind(g, core, NodeId(i as u16), device)?, &[])?;
+        let id = NodeId(u16::try_from(i).map_err(|_| Hip(2))?);
+        let kind = captured_kind(g, core, id, device)?;
+        sites.push(match kind {
+            Kind::Kernel(_) => Site::Dispatch(id),
+            Kind::Host { .. } => Site::Host(id),
+            Kind::EventRecord(_) | Kind::EventWait(_) => Site::Event(id),
+            _ => Site::None,
+        });
+        graph.push(kind, &[])?;
     }
     let mut edges = vec![(NodeId(0), NodeId(0)); 2 * count + 16];
     let n = g.rt.graph_edges(core, &mut edges)?;
@@ -467,9 +476,48 @@ pub(crate) fn adopt_captured(g: &Global, core: GraphHandle) -> HipResult {
         g.rt.graph_edges(core, &mut edges)?;
     }
     graph.edges = edges.iter().take(n).map(|(f, t)| (f.0, t.0)).collect();
+    Ok((graph, sites))
+}
+
+/// Whether instantiating captured graph `core` as it is gives what instantiating this layer's
+/// model of it gives, so that it may stay in core until needed ([`Captured`]): every node a
+/// kernel dispatch (not a built-in copy or fill, which the model stages where a side is
+/// pageable), a plain host function, an event record or wait, or empty.
+fn stays_in_core(g: &Global, core: GraphHandle, device: u32) -> HipResult<bool> {
+    let backend = g.rt.backend();
+    let builtins = [BuiltinKernel::Copy, BuiltinKernel::Fill].map(|k| backend.builtin_kernel(device, k).ok());
+    for i in 0..g.rt.graph_node_count(core)? {
+        let id = NodeId(u16::try_from(i).map_err(|_| Hip(2))?);
+        let plain = match g.rt.graph_node_kind(core, id)? {
+            NodeKind::Dispatch(d) => !builtins.contains(&Some(d.kernel_object)),
+            NodeKind::Host(HostFn::Plain { .. }) | NodeKind::EventRecord(_) | NodeKind::EventWait(_) => true,
+            NodeKind::Empty => true,
+            _ => false,
+        };
+        if !plain {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Takes over the graph a capture recorded: the same handle then names a graph of this layer,
+/// with the same node ids (so node handles given out during the capture stay valid). A graph
+/// that may stay in core does, until needed ([`Captured`]); otherwise its model is built now
+/// and core's graph is released.
+pub(crate) fn adopt_captured(g: &Global, core: GraphHandle) -> HipResult {
+    let device = g.rt.device()?;
+    if stays_in_core(g, core, device)? {
+        let captured = Arc::new(Captured { core, device, model: std::sync::OnceLock::new() });
+        let mut graphs = lock(&GRAPHS);
+        graphs.map.insert(core.0, Entry::Core(captured));
+        graphs.waiting.push(core.0);
+        return Ok(());
+    }
+    let (graph, _) = captured_model(g, core, device)?;
     g.rt.graph_destroy(core)?;
     let owns = graph.has_memory_nodes();
-    lock(&GRAPHS).map.insert(core.0, Entry::Owned(graph));
+    graphs().map.insert(core.0, Entry::Owned(graph));
     if owns {
         lock(&MEM_OWNERS).insert(core.0, MemOwner { graph_alive: true, exec: None });
     }
@@ -500,7 +548,7 @@ fn merge(g: &Global, core: GraphHandle, into: super::CaptureInto) -> HipResult<u
         edges.resize(n, (NodeId(0), NodeId(0)));
         g.rt.graph_edges(core, &mut edges)?;
     }
-    let mut graphs = lock(&GRAPHS);
+    let mut graphs = graphs();
     let graph = graphs.get_mut(into.target).ok_or(INVALID_VALUE)?;
     let mut ids = Vec::with_capacity(kinds.len());
     for kind in kinds {

@@ -238,7 +238,7 @@ pub unsafe extern "C" fn hipGraphConditionalHandleCreate(
             return Err(INVALID_VALUE);
         }
         let h = graph as usize as u64;
-        let graphs = lock(&GRAPHS);
+        let graphs = graphs();
         let Some(&root) = graphs.lineage(h).as_ref().and_then(|l| l.last()) else {
             drop(graphs);
             return Err(not_ours(g, h));
@@ -350,7 +350,7 @@ unsafe fn add_conditional(
     // SAFETY: the caller's contract.
     let deps = unsafe { handles(deps, count)? };
     let h = graph as usize as u64;
-    let mut graphs = lock(&GRAPHS);
+    let mut graphs = graphs();
     let Some(lineage) = graphs.lineage(h) else {
         drop(graphs);
         return Err(not_ours(g, h));

@@ -22,12 +22,42 @@ struct Exec {
     staging: Staging,
     /// Staging of earlier builds that launches still enqueued may use.
     retired: Vec<Staging>,
+    /// Instantiated by core from a captured graph it held ([`Captured`]): `graph` and `sites`
+    /// are that graph's model, taken when first needed ([`Exec::settle`]).
+    captured: Option<Arc<Captured>>,
 }
 
 impl Exec {
     fn new(i: Instance, source: u64, graph: Graph, flags: u32) -> Exec {
         let Instance { core, staging, sites, device } = i;
-        Exec { core, source, graph, sites, device, flags, staging, retired: Vec::new() }
+        Exec { core, source, graph, sites, device, flags, staging, retired: Vec::new(), captured: None }
+    }
+
+    /// Core's executable of captured graph `c` as it is.
+    fn of_captured(core: GraphExecHandle, source: u64, c: Arc<Captured>, flags: u32) -> Exec {
+        let (graph, sites, device) = (Graph::default(), Vec::new(), c.device);
+        Exec {
+            core,
+            source,
+            graph,
+            sites,
+            device,
+            flags,
+            staging: Staging::default(),
+            retired: Vec::new(),
+            captured: Some(c),
+        }
+    }
+
+    /// Takes the snapshot of the captured graph the executable was instantiated from, if it has
+    /// not yet: what the calls that read or change its nodes work on.
+    fn settle(&mut self) -> HipResult {
+        if let Some(c) = &self.captured {
+            let (graph, sites) = c.model()?;
+            (self.graph, self.sites) = (graph.clone(), sites.clone());
+            self.captured = None;
+        }
+        Ok(())
     }
 
     /// Sets node `id` (of the child graphs along `path`, then of the executable's graph) to
@@ -116,6 +146,21 @@ pub unsafe extern "C" fn hipGraphInstantiateWithFlags(exec: *mut Handle, graph: 
             return Err(INVALID_VALUE);
         }
         let source = graph as usize as u64;
+        // A captured graph core still holds, on the device it was captured on: core's own
+        // instantiation of it.
+        let captured = match lock(&GRAPHS).map.get(&source) {
+            Some(Entry::Core(c)) => Some(Arc::clone(c)),
+            _ => None,
+        };
+        if let Some(c) = captured.filter(|c| g.rt.device().is_ok_and(|d| d == c.device)) {
+            let core = g.rt.graph_instantiate_with_flags(c.core, flags)?;
+            let mut execs = lock(&EXECS);
+            execs.next += 1;
+            let h = EXEC_TAG | execs.next;
+            execs.map.insert(h, Exec::of_captured(core, source, c, flags));
+            // SAFETY: the caller's contract.
+            return unsafe { put(exec, handle(h)) };
+        }
         let snapshot = with_graph(graph, |gr| Ok(gr.clone()))?;
         let mut owners = lock(&MEM_OWNERS);
         if owners.get(&source).is_some_and(|o| o.exec.is_some()) {
@@ -193,6 +238,7 @@ fn edit_exec(exec: Handle, node: Handle, edit: impl FnOnce(&Kind) -> HipResult<K
     if gh != x.source {
         return Err(INVALID_VALUE);
     }
+    x.settle()?;
     let new = edit(x.graph.kind(id)?)?;
     if let Kind::Child(c) = &new {
         // A child graph of the same shape: its changed nodes one by one.
@@ -572,10 +618,11 @@ pub unsafe extern "C" fn hipGraphExecUpdate(
         }
         let gh = graph as usize as u64;
         // Lock order: graphs, then executables.
-        let graphs = lock(&GRAPHS);
+        let graphs = graphs();
         let new = graphs.get(gh).ok_or(INVALID_VALUE)?;
         let mut execs = lock(&EXECS);
         let x = execs.map.get_mut(&(exec as usize as u64)).ok_or(INVALID_VALUE)?;
+        x.settle()?;
         let outcome = compare(&x.graph, new).and_then(|pairing| {
             let mut found = Vec::new();
             changes(&x.graph, new, &pairing, &mut Vec::new(), 0, &mut found)?;

@@ -16,6 +16,9 @@
 //! While a capture records, its graph is core's; the calls that make sense then (adding nodes,
 //! listing nodes and edges, node types) go to core. When the capture ends the graph is taken
 //! over here under the same handle, and node handles given out during the capture stay valid.
+//! A captured graph of kernels, host functions and events stays core's until a call needs this
+//! layer's model of it ([`Captured`]): instantiated as it is, it is core's graph that core
+//! instantiates, and the executable takes its snapshot of the graph when first changed.
 //!
 //! Copies from or to pageable host memory (memory not from `hipMalloc`/`hipHostMalloc`) are
 //! staged through pinned buffers the executable owns, in graph order: a host node fills the
@@ -444,16 +447,54 @@ impl Graph {
 }
 
 /// A graph of this layer, or a view of a graph inside a node of another: the child graph of a
-/// child-graph node (`body` `None`), or body `body` of a conditional node.
+/// child-graph node (`body` `None`), or body `body` of a conditional node; or a captured graph
+/// core still holds ([`Captured`]).
 enum Entry {
     Owned(Graph),
     Child { parent: u64, node: u16, body: Option<usize> },
+    Core(Arc<Captured>),
+}
+
+/// A graph a capture recorded, left in core until something needs this layer's model of it:
+/// instantiating it as it is needs none, so core instantiates its own graph (the figure
+/// `hip_capture_instantiate_per_node`). Only graphs whose nodes this layer would rebuild as
+/// they are wait so ([`build::stays_in_core`]); any other call on the graph table takes every
+/// waiting graph over first ([`graphs`]). Executables instantiated from one hold it too, and
+/// take their snapshot of it when first asked; core's graph goes with the last holder.
+struct Captured {
+    core: GraphHandle,
+    device: u32,
+    /// This layer's model of the graph and, per node, what it is in an executable instantiated
+    /// from core's graph directly; built once, on first need.
+    model: std::sync::OnceLock<HipResult<(Graph, Vec<build::Site>)>>,
+}
+
+impl Captured {
+    fn model(&self) -> HipResult<&(Graph, Vec<build::Site>)> {
+        let built = self.model.get_or_init(|| build::captured_model(global()?, self.core, self.device));
+        built.as_ref().map_err(|e| *e)
+    }
+}
+
+// SAFETY: shared, a `Captured` is only read: its model is written once, inside the
+// `OnceLock`. The raw pointers in it (host functions' data, as in every `Graph`, which is
+// `Send`) are the user's, copied and handed back, never dereferenced here.
+unsafe impl Sync for Captured {}
+
+impl Drop for Captured {
+    fn drop(&mut self) {
+        if let Ok(g) = global() {
+            let _ = g.rt.graph_destroy(self.core);
+        }
+    }
 }
 
 #[derive(Default)]
 struct Graphs {
     map: HashMap<u64, Entry>,
     next: u64,
+    /// The handles of [`Entry::Core`] entries not yet taken over.
+    waiting: Vec<u64>,
 }
 
 /// Tag of graph handles made here (core's use another).
@@ -475,6 +516,7 @@ impl Graphs {
                 (Kind::Conditional(c), Some(b)) => c.bodies.get(*b),
                 _ => None,
             },
+            Entry::Core(_) => None,
         }
     }
 
@@ -562,6 +604,22 @@ pub(crate) fn capture_into_list() -> Vec<(u64, u64)> {
 
 static GRAPHS: LazyLock<Mutex<Graphs>> = LazyLock::new(Default::default);
 
+/// The graph table, every captured graph waiting in core taken over first (its model built,
+/// the same handle then naming an owned graph). Lock order: `GRAPHS`, then core's and the
+/// function tables'.
+fn graphs() -> std::sync::MutexGuard<'static, Graphs> {
+    let mut graphs = lock(&GRAPHS);
+    for h in std::mem::take(&mut graphs.waiting) {
+        let Some(Entry::Core(c)) = graphs.map.get(&h) else { continue };
+        // A model that cannot be built leaves the entry in core: only destroying it works.
+        if let Ok((model, _)) = c.model() {
+            let model = model.clone();
+            graphs.map.insert(h, Entry::Owned(model));
+        }
+    }
+    graphs
+}
+
 /// A graph that owns memory (captured allocations): whether the graph still lives, and the
 /// executable made from it. The memory goes back once both are gone.
 struct MemOwner {
@@ -622,16 +680,16 @@ fn owner_gone(g: &Global, owner: u64, graph: bool) -> HipResult {
 
 /// Whether `h` names a graph of this layer (otherwise it is core's: a capture's, or garbage).
 fn is_ours(h: u64) -> bool {
-    lock(&GRAPHS).map.contains_key(&h)
+    graphs().map.contains_key(&h)
 }
 
 fn with_graph<R>(h: Handle, f: impl FnOnce(&Graph) -> HipResult<R>) -> HipResult<R> {
-    let graphs = lock(&GRAPHS);
+    let graphs = graphs();
     f(graphs.get(h as usize as u64).ok_or(INVALID_VALUE)?)
 }
 
 fn with_graph_mut<R>(h: Handle, f: impl FnOnce(&mut Graph) -> HipResult<R>) -> HipResult<R> {
-    let mut graphs = lock(&GRAPHS);
+    let mut graphs = graphs();
     f(graphs.get_mut(h as usize as u64).ok_or(INVALID_VALUE)?)
 }
 
@@ -731,7 +789,7 @@ pub unsafe extern "C" fn hipGraphCreate(graph: *mut Handle, flags: c_uint) -> i3
         if graph.is_null() || flags != 0 {
             return Err(INVALID_VALUE);
         }
-        let h = lock(&GRAPHS).insert(Graph::default());
+        let h = graphs().insert(Graph::default());
         // SAFETY: the caller's contract.
         unsafe { put(graph, handle(h)) }
     })
@@ -746,6 +804,14 @@ pub extern "C" fn hipGraphDestroy(graph: Handle) -> i32 {
         let h = graph as usize as u64;
         let mut graphs = lock(&GRAPHS);
         match graphs.map.get(&h) {
+            Some(Entry::Core(_)) => {
+                let gone = graphs.map.remove(&h);
+                graphs.waiting.retain(|&w| w != h);
+                drop(graphs);
+                drop(gone);
+                conditional::graph_gone(h);
+                Ok(())
+            }
             Some(Entry::Owned(_)) if is_capture_target(h) => Err(INVALID_VALUE),
             Some(Entry::Owned(_)) => {
                 graphs.map.remove(&h);
@@ -776,7 +842,7 @@ pub unsafe extern "C" fn hipGraphClone(clone: *mut Handle, graph: Handle) -> i32
             return Err(INVALID_VALUE);
         }
         let h = graph as usize as u64;
-        let mut graphs = lock(&GRAPHS);
+        let mut graphs = graphs();
         let original = graphs.get(h).ok_or(INVALID_VALUE)?;
         if original.has_memory_nodes() || original.has_conditional_nodes() {
             return Err(NOT_SUPPORTED);
@@ -803,7 +869,7 @@ pub unsafe extern "C" fn hipGraphNodeFindInClone(node: *mut Handle, original: Ha
         let (gh, id) = node_of(g, original)?;
         let ch = clone as usize as u64;
         let found = {
-            let graphs = lock(&GRAPHS);
+            let graphs = graphs();
             let c = graphs.get(ch).ok_or(INVALID_VALUE)?;
             c.origin == gh && c.live(id)
         };
@@ -919,7 +985,7 @@ unsafe fn neighbours(node: Handle, out: *mut Handle, count: *mut usize, incoming
     }
     let (gh, id) = node_of(g, node)?;
     let ids = if is_ours(gh) {
-        let graphs = lock(&GRAPHS);
+        let graphs = graphs();
         let gr = graphs.get(gh).ok_or(INVALID_VALUE)?;
         gr.kind(id)?;
         if incoming {
@@ -1059,7 +1125,7 @@ pub extern "C" fn hipGraphDestroyNode(node: Handle) -> i32 {
         if !is_ours(gh) {
             return Err(NOT_SUPPORTED);
         }
-        let mut graphs = lock(&GRAPHS);
+        let mut graphs = graphs();
         let gr = graphs.get_mut(gh).ok_or(INVALID_VALUE)?;
         if matches!(gr.kind(id)?, Kind::MemAlloc { .. } | Kind::MemFree(_)) {
             return Err(NOT_SUPPORTED);
@@ -1117,7 +1183,7 @@ unsafe fn add_node(
     let kind = kind?;
     let h = graph as usize as u64;
     let id = if is_ours(h) {
-        let mut graphs = lock(&GRAPHS);
+        let mut graphs = graphs();
         let gr = graphs.get_mut(h).ok_or(INVALID_VALUE)?;
         let ids = dep_ids(g, h, deps, |i| gr.live(i))?;
         gr.push(kind, &ids)?
@@ -1524,7 +1590,7 @@ pub unsafe extern "C" fn hipGraphAddChildGraphNode(
 fn with_node<R>(node: Handle, f: impl FnOnce(&Global, &mut Kind) -> HipResult<R>) -> HipResult<R> {
     let g = global()?;
     let (gh, id) = node_of(g, node)?;
-    let mut graphs = lock(&GRAPHS);
+    let mut graphs = graphs();
     match graphs.get_mut(gh) {
         Some(gr) => f(g, gr.kind_mut(id)?),
         None => {
@@ -1788,7 +1854,7 @@ pub unsafe extern "C" fn hipGraphChildGraphNodeGetGraph(node: Handle, graph: *mu
             return Err(INVALID_VALUE);
         }
         let (gh, id) = node_of(g, node)?;
-        let mut graphs = lock(&GRAPHS);
+        let mut graphs = graphs();
         match graphs.get(gh).ok_or(INVALID_VALUE)?.kind(id)? {
             Kind::Child(_) => {}
             _ => return Err(INVALID_VALUE),

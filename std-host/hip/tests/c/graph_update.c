@@ -3,8 +3,11 @@
    hipGraphExecKernelNodeSetParams, every one of the 10,000 results checked after each relaunch;
    arguments that outgrow their node (the executable is rebuilt); copy, fill and host nodes
    changed in executables, directly and by update; a launch enqueued before a change keeps the
-   old parameters; and updates refused for another node count, other edges, another node type
-   or another copy kind, with HIP's result and error node, the executable left as it was. */
+   old parameters; updates refused for another node count, other edges, another node type
+   or another copy kind, with HIP's result and error node, the executable left as it was; and
+   executables of captured graphs instantiated as captured, then changed through the executable
+   before anything read the graph, through hipGraphExecUpdate after the graph changed, and
+   launched after their graph was destroyed. */
 #include "check.h"
 
 /* store(words, index, value): words[index] = value. */
@@ -312,6 +315,67 @@ int main(void) {
     OK(hipStreamSynchronize(s));
     OK(hipMemcpy(host_out, out, sizeof host_out, hipMemcpyDeviceToHost));
     TRUE(host_out[0] == 1000 && host_out[2 * M] == 3000 && host_out[3 * M] == 11 && runs_b == 4);
+
+    /* Captured graphs: eight stores (node i stores 100 + i into word i) and a host function. */
+    unsigned *cw, host_cw[8];
+    OK(hipMalloc((void **)&cw, sizeof host_cw));
+    hipGraph_t captured[2];
+    hipGraphNode_t tail[2];
+    for (int c = 0; c < 2; c++) {
+        OK(hipStreamBeginCapture(s, hipStreamCaptureModeGlobal));
+        for (unsigned i = 0; i < 8; i++) {
+            unsigned index = i, value = 100 + i;
+            void *list[] = {&cw, &index, &value};
+            OK(hipLaunchKernel(&store_symbol, (dim3){1, 1, 1}, (dim3){1, 1, 1}, list, 0, s));
+        }
+        /* The last store's node, as the capture reports it (the graph table is not read). */
+        hipStreamCaptureStatus st;
+        const hipGraphNode_t *deps = NULL;
+        size_t ndeps = 0;
+        OK(hipStreamGetCaptureInfo_v2(s, &st, NULL, NULL, &deps, &ndeps));
+        TRUE(ndeps == 1);
+        tail[c] = deps[0];
+        OK(hipLaunchHostFunc(s, host_a, &one));
+        OK(hipStreamEndCapture(s, &captured[c]));
+    }
+    hipGraphExec_t cx1, cx2, cx3;
+    OK(hipGraphInstantiate(&cx1, captured[0], NULL, NULL, 0));
+    OK(hipGraphInstantiate(&cx2, captured[0], NULL, NULL, 0));
+    OK(hipGraphInstantiate(&cx3, captured[1], NULL, NULL, 0));
+    /* Changed through the executable first: word 7 gets 777 in cx1 alone. */
+    p = store_params(&a, cw, 7, 777);
+    OK(hipGraphExecKernelNodeSetParams(cx1, tail[0], &p));
+    int runs_before = runs_a;
+    OK(hipMemset(cw, 0, sizeof host_cw));
+    OK(hipGraphLaunch(cx1, s));
+    OK(hipStreamSynchronize(s));
+    OK(hipMemcpy(host_cw, cw, sizeof host_cw, hipMemcpyDeviceToHost));
+    TRUE(host_cw[0] == 100 && host_cw[6] == 106 && host_cw[7] == 777 && runs_a == runs_before + 1);
+    /* The graph itself is as captured: its last store is 107, and so is cx2's. */
+    hipKernelNodeParams got_p;
+    OK(hipGraphKernelNodeGetParams(tail[0], &got_p));
+    TRUE(got_p.func == &store_symbol && *(unsigned *)got_p.kernelParams[2] == 107);
+    OK(hipGraphDestroy(captured[0]));
+    OK(hipMemset(cw, 0, sizeof host_cw));
+    OK(hipGraphLaunch(cx2, s));
+    OK(hipStreamSynchronize(s));
+    OK(hipMemcpy(host_cw, cw, sizeof host_cw, hipMemcpyDeviceToHost));
+    TRUE(host_cw[0] == 100 && host_cw[7] == 107 && runs_a == runs_before + 2);
+    /* The second graph changed (word 7 gets 999), taken in by cx3 through an update. */
+    p = store_params(&a, cw, 7, 999);
+    OK(hipGraphKernelNodeSetParams(tail[1], &p));
+    TRUE(update(cx3, captured[1], &err, hipSuccess) == hipGraphExecUpdateSuccess && err == NULL);
+    OK(hipMemset(cw, 0, sizeof host_cw));
+    OK(hipGraphLaunch(cx3, s));
+    OK(hipStreamSynchronize(s));
+    OK(hipMemcpy(host_cw, cw, sizeof host_cw, hipMemcpyDeviceToHost));
+    TRUE(host_cw[0] == 100 && host_cw[6] == 106 && host_cw[7] == 999 && runs_a == runs_before + 3);
+    OK(hipGraphExecDestroy(cx1));
+    OK(hipGraphExecDestroy(cx2));
+    OK(hipGraphExecDestroy(cx3));
+    OK(hipGraphDestroy(captured[1]));
+    EXPECT(hipGraphDestroy(captured[0]), hipErrorInvalidValue);
+    OK(hipFree(cw));
 
     /* And the 10,000-node executable still runs what it was last given. */
     RUN_AND_CHECK(x);
