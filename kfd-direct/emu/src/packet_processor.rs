@@ -300,8 +300,8 @@ impl PacketProcessor {
         }
         let mut waits = false;
         let mut progress = false;
-        // Dispatches run here and now this visit, and whether the last one may have rung the
-        // queue's own doorbell (see `read_doorbell`).
+        // Dispatches run here and now this visit, and whether the last packet that ran or
+        // completed here may have rung the queue's own doorbell (see `read_doorbell`).
         let mut ran = 0u32;
         let mut fresh = false;
         let failure = loop {
@@ -457,6 +457,10 @@ impl PacketProcessor {
                     if let Some(va) = fault {
                         break Some(Failure::Memory(va));
                     }
+                    // As after a dispatch run here: its completion may be what the producer
+                    // waits for before its next packet, so the doorbell is read again, and a
+                    // producer in lock step with its barriers is not taken for a streaming one.
+                    fresh = true;
                 }
             }
         };
@@ -490,7 +494,8 @@ impl PacketProcessor {
 /// ones) not again for a short pause, so that it pays one transfer per pause instead of one per
 /// packet. A producer that publishes one packet and waits for it (a round trip) is never paused:
 /// the read after each completion finds nothing new. A `consecutive` read, right after a packet
-/// of the queue ran on this thread, ignores the pause and sets none.
+/// of the queue ran or completed on this thread (a dispatch run here, a barrier or vendor
+/// packet), ignores the pause and sets none.
 fn read_doorbell(q: &AqlQueue, ring: &mut RingState, consecutive: bool) -> bool {
     let db = q.read_doorbell();
     if db == ring.last_doorbell {
