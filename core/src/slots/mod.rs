@@ -153,3 +153,27 @@ pub(crate) fn lookup<T>(tag: u16, raw: u64, slots: &[T], word: impl Fn(&T) -> &S
         None => Lookup::Garbage,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generations_wrap_at_the_largest_the_word_holds() {
+        let w = SlotWord::new();
+        assert_eq!(w.load(), (0, SlotState::Free));
+        w.set(MAX_GENERATION - 2, SlotState::Live);
+        assert_eq!(w.handle_generation(), MAX_GENERATION - 1);
+        w.vacate(SlotState::Draining);
+        assert_eq!(w.load(), (MAX_GENERATION - 1, SlotState::Draining));
+        assert_eq!(w.handle_generation(), MAX_GENERATION);
+        // The last generation's object ends: the word goes back to generation 0, whose handles
+        // carry 1, and a handle of the wrapped generation is garbage, not live.
+        w.set_state(SlotState::Live);
+        assert_eq!(w.classify(3, MAX_GENERATION), Lookup::Live(3));
+        w.vacate(SlotState::Free);
+        assert_eq!(w.load(), (0, SlotState::Free));
+        assert_eq!(w.handle_generation(), 1);
+        assert_eq!(w.classify(3, MAX_GENERATION), Lookup::Garbage);
+    }
+}
