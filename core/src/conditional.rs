@@ -15,7 +15,8 @@
 //! the barrier bit) that evaluates the word again; for IF and SWITCH it is the exit packet. No
 //! host code runs between the entry and the exit; see `docs/conditional-graphs.md`.
 
-use portable_atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::atomic64::AtomicU64;
+use portable_atomic::{AtomicU32, Ordering};
 
 use crate::aql::{
     BarrierPacket, FenceScope, Header, KernelDispatchPacket, Packet, PacketType, QueueFault, RawPacket, RingAddresses,

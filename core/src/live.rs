@@ -6,7 +6,8 @@
 //! and reuses it. By the [`Backend`] contract its memory then stays valid as long as the backend,
 //! which the runtime owns, so reading it needs no `unsafe` at the call site.
 
-use portable_atomic::{AtomicU64, Ordering};
+use crate::sync::atomic64::AtomicU64;
+use portable_atomic::Ordering;
 
 use crate::backend::Backend;
 use crate::error::Result;

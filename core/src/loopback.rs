@@ -15,9 +15,10 @@
 //! Host functions and kernels must not call back into the runtime (HIP forbids API calls from
 //! callbacks too); the loopback runs them with its own lock released.
 
+use crate::sync::atomic64::AtomicU64;
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
-use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use portable_atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 
 use crate::aql::{
     self, AqlRing, Condition, KernelDispatchPacket, Outcome, PacketExecutor, PacketWords, QueueFault, Step,

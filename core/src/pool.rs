@@ -9,8 +9,9 @@
 //! changes under a reader, and readers need no lock. The policy (which slot a stream gets)
 //! lives in `runtime/stream.rs`; `docs/queue-pool.md` describes both.
 
+use crate::sync::atomic64::AtomicU64;
 use core::cell::UnsafeCell;
-use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use portable_atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::backend::QueueDesc;
 use crate::slot::Slot;

@@ -125,9 +125,6 @@ impl AmdSignal {
     }
 
     /// Loads the value.
-    // Out of line where 64-bit atomics are not native (a 64-bit load is a short interrupt-free
-    // section there: one copy instead of one per caller, docs/architecture.md, "Footprint").
-    #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
     pub fn load(&self) -> i64 {
         // Ordering: Acquire pairs with the completion's AcqRel decrement: what the completed
         // packet wrote, and its timestamps, are visible once its value is.

@@ -40,11 +40,113 @@ macro_rules! unless_planted {
 }
 pub(crate) use unless_planted;
 
-/// Atomic integers: `portable_atomic`'s normally; under `cfg(loom)`, loom's for the objects a
-/// model creates.
+/// Atomic integers: `portable_atomic`'s normally (its 64-bit ones out of line where they are
+/// not native, [`atomic64`]); under `cfg(loom)`, loom's for the objects a model creates.
 #[cfg(not(loom))]
 pub mod atomic {
-    pub use portable_atomic::{AtomicI64, AtomicU32, AtomicU64};
+    pub use super::atomic64::{AtomicI64, AtomicU64};
+    pub use portable_atomic::AtomicU32;
+}
+
+/// core's 64-bit atomics outside loom models (ring indices, signal values, handles, counts).
+///
+/// Where 64-bit atomics are native these are `portable_atomic`'s, inlined. Elsewhere (32-bit
+/// targets such as `thumbv7em-none-eabihf`) every 64-bit access is a short interrupt-free
+/// section or a lock of `portable_atomic`'s, so each operation here is one out-of-line copy that
+/// every caller calls instead of one inlined section per access (docs/architecture.md,
+/// "Footprint"). Those copies run every operation `SeqCst`, whatever ordering the caller names:
+/// never weaker than asked, and on a single-core image the same code as any other ordering.
+pub mod atomic64 {
+    #[cfg(target_has_atomic = "64")]
+    pub use portable_atomic::{AtomicI64, AtomicU64};
+
+    #[cfg(not(target_has_atomic = "64"))]
+    pub use self::out_of_line::{AtomicI64, AtomicU64};
+
+    #[cfg(not(target_has_atomic = "64"))]
+    mod out_of_line {
+        use core::sync::atomic::Ordering;
+        use core::sync::atomic::Ordering::SeqCst;
+
+        macro_rules! out_of_line {
+            ($name:ident, $int:ty) => {
+                #[doc = concat!("`portable_atomic::", stringify!($name), "`, each operation one out-of-line `SeqCst` copy.")]
+                #[repr(transparent)]
+                #[derive(Default)]
+                pub struct $name(portable_atomic::$name);
+
+                impl core::fmt::Debug for $name {
+                    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                        core::fmt::Debug::fmt(&self.0, f)
+                    }
+                }
+
+                impl $name {
+                    /// A new atomic holding `v`.
+                    pub const fn new(v: $int) -> Self {
+                        $name(portable_atomic::$name::new(v))
+                    }
+
+                    /// `load` (`SeqCst`).
+                    #[inline(never)]
+                    pub fn load(&self, _order: Ordering) -> $int {
+                        self.0.load(SeqCst)
+                    }
+
+                    /// `store` (`SeqCst`).
+                    #[inline(never)]
+                    pub fn store(&self, v: $int, _order: Ordering) {
+                        self.0.store(v, SeqCst)
+                    }
+
+                    /// `swap` (`SeqCst`).
+                    #[inline(never)]
+                    pub fn swap(&self, v: $int, _order: Ordering) -> $int {
+                        self.0.swap(v, SeqCst)
+                    }
+
+                    /// `fetch_add` (`SeqCst`).
+                    #[inline(never)]
+                    pub fn fetch_add(&self, v: $int, _order: Ordering) -> $int {
+                        self.0.fetch_add(v, SeqCst)
+                    }
+
+                    /// `fetch_sub` (`SeqCst`).
+                    #[inline(never)]
+                    pub fn fetch_sub(&self, v: $int, _order: Ordering) -> $int {
+                        self.0.fetch_sub(v, SeqCst)
+                    }
+
+                    /// `fetch_max` (`SeqCst`).
+                    #[inline(never)]
+                    pub fn fetch_max(&self, v: $int, _order: Ordering) -> $int {
+                        self.0.fetch_max(v, SeqCst)
+                    }
+
+                    /// `fetch_min` (`SeqCst`).
+                    #[inline(never)]
+                    pub fn fetch_min(&self, v: $int, _order: Ordering) -> $int {
+                        self.0.fetch_min(v, SeqCst)
+                    }
+
+                    /// `compare_exchange` (`SeqCst` both ways).
+                    #[inline(never)]
+                    pub fn compare_exchange(
+                        &self,
+                        current: $int,
+                        new: $int,
+                        _success: Ordering,
+                        _failure: Ordering,
+                    ) -> Result<$int, $int> {
+                        self.0.compare_exchange(current, new, SeqCst, SeqCst)
+                    }
+                }
+            };
+        }
+
+        out_of_line!(AtomicI64, i64);
+        out_of_line!(AtomicU64, u64);
+    }
 }
 
 /// Atomic integers: `portable_atomic`'s normally; under `cfg(loom)`, loom's for the objects a

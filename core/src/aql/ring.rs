@@ -169,9 +169,6 @@ impl AqlRing {
     }
 
     /// The current read index (packets retired so far).
-    // Out of line where 64-bit atomics are not native (a 64-bit load is a short interrupt-free
-    // section there: one copy instead of one per caller, docs/architecture.md, "Footprint").
-    #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
     pub fn read_index(&self) -> u64 {
         // Ordering: Acquire pairs with the consumer's Release advance (slot reuse).
         self.read_index_atomic().load(Ordering::Acquire)

@@ -10,7 +10,8 @@
 //! ending a capture touches no stream. Everything here runs under the structural lock, and
 //! enqueues come here only while `captures_live` is non-zero.
 
-use portable_atomic::{AtomicU64, Ordering};
+use crate::sync::atomic64::AtomicU64;
+use portable_atomic::Ordering;
 
 use super::graphs::dispatch_node;
 use super::submit::{check_geometry, Command};

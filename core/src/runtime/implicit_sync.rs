@@ -106,7 +106,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             let start = pool.cursor;
             for k in 0..n {
                 let idx = (start + k) % n;
-                if self.host_pair_free(pool.slots.slots().get(idx).copied()) {
+                if self.host_pair_free(pool.slots.slots().get(idx)) {
                     found = Some(idx);
                     break;
                 }
@@ -121,11 +121,11 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 .iter()
                 .filter(|m| m.busy && m.release_at != PENDING)
                 .min_by_key(|m| m.release_at)
-                .copied();
-            if let Some(m) = oldest {
-                if let Some(p) = self.stream(m.consumer as usize).ok().and_then(|s| s.progress.get()) {
+                .map(|m| (m.consumer, m.release_at));
+            if let Some((consumer, release_at)) = oldest {
+                if let Some(p) = self.stream(consumer as usize).ok().and_then(|s| s.progress.get()) {
                     let _ =
-                        self.backend.signal_wait(p.handle(), Condition::Lt, 1 - m.release_at as i64, HOST_SIGNAL_WAIT);
+                        self.backend.signal_wait(p.handle(), Condition::Lt, 1 - release_at as i64, HOST_SIGNAL_WAIT);
                 }
             }
         }
@@ -166,7 +166,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     }
 
     /// Whether a pair can be taken: never used, or its consumer's barrier has passed.
-    fn host_pair_free(&self, m: Option<super::HostSignalSlot>) -> bool {
+    fn host_pair_free(&self, m: Option<&super::HostSignalSlot>) -> bool {
         let Some(m) = m else { return false };
         if !m.busy {
             return true;

@@ -34,8 +34,9 @@
 
 #![deny(unsafe_code)]
 
+use crate::sync::atomic64::AtomicU64;
 use core::sync::atomic::Ordering as CoreOrdering;
-use portable_atomic::{AtomicU32, AtomicU64, Ordering};
+use portable_atomic::{AtomicU32, Ordering};
 
 #[cfg(feature = "capture")]
 mod capture;

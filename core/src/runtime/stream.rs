@@ -138,7 +138,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                         priority,
                         cu_mask: mask,
                         shared: portable_atomic::AtomicBool::new(false),
-                        rung: portable_atomic::AtomicU64::new(0),
+                        rung: crate::sync::atomic64::AtomicU64::new(0),
                     };
                     let slot = slots.get(q).ok_or(Error::OutOfMemory)?;
                     if let Err(Some(hw)) = slot.replace(&mut st.pool, Some(hw)) {
@@ -414,7 +414,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
     /// The stream whose handle `cell` keeps, created (of `kind`, on `device`, default flags and
     /// priority) if it is not live: the null stream of a device and the per-thread streams.
-    fn lazy_stream(&self, cell: &portable_atomic::AtomicU64, kind: StreamKind, device: u32) -> Result<usize> {
+    fn lazy_stream(&self, cell: &crate::sync::atomic64::AtomicU64, kind: StreamKind, device: u32) -> Result<usize> {
         // Ordering: Acquire pairs with the Release store below.
         if let Lookup::Live(i) = self.lookup_stream(cell.load(Ordering::Acquire)) {
             return Ok(i);

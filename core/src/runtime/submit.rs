@@ -638,7 +638,6 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 return self.publish(slot, inner, &[Spec::Dispatch(Dispatch::launch(k))]);
             }
         }
-        let mut host: Option<(usize, LiveSignal, LiveSignal, HostFn)> = None;
         match *cmd {
             Command::Kernel(k) => batch.push(Spec::Dispatch(Dispatch::launch(k)))?,
             Command::Builtin { kernel, ref args, len } => {
@@ -649,17 +648,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 // The packet reads the value at signal + 8, where a signal keeps its value.
                 batch.push(Spec::Value { signal: address.wrapping_sub(8), value, mask, cond })?;
             }
-            Command::HostFn(f) => {
-                let (idx, start, done) = self.take_host_signals(i)?;
-                host = Some((idx, start, done, f));
-                if let Err(e) = batch
-                    .push(Spec::Mark(start.handle()))
-                    .and_then(|_| batch.push(Spec::Deps([done.handle().0, 0, 0, 0, 0])))
-                {
-                    self.release_host_signals(idx, i, u64::MAX);
-                    return Err(e);
-                }
-            }
+            Command::HostFn(f) => return self.submit_host_fn(i, slot, inner, &mut batch, f),
             Command::EventRecord(sig) => {
                 batch.push(Spec::Mark(sig.handle()))?;
                 batch.push(Spec::Deps([0; 5]))?;
@@ -676,23 +665,41 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             Command::WaitPoint(sig, n) => batch.push(Spec::Wait(sig, 1 - n as i64))?,
             Command::Marker => batch.push(Spec::Deps([0; 5]))?,
         }
-        let result = self.publish(slot, inner, batch.as_slice());
-        if let Some((idx, start, done, f)) = host {
-            if let Err(e) = result {
-                // Never published: the pool gets the pair back now.
-                self.release_host_signals(idx, i, u64::MAX);
-                return Err(e);
-            }
-            self.release_host_signals(idx, i, slot.submitted());
-            if let Err(e) = self.backend.host_call(start.handle(), done.handle(), f) {
-                // The barrier after the call waits on `done`, which nobody will complete now:
-                // complete it so the stream's later work is not stuck behind a call that never
-                // runs.
-                done.get().reset(0);
-                return Err(e);
-            }
+        self.publish(slot, inner, batch.as_slice())
+    }
+
+    /// A host function after `batch` (the implicit dependencies): a mark of its start signal,
+    /// a barrier on its done signal, then the call handed to the backend. Out of line and cold,
+    /// one copy beside the batch path (docs/architecture.md, "Footprint").
+    #[cold]
+    #[inline(never)]
+    fn submit_host_fn(
+        &self,
+        i: usize,
+        slot: &StreamSlot<K::RawMutex>,
+        inner: &mut StreamInner,
+        batch: &mut Batch<'_>,
+        f: HostFn,
+    ) -> Result<()> {
+        let (idx, start, done) = self.take_host_signals(i)?;
+        let result = batch
+            .push(Spec::Mark(start.handle()))
+            .and_then(|_| batch.push(Spec::Deps([done.handle().0, 0, 0, 0, 0])))
+            .and_then(|_| self.publish(slot, inner, batch.as_slice()));
+        if let Err(e) = result {
+            // Never published: the pool gets the pair back now.
+            self.release_host_signals(idx, i, u64::MAX);
+            return Err(e);
         }
-        result
+        self.release_host_signals(idx, i, slot.submitted());
+        if let Err(e) = self.backend.host_call(start.handle(), done.handle(), f) {
+            // The barrier after the call waits on `done`, which nobody will complete now:
+            // complete it so the stream's later work is not stuck behind a call that never
+            // runs.
+            done.get().reset(0);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Flushes `batch` as its own publish when the operation's packets would not fit after it.

@@ -17,9 +17,25 @@ pub mod module;
 pub mod stream;
 pub mod thread;
 
-use portable_atomic::{AtomicU64, Ordering};
+use portable_atomic::Ordering;
 
 use crate::table::{self, Lookup};
+
+/// The slot word's atomic: 64 bits where 64-bit atomics are native, 32 bits elsewhere, where a
+/// 64-bit access is a short interrupt-free section (docs/architecture.md, "Footprint"); there
+/// the generation wraps at `2^30 - 1` instead of `2^32 - 1`.
+#[cfg(target_has_atomic = "64")]
+type Word = crate::sync::atomic64::AtomicU64;
+#[cfg(target_has_atomic = "64")]
+type Bits = u64;
+#[cfg(not(target_has_atomic = "64"))]
+type Word = portable_atomic::AtomicU32;
+#[cfg(not(target_has_atomic = "64"))]
+type Bits = u32;
+
+/// The largest generation a slot word holds (its state takes the word's two low bits).
+#[allow(clippy::unnecessary_cast, reason = "a cast from u64 on hosts")]
+const MAX_GENERATION: u32 = (Bits::MAX >> 2) as u32;
 
 // ----- slot words: state and generation in one atomic ---------------------------------------
 
@@ -36,17 +52,18 @@ pub(crate) enum SlotState {
 /// `generation + 1` (handles never carry 0), and the generation grows when the object ends, so
 /// an all-zero word is a free slot that never held anything.
 #[derive(Debug)]
-pub(crate) struct SlotWord(AtomicU64);
+pub(crate) struct SlotWord(Word);
 
 impl SlotWord {
     pub(crate) const fn new() -> Self {
-        SlotWord(AtomicU64::new(0))
+        SlotWord(Word::new(0))
     }
 
-    // Out of line where 64-bit atomics are not native (a 64-bit load is a short interrupt-free
-    // section there: one copy instead of one per caller, docs/architecture.md, "Footprint").
+    // Out of line where 64-bit atomics are not native (small images: one copy of the load and
+    // the state's decoding instead of one per caller, docs/architecture.md, "Footprint").
     #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
     #[cfg_attr(target_has_atomic = "64", inline)]
+    #[allow(clippy::unnecessary_cast, reason = "a cast from u64 on hosts")]
     pub(crate) fn load(&self) -> (u32, SlotState) {
         // Ordering: Acquire pairs with the Release stores below: a reader that sees Live sees the
         // slot's attributes written before it.
@@ -83,7 +100,7 @@ impl SlotWord {
 
     pub(crate) fn set(&self, generation: u32, state: SlotState) {
         // Ordering: Release; see `load`.
-        self.0.store(u64::from(generation) << 2 | state as u64, Ordering::Release);
+        self.0.store((generation as Bits) << 2 | state as Bits, Ordering::Release);
     }
 
     /// Marks the slot live; returns the handle generation.
@@ -96,7 +113,7 @@ impl SlotWord {
     /// Ends the object: its handles become stale; the slot is `then`.
     pub(crate) fn vacate(&self, then: SlotState) {
         let (g, _) = self.load();
-        let next = if g >= u32::MAX - 1 { 0 } else { g + 1 };
+        let next = if g >= MAX_GENERATION - 1 { 0 } else { g + 1 };
         self.set(next, then);
     }
 
@@ -134,5 +151,29 @@ pub(crate) fn lookup<T>(tag: u16, raw: u64, slots: &[T], word: impl Fn(&T) -> &S
     match slots.get(slot) {
         Some(s) => word(s).classify(slot, generation),
         None => Lookup::Garbage,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generations_wrap_at_the_largest_the_word_holds() {
+        let w = SlotWord::new();
+        assert_eq!(w.load(), (0, SlotState::Free));
+        w.set(MAX_GENERATION - 2, SlotState::Live);
+        assert_eq!(w.handle_generation(), MAX_GENERATION - 1);
+        w.vacate(SlotState::Draining);
+        assert_eq!(w.load(), (MAX_GENERATION - 1, SlotState::Draining));
+        assert_eq!(w.handle_generation(), MAX_GENERATION);
+        // The last generation's object ends: the word goes back to generation 0, whose handles
+        // carry 1, and a handle of the wrapped generation is garbage, not live.
+        w.set_state(SlotState::Live);
+        assert_eq!(w.classify(3, MAX_GENERATION), Lookup::Live(3));
+        w.vacate(SlotState::Free);
+        assert_eq!(w.load(), (0, SlotState::Free));
+        assert_eq!(w.handle_generation(), 1);
+        assert_eq!(w.classify(3, MAX_GENERATION), Lookup::Garbage);
     }
 }

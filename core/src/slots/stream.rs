@@ -1,7 +1,8 @@
 //! Stream slots: the packed attributes any thread reads without the lock, the state only the
 //! lock holder touches, and the progress point (`runtime/mod.rs`, "How streams execute").
 
-use portable_atomic::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::atomic64::AtomicU64;
+use portable_atomic::{AtomicU32, Ordering};
 
 use super::SlotWord;
 use crate::capture::DepSet;

@@ -1,6 +1,7 @@
 //! Host-thread slots (found by hashing the thread key) and per-device state.
 
-use portable_atomic::{AtomicU32, AtomicU64, AtomicU8};
+use crate::sync::atomic64::AtomicU64;
+use portable_atomic::{AtomicU32, AtomicU8};
 
 use crate::slot::{Slot, MAX_DEVICES};
 
