@@ -499,7 +499,7 @@ impl Range {
 }
 
 /// Ranges a [`MemView`] remembers (see [`MemView::translate`]).
-const VIEW_HINTS: usize = 4;
+const VIEW_HINTS: usize = 8;
 
 /// Why a kernel's host twin stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -520,10 +520,10 @@ pub enum KernelError {
 pub struct MemView<'a> {
     pub(crate) tr: &'a Translation,
     /// The ranges this view translated last: index + 1 into the snapshot's ranges (0: none),
-    /// replaced in turn from `next`. A view belongs to one work-group (one thread), so these
-    /// lines stay in its core's cache, where the snapshot's shared page cache is written by
-    /// every worker (docs/executor.md §6 "speed"). Atomics only so the view stays `Sync`; a
-    /// hint, checked against its range before use like the shared one.
+    /// replaced in turn from `next`. A view belongs to one worker's run of work-groups (one
+    /// thread), so these lines stay in its core's cache, where the snapshot's shared page
+    /// cache is written by every worker (docs/executor.md §6 "speed"). Atomics only so the
+    /// view stays `Sync`; a hint, checked against its range before use like the shared one.
     recent: [AtomicU32; VIEW_HINTS],
     next: AtomicU32,
 }
@@ -944,7 +944,7 @@ mod tests {
     fn a_view_translates_as_the_ranges_say_whatever_its_hints_hold() {
         // Back-to-back buffers, a gap, and more buffers than the view keeps hints for, two of
         // them on pages that share a slot of the snapshot's page cache.
-        let spans = [
+        let mut spans = vec![
             (0x1000, 0x2000),
             (0x3000, 0x1000),
             (0x10000, 0x1000),
@@ -952,6 +952,7 @@ mod tests {
             (0x40000, 0x8000),
             (0x50000, 0x1000),
         ];
+        spans.extend((0..VIEW_HINTS as u64).map(|k| (0x60000 + k * 0x2000, 0x1000)));
         let tr = snapshot(&spans);
         let view = MemView::new(&tr);
         let probes = [
@@ -966,9 +967,18 @@ mod tests {
             (0x40000, 0x8000),
             (0x47ffc, 8),
             (0x50000, 4),
-            (0x1800, 4), // evicted from the hints by now
-            (0x0, 4),
             (0x60000, 4),
+            (0x62000, 4),
+            (0x64000, 4),
+            (0x66000, 4),
+            (0x68000, 4),
+            (0x6a000, 4),
+            (0x6c000, 4),
+            (0x6e000, 4),
+            (0x6e000 + 0x1000, 4), // between two buffers
+            (0x1800, 4),           // evicted from the hints by now
+            (0x0, 4),
+            (0x5f000, 4),
             (0x3ffc, 4),
             (0x3ffc, 5),
         ];

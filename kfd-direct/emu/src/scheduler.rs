@@ -457,7 +457,7 @@ impl LaunchSink for RoundSink<'_> {
             self.sh.announce_vacancy();
             self.vacant = true;
         }
-        let outcome = run_work_group(&self.sh.dev, d, 0, worker);
+        let outcome = run_work_group(&self.sh.dev, d, 0, worker, &MemView::new(&d.tr));
         self.kept = Some(worker);
         self.sh.complete(d, Some(outcome));
         // Ordering: Relaxed; a standby took the role meanwhile (see `run_cp`).
@@ -689,7 +689,9 @@ impl Shared {
     /// Runs a job, frees its worker, completes its dispatch if this was the last work-group.
     fn execute(&self, job: Job) {
         let (worker, outcome) = match &job {
-            Job::Single { d, worker } => (*worker, Some(run_work_group(&self.dev, d, 0, *worker))),
+            Job::Single { d, worker } => {
+                (*worker, Some(run_work_group(&self.dev, d, 0, *worker, &MemView::new(&d.tr))))
+            }
             // Ordering: Relaxed; a failed dispatch's remaining work-groups are skipped.
             Job::Group { r, .. } if r.failed.load(Ordering::Relaxed) => (job_worker(&job), None),
             Job::Group { r, n, count, worker } => (*worker, run_group_run(&self.dev, r, *n, *count, *worker)),
@@ -803,14 +805,15 @@ impl Shared {
 
 /// Runs work-groups `n .. n + count` of `r` in turn on `worker`: the dispatch's outcome if
 /// this ended it (its last work-group, or a failure), else `None`. A failure elsewhere drops
-/// the rest of the run.
+/// the rest of the run. The run's work-groups share one view of memory, and so its hints.
 fn run_group_run(dev: &Device, r: &Running, n: u64, count: u64, worker: u32) -> Option<Result<(), crate::KernelError>> {
+    let mem = MemView::new(&r.d.tr);
     for m in n..n + count {
         // Ordering: Relaxed; a failed dispatch's remaining work-groups are skipped.
         if m > n && r.failed.load(Ordering::Relaxed) {
             return None;
         }
-        if let Err(e) = run_work_group(dev, &r.d, m, worker) {
+        if let Err(e) = run_work_group(dev, &r.d, m, worker, &mem) {
             // Ordering: Relaxed; see above.
             r.failed.store(true, Ordering::Relaxed);
             return Some(Err(e));
@@ -827,9 +830,14 @@ fn job_worker(job: &Job) -> u32 {
     }
 }
 
-/// Runs work-group `n` of `d` on `worker` of `dev`.
-fn run_work_group(dev: &Device, d: &Dispatch<'_>, n: u64, worker: u32) -> Result<(), crate::KernelError> {
-    let mem = MemView::new(&d.tr);
+/// Runs work-group `n` of `d` on `worker` of `dev`, through `mem` (a view of `d`'s memory).
+fn run_work_group(
+    dev: &Device,
+    d: &Dispatch<'_>,
+    n: u64,
+    worker: u32,
+    mem: &MemView<'_>,
+) -> Result<(), crate::KernelError> {
     let ctx = KernelCtx {
         packet: d.packet,
         grid: d.grid,
@@ -837,7 +845,7 @@ fn run_work_group(dev: &Device, d: &Dispatch<'_>, n: u64, worker: u32) -> Result
         workgroup_count: d.workgroup_count,
         kernarg: d.kernarg.as_slice(),
         args: &d.twin.args,
-        mem: &mem,
+        mem,
         packet_address: d.packet_va,
         queue_address: d.queue.queue_va,
         dispatch_id: d.index,
