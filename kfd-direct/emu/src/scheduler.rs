@@ -201,6 +201,10 @@ impl Sched {
     /// dispatch listed meanwhile waits for at most a run per worker.
     fn take(&mut self, c: &Counters) -> Option<Job> {
         let pending = &c.pending;
+        // The free workers as of one moment: workers are freed without this lock, and one freed
+        // during the scan must not let a later dispatch go before an earlier one that could
+        // have used it (the earlier one's claim failed just before).
+        let mut free = c.free();
         let mut i = 0;
         while let Some(r) = self.list.get(i) {
             // Ordering: Relaxed; `next` is only changed under this lock.
@@ -212,20 +216,28 @@ impl Sched {
                 self.list.remove(i);
                 continue;
             }
-            if let Some(worker) = c.claim(r.d.workers) {
-                let left = r.d.work_groups - next;
-                let count = (left / (4 * u64::from(r.d.workers.count_ones()).max(1))).clamp(1, MAX_RUN);
-                // Ordering: Relaxed; only changed under this lock.
-                r.next.store(next + count, Ordering::Relaxed);
-                // Ordering: Relaxed; counted under this lock.
-                pending.fetch_sub(count, Ordering::Relaxed);
-                let r = Arc::clone(r);
-                if next + count == r.d.work_groups {
-                    self.list.remove(i);
-                }
-                return Some(Job::Group { r, n: next, count, worker });
+            if r.d.workers & free == 0 {
+                i += 1;
+                continue;
             }
-            i += 1;
+            let Some(worker) = c.claim(r.d.workers & free) else {
+                // Claimed meanwhile (by the role holder, for a dispatch it runs itself): scan
+                // again from the first dispatch.
+                free = c.free();
+                i = 0;
+                continue;
+            };
+            let left = r.d.work_groups - next;
+            let count = (left / (4 * u64::from(r.d.workers.count_ones()).max(1))).clamp(1, MAX_RUN);
+            // Ordering: Relaxed; only changed under this lock.
+            r.next.store(next + count, Ordering::Relaxed);
+            // Ordering: Relaxed; counted under this lock.
+            pending.fetch_sub(count, Ordering::Relaxed);
+            let r = Arc::clone(r);
+            if next + count == r.d.work_groups {
+                self.list.remove(i);
+            }
+            return Some(Job::Group { r, n: next, count, worker });
         }
         None
     }
