@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::abi::{limits::PAGE_SIZE, mem_flags};
@@ -423,17 +423,19 @@ impl Translation {
         Translation { gpu_id, ranges, pages: (0..PAGE_SLOTS).map(|_| AtomicU64::new(0)).collect() }
     }
 
-    /// The range containing `va`.
+    /// The range containing `va`, with its index.
     #[inline]
-    fn find(&self, va: u64) -> Option<&Range> {
+    fn find(&self, va: u64) -> Option<(usize, &Range)> {
         let page = va >> 12;
         let slot = self.pages.get(page as usize % PAGE_SLOTS)?;
         // Ordering: Relaxed; a hint into this immutable snapshot, checked before use.
         let e = slot.load(Ordering::Relaxed);
         if e >> PAGE_INDEX_BITS == page {
             let i = (e & ((1 << PAGE_INDEX_BITS) - 1)) as usize;
-            if let Some(r) = i.checked_sub(1).and_then(|i| self.ranges.get(i)).filter(|r| r.va <= va && va < r.end) {
-                return Some(r);
+            if let Some(i) = i.checked_sub(1) {
+                if let Some(r) = self.ranges.get(i).filter(|r| r.va <= va && va < r.end) {
+                    return Some((i, r));
+                }
             }
         }
         let i = self.ranges.partition_point(|r| r.va <= va).checked_sub(1)?;
@@ -442,7 +444,13 @@ impl Translation {
             // Ordering: Relaxed; see above.
             slot.store(page << PAGE_INDEX_BITS | (i as u64 + 1), Ordering::Relaxed);
         }
-        Some(r)
+        Some((i, r))
+    }
+
+    /// The range at index `i` if it contains `va`.
+    #[inline]
+    fn hit(&self, i: usize, va: u64) -> Option<&Range> {
+        self.ranges.get(i).filter(|r| r.va <= va && va < r.end)
     }
 
     /// The device this snapshot belongs to.
@@ -466,21 +474,32 @@ impl Translation {
 
     /// The start of the mapped buffer containing `va`.
     pub(crate) fn range_start(&self, va: u64) -> Option<u64> {
-        self.find(va).map(|r| r.va)
+        self.find(va).map(|(_, r)| r.va)
     }
 
     /// Translates `[va, va + len)` into a device-view pointer: the range must lie inside one BO
     /// mapped on the device. `Err(va)` names the faulting address (the BO's end for an access
     /// that runs past it).
     pub(crate) fn translate(&self, va: u64, len: u64) -> Result<*mut u8, u64> {
-        let r = self.find(va).ok_or(va)?;
-        let end = va.checked_add(len).ok_or(va)?;
-        if end > r.end {
-            return Err(r.end);
-        }
-        Ok(r.base.wrapping_add((va - r.va) as usize))
+        self.find(va).ok_or(va).and_then(|(_, r)| r.at(va, len))
     }
 }
+
+impl Range {
+    /// The device-view pointer of `[va, va + len)`, `va` inside this range (see
+    /// [`Translation::translate`]).
+    #[inline]
+    fn at(&self, va: u64, len: u64) -> Result<*mut u8, u64> {
+        let end = va.checked_add(len).ok_or(va)?;
+        if end > self.end {
+            return Err(self.end);
+        }
+        Ok(self.base.wrapping_add((va - self.va) as usize))
+    }
+}
+
+/// Ranges a [`MemView`] remembers (see [`MemView::translate`]).
+const VIEW_HINTS: usize = 8;
 
 /// Why a kernel's host twin stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -500,16 +519,47 @@ pub enum KernelError {
 /// view hands out no Rust references into it, only copies, atomics and [`DeviceSlice`]s.
 pub struct MemView<'a> {
     pub(crate) tr: &'a Translation,
+    /// The ranges this view translated last: index + 1 into the snapshot's ranges (0: none),
+    /// replaced in turn from `next`. A view belongs to one worker's run of work-groups (one
+    /// thread), so these lines stay in its core's cache, where the snapshot's shared page
+    /// cache is written by every worker (docs/executor.md §6 "speed"). Atomics only so the
+    /// view stays `Sync`; a hint, checked against its range before use like the shared one.
+    recent: [AtomicU32; VIEW_HINTS],
+    next: AtomicU32,
 }
 
 impl<'a> MemView<'a> {
     pub(crate) fn new(tr: &'a Translation) -> MemView<'a> {
-        MemView { tr }
+        MemView { tr, recent: Default::default(), next: AtomicU32::new(0) }
+    }
+
+    /// [`Translation::translate`] through this view's hints first.
+    #[inline]
+    fn translate(&self, va: u64, len: u64) -> Result<*mut u8, u64> {
+        for h in &self.recent {
+            // Ordering: Relaxed; a hint into the immutable snapshot, checked before use.
+            let i = h.load(Ordering::Relaxed) as usize;
+            if let Some(r) = i.checked_sub(1).and_then(|i| self.tr.hit(i, va)) {
+                return r.at(va, len);
+            }
+        }
+        let (i, r) = self.tr.find(va).ok_or(va)?;
+        if let Ok(e) = u32::try_from(i + 1) {
+            // Ordering: Relaxed; see above.
+            let n = self.next.load(Ordering::Relaxed) as usize;
+            // Ordering: Relaxed; see above.
+            self.next.store(((n + 1) % VIEW_HINTS) as u32, Ordering::Relaxed);
+            if let Some(h) = self.recent.get(n) {
+                // Ordering: Relaxed; see above.
+                h.store(e, Ordering::Relaxed);
+            }
+        }
+        r.at(va, len)
     }
 
     /// Device-view pointer to `len` bytes at `va` (valid while the dispatch runs).
     pub fn ptr(&self, va: u64, len: u64) -> Result<*mut u8, KernelError> {
-        self.tr.translate(va, len).map_err(KernelError::MemoryFault)
+        self.translate(va, len).map_err(KernelError::MemoryFault)
     }
 
     /// `count` elements of `T` at `va`, resolved once: the range must lie inside one BO mapped on
@@ -520,7 +570,7 @@ impl<'a> MemView<'a> {
         if va % align_of::<T>() as u64 != 0 {
             return Err(KernelError::MemoryFault(va));
         }
-        let ptr = self.tr.translate(va, bytes).map_err(KernelError::MemoryFault)?;
+        let ptr = self.translate(va, bytes).map_err(KernelError::MemoryFault)?;
         let len = usize::try_from(count).map_err(|_| KernelError::MemoryFault(va))?;
         Ok(DeviceSlice { ptr: ptr.cast(), len, va, _life: PhantomData })
     }
@@ -571,7 +621,7 @@ impl<'a> MemView<'a> {
 
     /// The bytes from `va`, at most `max`, that lie in the one buffer holding `va`.
     fn run_len(&self, va: u64, max: u64) -> Result<u64, KernelError> {
-        match self.tr.translate(va, max) {
+        match self.translate(va, max) {
             Ok(_) => Ok(max),
             Err(end) if end > va => Ok(end - va),
             Err(fault) => Err(KernelError::MemoryFault(fault)),
@@ -861,6 +911,82 @@ impl DeviceSlice<'_, u8> {
             // ranges do not overlap.
             unsafe { std::ptr::copy_nonoverlapping(self.ptr, self.ptr.add(done), k) };
             done += k;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A snapshot of ranges (sorted here, as `build` sorts them) at fake device-view addresses
+    /// (translation never dereferences them).
+    fn snapshot(spans: &[(u64, u64)]) -> Translation {
+        let mut spans = spans.to_vec();
+        spans.sort_unstable();
+        let ranges = spans
+            .iter()
+            .map(|&(va, len)| Range { va, end: va + len, base: (va as usize ^ 0x5000_0000) as *mut u8, engine: false })
+            .collect();
+        Translation { gpu_id: 1, ranges, pages: (0..PAGE_SLOTS).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    /// What a translation must be: a linear scan of the ranges.
+    fn reference(spans: &[(u64, u64)], va: u64, len: u64) -> Result<*mut u8, u64> {
+        let &(start, n) = spans.iter().find(|&&(s, n)| s <= va && va < s + n).ok_or(va)?;
+        if va + len > start + n {
+            return Err(start + n);
+        }
+        Ok(((start as usize ^ 0x5000_0000) + (va - start) as usize) as *mut u8)
+    }
+
+    #[test]
+    fn a_view_translates_as_the_ranges_say_whatever_its_hints_hold() {
+        // Back-to-back buffers, a gap, and more buffers than the view keeps hints for, two of
+        // them on pages that share a slot of the snapshot's page cache.
+        let mut spans = vec![
+            (0x1000, 0x2000),
+            (0x3000, 0x1000),
+            (0x10000, 0x1000),
+            (0x10000 + (PAGE_SLOTS as u64) * 0x1000, 0x1000),
+            (0x40000, 0x8000),
+            (0x50000, 0x1000),
+        ];
+        spans.extend((0..VIEW_HINTS as u64).map(|k| (0x60000 + k * 0x2000, 0x1000)));
+        let tr = snapshot(&spans);
+        let view = MemView::new(&tr);
+        let probes = [
+            (0x1000, 4),
+            (0x2ffc, 4),
+            (0x2ffc, 8), // runs past the first buffer into the next: a fault at its end
+            (0x3000, 4),
+            (0x10000, 4),
+            (0x10000 + (PAGE_SLOTS as u64) * 0x1000, 4),
+            (0x10ffc, 4),
+            (0x11000, 4), // just past a buffer
+            (0x40000, 0x8000),
+            (0x47ffc, 8),
+            (0x50000, 4),
+            (0x60000, 4),
+            (0x62000, 4),
+            (0x64000, 4),
+            (0x66000, 4),
+            (0x68000, 4),
+            (0x6a000, 4),
+            (0x6c000, 4),
+            (0x6e000, 4),
+            (0x6e000 + 0x1000, 4), // between two buffers
+            (0x1800, 4),           // evicted from the hints by now
+            (0x0, 4),
+            (0x5f000, 4),
+            (0x3ffc, 4),
+            (0x3ffc, 5),
+        ];
+        for round in 0..3 {
+            for &(va, len) in &probes {
+                assert_eq!(view.translate(va, len), reference(&spans, va, len), "round {round}: {va:#x}+{len}");
+                assert_eq!(tr.translate(va, len), reference(&spans, va, len), "round {round}: {va:#x}+{len}");
+            }
         }
     }
 }

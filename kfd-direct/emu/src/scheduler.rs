@@ -8,7 +8,10 @@
 //! work-groups run at once, each holding one worker slot for its duration. A dispatch's
 //! work-groups may run on the workers its queue's CU mask allows (CU `c` belongs to worker
 //! `c % cus`, [`crate::device::Device::workers_for`]). When several dispatches wait for a free
-//! worker, the one of the highest queue priority goes first, then the one launched first.
+//! worker, the one of the highest queue priority goes first, then the one launched first. A
+//! worker is handed a run of consecutive work-groups of a large dispatch at once (up to
+//! [`MAX_RUN`], fewer as it nears its end; `Sched::take`), which it runs in turn: the
+//! scheduler's lock and counters are written once per run rather than per work-group.
 //!
 //! # Threads and the packet-processor role
 //!
@@ -34,7 +37,10 @@
 //! The role holder polls like the hardware: only the doorbell of each queue (and, while a queue
 //! waits on one, the memory a stalled packet waits for; [`PacketProcessor::has_work`]), a
 //! doorbell only once the packets it announced before are launched, and a streaming producer's
-//! doorbell only every half microsecond or so. After work it spins for 50 µs, then naps with the
+//! doorbell only every half microsecond or so. While every worker runs a work-group on a host
+//! with no more cores than workers, it does not spin but naps [`BUSY_NAP_US`] µs at a time (a
+//! spinning holder would take a core from a worker; a worker that frees takes the next
+//! work-group itself). Otherwise, after work it spins for 50 µs, then naps with the
 //! thread's timer slack set to 1 µs: 2 µs naps for the next 2 ms (the doorbell latency between a
 //! program's operations), then naps doubling up to [`MAX_NAP_US`] µs, and after 100 ms of quiet
 //! [`DEEP_NAP_US`] µs naps (an idle device costs about a per cent of a core). A completed packet,
@@ -65,22 +71,43 @@ pub const MAX_NAP_US: u64 = 100;
 const DEEP_IDLE: Duration = Duration::from_millis(100);
 /// The nap of a holder idle for longer than 100 ms, in µs.
 pub const DEEP_NAP_US: u64 = 1000;
+/// The nap of a role holder with nothing to do while every worker runs a work-group on a host
+/// whose cores the workers fill, in µs (see [`Shared::crowded`]).
+pub const BUSY_NAP_US: u64 = 50;
 /// A standby's nap: the longest a vacant role (a long kernel run by the holder) stays vacant.
 const STANDBY_NAP: Duration = Duration::from_micros(200);
 /// Naps without a new vacancy after which the standby sleeps for good.
 const STANDBY_NAPS: u32 = 100;
 
-/// A dispatch whose work-groups are being handed out.
+/// Most work-groups of one dispatch a worker is handed at once (see [`Sched::take`]).
+const MAX_RUN: u64 = 8;
+
+/// A dispatch whose work-groups are being handed out. Its counters have a cache line of their
+/// own: the workers write them per hand-out while every work-group reads the dispatch (and the
+/// `Arc`'s count, written per hand-out too, sits before the struct).
+#[repr(C, align(64))]
 struct Running {
+    hot: RunningCounters,
     d: Dispatch<'static>,
+    /// Launch order.
+    seq: u64,
+}
+
+#[repr(align(64))]
+struct RunningCounters {
     /// The next work-group to hand out (under the scheduler's lock).
     next: AtomicU64,
     /// Work-groups not yet finished.
     remaining: AtomicU64,
     /// A work-group failed: the rest are dropped and the dispatch never completes.
     failed: AtomicBool,
-    /// Launch order.
-    seq: u64,
+}
+
+impl std::ops::Deref for Running {
+    type Target = RunningCounters;
+    fn deref(&self) -> &RunningCounters {
+        &self.hot
+    }
 }
 
 /// What a thread runs. (`Single` carries the dispatch by value: a move is cheaper than the heap
@@ -89,8 +116,8 @@ struct Running {
 enum Job {
     /// The only work-group of a dispatch.
     Single { d: Dispatch<'static>, worker: u32 },
-    /// Work-group `n` of a running dispatch.
-    Group { r: Arc<Running>, n: u64, worker: u32 },
+    /// Work-groups `n .. n + count` of a running dispatch, in turn on one worker.
+    Group { r: Arc<Running>, n: u64, count: u64, worker: u32 },
 }
 
 /// The scheduler's list of dispatches with work-groups to hand out.
@@ -167,9 +194,17 @@ impl Counters {
 }
 
 impl Sched {
-    /// Hands out the next work-group of the highest-priority dispatch that has a free worker.
+    /// Hands out the next work-groups of the highest-priority dispatch that has a free worker:
+    /// a run of a quarter of what is left per allowed worker, 1 to [`MAX_RUN`], so that a large
+    /// dispatch costs one hand-out per several work-groups (the scheduler's lock and counters are
+    /// lines every worker writes) while its last work-groups still spread one by one, and a
+    /// dispatch listed meanwhile waits for at most a run per worker.
     fn take(&mut self, c: &Counters) -> Option<Job> {
         let pending = &c.pending;
+        // The free workers as of one moment: workers are freed without this lock, and one freed
+        // during the scan must not let a later dispatch go before an earlier one that could
+        // have used it (the earlier one's claim failed just before).
+        let mut free = c.free();
         let mut i = 0;
         while let Some(r) = self.list.get(i) {
             // Ordering: Relaxed; `next` is only changed under this lock.
@@ -181,17 +216,28 @@ impl Sched {
                 self.list.remove(i);
                 continue;
             }
-            if let Some(worker) = c.claim(r.d.workers) {
-                r.next.store(next + 1, Ordering::Relaxed);
-                // Ordering: Relaxed; counted under this lock.
-                pending.fetch_sub(1, Ordering::Relaxed);
-                let r = Arc::clone(r);
-                if next + 1 == r.d.work_groups {
-                    self.list.remove(i);
-                }
-                return Some(Job::Group { r, n: next, worker });
+            if r.d.workers & free == 0 {
+                i += 1;
+                continue;
             }
-            i += 1;
+            let Some(worker) = c.claim(r.d.workers & free) else {
+                // Claimed meanwhile (by the role holder, for a dispatch it runs itself): scan
+                // again from the first dispatch.
+                free = c.free();
+                i = 0;
+                continue;
+            };
+            let left = r.d.work_groups - next;
+            let count = (left / (4 * u64::from(r.d.workers.count_ones()).max(1))).clamp(1, MAX_RUN);
+            // Ordering: Relaxed; only changed under this lock.
+            r.next.store(next + count, Ordering::Relaxed);
+            // Ordering: Relaxed; counted under this lock.
+            pending.fetch_sub(count, Ordering::Relaxed);
+            let r = Arc::clone(r);
+            if next + count == r.d.work_groups {
+                self.list.remove(i);
+            }
+            return Some(Job::Group { r, n: next, count, worker });
         }
         None
     }
@@ -204,10 +250,12 @@ impl Sched {
         let at = self.list.partition_point(|r| r.d.priority >= d.priority);
         let total = d.work_groups;
         let r = Running {
+            hot: RunningCounters {
+                next: AtomicU64::new(0),
+                remaining: AtomicU64::new(total),
+                failed: AtomicBool::new(false),
+            },
             d,
-            next: AtomicU64::new(0),
-            remaining: AtomicU64::new(total),
-            failed: AtomicBool::new(false),
             seq: self.seq,
         };
         debug_assert!(self.list.get(at).is_none_or(|x| x.seq < r.seq));
@@ -237,6 +285,8 @@ struct Shared {
     stop: AtomicBool,
     /// Threads still running.
     live: AtomicU32,
+    /// The workers fill the host's cores: a spinning role holder takes a core from them.
+    crowded: bool,
 }
 
 /// The threads of one device.
@@ -264,6 +314,7 @@ impl Engine {
             threads: OnceLock::new(),
             stop: AtomicBool::new(false),
             live: AtomicU32::new(0),
+            crowded: std::thread::available_parallelism().map_or(1, |n| n.get()) <= workers as usize,
         };
         Engine {
             sh: Arc::new(sh),
@@ -418,7 +469,7 @@ impl LaunchSink for RoundSink<'_> {
             self.sh.announce_vacancy();
             self.vacant = true;
         }
-        let outcome = run_work_group(&self.sh.dev, d, 0, worker);
+        let outcome = run_work_group(&self.sh.dev, d, 0, worker, &MemView::new(&d.tr));
         self.kept = Some(worker);
         self.sh.complete(d, Some(outcome));
         // Ordering: Relaxed; a standby took the role meanwhile (see `run_cp`).
@@ -580,6 +631,22 @@ impl Shared {
                 if self.stopping() {
                     return Exit::Stop;
                 }
+                // Every worker runs a work-group and the workers fill the host's cores: nothing
+                // could run here before a worker frees, and whoever frees one takes the next
+                // work-group itself, so the holder naps instead of spinning on their cores.
+                if self.crowded && self.counters.free() == 0 {
+                    // Ordering: SeqCst; as below.
+                    self.holder_napping.store(true, Ordering::SeqCst);
+                    if !cp.has_work(true) && self.counters.free() == 0 {
+                        std::thread::park_timeout(Duration::from_micros(BUSY_NAP_US));
+                    }
+                    // Ordering: Relaxed; only this thread sets it.
+                    self.holder_napping.store(false, Ordering::Relaxed);
+                    if cp.has_work(true) {
+                        break;
+                    }
+                    continue;
+                }
                 spins = spins.wrapping_add(1);
                 // Stalled packets wait on memory others write: look at it every 64th peek.
                 if cp.has_work(spins % 64 == 0) || self.counters.epoch() != epoch {
@@ -634,19 +701,12 @@ impl Shared {
     /// Runs a job, frees its worker, completes its dispatch if this was the last work-group.
     fn execute(&self, job: Job) {
         let (worker, outcome) = match &job {
-            Job::Single { d, worker } => (*worker, Some(run_work_group(&self.dev, d, 0, *worker))),
+            Job::Single { d, worker } => {
+                (*worker, Some(run_work_group(&self.dev, d, 0, *worker, &MemView::new(&d.tr))))
+            }
             // Ordering: Relaxed; a failed dispatch's remaining work-groups are skipped.
             Job::Group { r, .. } if r.failed.load(Ordering::Relaxed) => (job_worker(&job), None),
-            Job::Group { r, n, worker } => match run_work_group(&self.dev, &r.d, *n, *worker) {
-                // Ordering: AcqRel: every work-group's writes happen-before the completion the
-                // last one performs.
-                Ok(()) => (*worker, (r.remaining.fetch_sub(1, Ordering::AcqRel) == 1).then_some(Ok(()))),
-                Err(e) => {
-                    // Ordering: Relaxed; see above.
-                    r.failed.store(true, Ordering::Relaxed);
-                    (*worker, Some(Err(e)))
-                }
-            },
+            Job::Group { r, n, count, worker } => (*worker, run_group_run(&self.dev, r, *n, *count, *worker)),
         };
         let d = match &job {
             Job::Single { d, .. } => d,
@@ -755,15 +815,41 @@ impl Shared {
     }
 }
 
+/// Runs work-groups `n .. n + count` of `r` in turn on `worker`: the dispatch's outcome if
+/// this ended it (its last work-group, or a failure), else `None`. A failure elsewhere drops
+/// the rest of the run. The run's work-groups share one view of memory, and so its hints.
+fn run_group_run(dev: &Device, r: &Running, n: u64, count: u64, worker: u32) -> Option<Result<(), crate::KernelError>> {
+    let mem = MemView::new(&r.d.tr);
+    for m in n..n + count {
+        // Ordering: Relaxed; a failed dispatch's remaining work-groups are skipped.
+        if m > n && r.failed.load(Ordering::Relaxed) {
+            return None;
+        }
+        if let Err(e) = run_work_group(dev, &r.d, m, worker, &mem) {
+            // Ordering: Relaxed; see above.
+            r.failed.store(true, Ordering::Relaxed);
+            return Some(Err(e));
+        }
+    }
+    // Ordering: AcqRel: every work-group's writes happen-before the completion the last one
+    // performs.
+    (r.remaining.fetch_sub(count, Ordering::AcqRel) == count).then_some(Ok(()))
+}
+
 fn job_worker(job: &Job) -> u32 {
     match job {
         Job::Single { worker, .. } | Job::Group { worker, .. } => *worker,
     }
 }
 
-/// Runs work-group `n` of `d` on `worker` of `dev`.
-fn run_work_group(dev: &Device, d: &Dispatch<'_>, n: u64, worker: u32) -> Result<(), crate::KernelError> {
-    let mem = MemView::new(&d.tr);
+/// Runs work-group `n` of `d` on `worker` of `dev`, through `mem` (a view of `d`'s memory).
+fn run_work_group(
+    dev: &Device,
+    d: &Dispatch<'_>,
+    n: u64,
+    worker: u32,
+    mem: &MemView<'_>,
+) -> Result<(), crate::KernelError> {
     let ctx = KernelCtx {
         packet: d.packet,
         grid: d.grid,
@@ -771,7 +857,7 @@ fn run_work_group(dev: &Device, d: &Dispatch<'_>, n: u64, worker: u32) -> Result
         workgroup_count: d.workgroup_count,
         kernarg: d.kernarg.as_slice(),
         args: &d.twin.args,
-        mem: &mem,
+        mem,
         packet_address: d.packet_va,
         queue_address: d.queue.queue_va,
         dispatch_id: d.index,
