@@ -42,17 +42,28 @@ pub(crate) struct Exe {
     /// DPP and SDWA forms: the base operation's handler, which `exec/lanes.rs` runs on the
     /// permuted or selected sources (docs/executor.md §5 "Lanes").
     pub(crate) inner: Option<Handler>,
-    /// The operand index of the first slot of `Dst`, `Src0`, `Src1`, `Src2` (`u8::MAX`:
-    /// none), from the opcode's slot table at decode time, so [`dst`] and [`src`] do not scan
-    /// it per execution (docs/executor.md §6 "speed").
-    pub(crate) slots: [u8; 4],
+    /// The operand index of the first slot of `Dst`, `Src0`, `Src1`, `Src2`, then of the
+    /// carry-out and of the carry-in / lane mask ([`carry_out`], [`mask_in`]) (`u8::MAX`:
+    /// none), from the opcode's slot table at decode time, so [`dst`], [`src`] and those two
+    /// do not scan it per execution (docs/executor.md §6 "speed").
+    pub(crate) slots: [u8; 6],
 }
 
 /// [`Exe::slots`] for an instruction.
-pub(crate) fn slot_map(inst: &Inst) -> [u8; 4] {
+pub(crate) fn slot_map(inst: &Inst) -> [u8; 6] {
     let slots = inst.op.spec().slots;
-    [Field::Dst, Field::Src0, Field::Src1, Field::Src2]
-        .map(|f| slots.iter().position(|s| s.field == f).and_then(|k| u8::try_from(k).ok()).unwrap_or(u8::MAX))
+    let count = usize::from(inst.count);
+    // The `n`-th slot with field `f` among the operands present.
+    let nth = |f: Field, n: usize| slots.iter().enumerate().filter(|(_, s)| s.field == f).nth(n).map(|(k, _)| k);
+    let present = |k: Option<usize>| k.filter(|&k| k < count);
+    let idx = |k: Option<usize>| k.and_then(|k| u8::try_from(k).ok()).unwrap_or(u8::MAX);
+    let first = |f: Field| idx(nth(f, 0));
+    // The carry-out: the VOP3B `sdst`, else the VOP2 `vcc` definition.
+    let cout = present(nth(Field::Sdst, 0)).or_else(|| present(nth(Field::Vcc, 0)));
+    // The carry-in or lane mask: src2 in VOP3, the trailing `vcc` in VOP2.
+    let vccs = slots.iter().filter(|s| s.field == Field::Vcc).count();
+    let cin = present(nth(Field::Src2, 0)).or_else(|| present(nth(Field::Vcc, vccs.saturating_sub(1))));
+    [first(Field::Dst), first(Field::Src0), first(Field::Src1), first(Field::Src2), idx(cout), idx(cin)]
 }
 
 /// The operand at a precomputed slot index.
@@ -98,16 +109,14 @@ pub(crate) fn src(e: &Exe, n: usize) -> Result<Operand, ExecErrorKind> {
 }
 
 /// The carry-out / compare destination of a VOP2/VOP3B instruction (`vcc` or an SGPR pair).
+/// (Resolved at decode time, [`Exe::slots`].)
 pub(super) fn carry_out(e: &Exe) -> Result<Operand, ExecErrorKind> {
-    field(e, Field::Sdst, 0).or_else(|_| field(e, Field::Vcc, 0))
+    op_at(e, e.slots[4])
 }
 
-/// The carry-in or lane mask: src2 in VOP3, the trailing `vcc` in VOP2.
+/// The carry-in or lane mask: src2 in VOP3, the trailing `vcc` in VOP2 ([`Exe::slots`]).
 fn mask_in(e: &Exe) -> Result<Operand, ExecErrorKind> {
-    field(e, Field::Src2, 0).or_else(|_| {
-        let n = e.inst.op.spec().slots.iter().filter(|s| s.field == Field::Vcc).count();
-        field(e, Field::Vcc, n.saturating_sub(1))
-    })
+    op_at(e, e.slots[5])
 }
 
 /// Integer VALU operations take no float modifiers.
@@ -409,15 +418,14 @@ fn vcarry(w: &mut Wave, e: &Exe, cin: bool, f: impl Fn(u32, u32, u32) -> (u32, b
     let exec = w.exec;
     let mut out = [0u32; LANES];
     let mut co = 0u64;
+    // Branch-free: every lane's carry into the mask, then EXEC applied once.
     for l in 0..LANES {
         let (r, carry) = f(a.at(l), b.at(l), (c >> l & 1) as u32);
         out[l] = r;
-        if carry && exec >> l & 1 != 0 {
-            co |= 1 << l;
-        }
+        co |= u64::from(carry) << l;
     }
     w.set_v32(&dst(e)?, &out)?;
-    w.set_s64(&carry_out(e)?, co)?;
+    w.set_s64(&carry_out(e)?, co & exec)?;
     NEXT
 }
 

@@ -153,8 +153,10 @@ impl Wave {
             let Some(slot) = code.slot(self.pc) else {
                 return Err(code.bad_pc(code.addr_of(self.pc)));
             };
-            let (pc_addr, inst) = (code.addr_of(self.pc), slot.exe.inst);
-            let at = move |kind| ExecError { kind, pc: pc_addr, inst: Some(inst) };
+            // The error's address and instruction, built only on the error path (not copied per
+            // instruction, docs/executor.md §6 "speed").
+            let pc = self.pc;
+            let at = |kind| ExecError { kind, pc: code.addr_of(pc), inst: Some(slot.exe.inst) };
             if self.executed >= limits.wave_instructions {
                 return Err(at(ExecErrorKind::Watchdog(self.executed)));
             }
