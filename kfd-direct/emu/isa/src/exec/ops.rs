@@ -410,6 +410,19 @@ fn vlshl_add64(w: &mut Wave, e: &Exe, _: &mut Group<'_>) -> R {
     NEXT
 }
 
+/// Packs 64 per-lane 0/1 bytes into a lane mask (bit `l` = `bits[l]`): eight lanes per
+/// multiply (lane 8k + 7 in the low byte, so the product's top byte holds the eight bits in
+/// lane order) instead of one shift and or per lane (docs/executor.md §6 "speed").
+#[inline(always)]
+fn pack_mask(bits: &[u8; LANES]) -> u64 {
+    let mut m = 0u64;
+    for (k, c) in bits.chunks_exact(8).enumerate() {
+        let x = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        m |= (x.wrapping_mul(0x8040_2010_0804_0201) >> 56) << (8 * k);
+    }
+    m
+}
+
 /// Add/subtract with carry-out (and carry-in): `f(a, b, cin) -> (result, cout)`.
 fn vcarry(w: &mut Wave, e: &Exe, cin: bool, f: impl Fn(u32, u32, u32) -> (u32, bool)) -> R {
     int_mods(e)?;
@@ -417,15 +430,15 @@ fn vcarry(w: &mut Wave, e: &Exe, cin: bool, f: impl Fn(u32, u32, u32) -> (u32, b
     let c = if cin { w.s64(&mask_in(e)?, Ty::B64)? } else { 0 };
     let exec = w.exec;
     let mut out = [0u32; LANES];
-    let mut co = 0u64;
-    // Branch-free: every lane's carry into the mask, then EXEC applied once.
+    let mut carries = [0u8; LANES];
+    // Branch-free: every lane's carry, packed into the mask, then EXEC applied once.
     for l in 0..LANES {
         let (r, carry) = f(a.at(l), b.at(l), (c >> l & 1) as u32);
         out[l] = r;
-        co |= u64::from(carry) << l;
+        carries[l] = u8::from(carry);
     }
     w.set_v32(&dst(e)?, &out)?;
-    w.set_s64(&carry_out(e)?, co & exec)?;
+    w.set_s64(&carry_out(e)?, pack_mask(&carries) & exec)?;
     NEXT
 }
 
@@ -818,12 +831,13 @@ fn vcmp(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
             // Signed compares as unsigned ones with the sign bit flipped; the less and equal
             // masks of every lane first, then the condition's truth table over them.
             let flip = if ty == CMP_I32 { 0x8000_0000 } else { 0 };
-            let (mut lt, mut eq) = (0u64, 0u64);
+            let (mut lts, mut eqs) = ([0u8; LANES], [0u8; LANES]);
             for l in 0..LANES {
                 let (x, y) = (a.at(l) ^ flip, b.at(l) ^ flip);
-                lt |= u64::from(x < y) << l;
-                eq |= u64::from(x == y) << l;
+                lts[l] = u8::from(x < y);
+                eqs[l] = u8::from(x == y);
             }
+            let (lt, eq) = (pack_mask(&lts), pack_mask(&eqs));
             let gt = !(lt | eq);
             let pick = |o: core::cmp::Ordering, m: u64| if int_cond(cond, o) { m } else { 0 };
             bits = pick(core::cmp::Ordering::Less, lt)
