@@ -309,6 +309,11 @@ fn lanes_map2(a: Src<'_>, b: Src<'_>, f: impl Fn(u32, u32) -> u32) -> Lanes {
 fn vop2_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32) -> u32) -> R {
     int_mods(e)?;
     let (a, b) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?);
+    if let (Src::Splat(x), Src::Splat(y)) = (a, b) {
+        let exec = w.exec;
+        w.fill_v32(&dst(e)?, f(x, y), exec)?;
+        return NEXT;
+    }
     let r = lanes_map2(a, b, f);
     w.set_v32(&dst(e)?, &r)?;
     NEXT
@@ -362,6 +367,12 @@ fn vswap(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
 fn vop1_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32) -> u32) -> R {
     int_mods(e)?;
     let a = w.src32(&src(e, 0)?)?;
+    if let Src::Splat(x) = a {
+        // A scalar source (`v_mov_b32 v1, s1`): one value into the EXEC lanes.
+        let exec = w.exec;
+        w.fill_v32(&dst(e)?, f(x), exec)?;
+        return NEXT;
+    }
     let r: Lanes = per_lane(|l| f(a.at(l)));
     w.set_v32(&dst(e)?, &r)?;
     NEXT

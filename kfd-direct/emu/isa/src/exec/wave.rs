@@ -422,6 +422,23 @@ impl Wave {
         Ok(())
     }
 
+    /// Writes `v` to every lane of `mask` of a 32-bit vector destination: a uniform result (all
+    /// sources scalar) without a lane array to build and copy (docs/executor.md §6 "speed").
+    pub(crate) fn fill_v32(&mut self, op: &Operand, v: u32, mask: u64) -> Result<(), ExecErrorKind> {
+        let (reg, acc) = match *op {
+            Operand::Vgpr { reg, .. } => (reg, false),
+            Operand::Agpr { reg, .. } => (reg, true),
+            _ => return Err(ExecErrorKind::Unimplemented),
+        };
+        let dst = self.vreg_mut(usize::from(reg), acc)?;
+        for (l, d) in dst.iter_mut().enumerate() {
+            if mask >> l & 1 != 0 {
+                *d = v;
+            }
+        }
+        Ok(())
+    }
+
     /// Copies dword `k` (< 4) of a vector source into `mem_buf[k]`, broadcasting a scalar
     /// (what `v32k` returns, without the copy through the stack).
     pub(crate) fn buf_from(&mut self, op: &Operand, k: u8) -> Result<(), ExecErrorKind> {
