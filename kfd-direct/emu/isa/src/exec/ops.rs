@@ -2144,3 +2144,34 @@ fn i24(a: u32) -> i64 {
 fn med3<T: Ord + Copy>(a: T, b: T, c: T) -> T {
     a.max(b).min(a.min(b).max(c))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{pack_mask, LANES};
+    use alloc::vec;
+
+    /// `pack_mask` against one shift and or per lane: every single lane, none, all, and
+    /// pseudo-random patterns (an LCG, so the run is the same every time).
+    #[test]
+    fn pack_mask_puts_lane_l_in_bit_l() {
+        let naive = |b: &[u8; LANES]| (0..LANES).fold(0u64, |m, l| m | u64::from(b[l]) << l);
+        let mut cases = vec![[0u8; LANES], [1u8; LANES]];
+        for l in 0..LANES {
+            let mut b = [0u8; LANES];
+            b[l] = 1;
+            cases.push(b);
+        }
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..200 {
+            let mut b = [0u8; LANES];
+            for v in b.iter_mut() {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                *v = (x >> 63) as u8;
+            }
+            cases.push(b);
+        }
+        for b in &cases {
+            assert_eq!(pack_mask(b), naive(b), "{b:?}");
+        }
+    }
+}
