@@ -42,17 +42,28 @@ pub(crate) struct Exe {
     /// DPP and SDWA forms: the base operation's handler, which `exec/lanes.rs` runs on the
     /// permuted or selected sources (docs/executor.md §5 "Lanes").
     pub(crate) inner: Option<Handler>,
-    /// The operand index of the first slot of `Dst`, `Src0`, `Src1`, `Src2` (`u8::MAX`:
-    /// none), from the opcode's slot table at decode time, so [`dst`] and [`src`] do not scan
-    /// it per execution (docs/executor.md §6 "speed").
-    pub(crate) slots: [u8; 4],
+    /// The operand index of the first slot of `Dst`, `Src0`, `Src1`, `Src2`, then of the
+    /// carry-out and of the carry-in / lane mask ([`carry_out`], [`mask_in`]) (`u8::MAX`:
+    /// none), from the opcode's slot table at decode time, so [`dst`], [`src`] and those two
+    /// do not scan it per execution (docs/executor.md §6 "speed").
+    pub(crate) slots: [u8; 6],
 }
 
 /// [`Exe::slots`] for an instruction.
-pub(crate) fn slot_map(inst: &Inst) -> [u8; 4] {
+pub(crate) fn slot_map(inst: &Inst) -> [u8; 6] {
     let slots = inst.op.spec().slots;
-    [Field::Dst, Field::Src0, Field::Src1, Field::Src2]
-        .map(|f| slots.iter().position(|s| s.field == f).and_then(|k| u8::try_from(k).ok()).unwrap_or(u8::MAX))
+    let count = usize::from(inst.count);
+    // The `n`-th slot with field `f` among the operands present.
+    let nth = |f: Field, n: usize| slots.iter().enumerate().filter(|(_, s)| s.field == f).nth(n).map(|(k, _)| k);
+    let present = |k: Option<usize>| k.filter(|&k| k < count);
+    let idx = |k: Option<usize>| k.and_then(|k| u8::try_from(k).ok()).unwrap_or(u8::MAX);
+    let first = |f: Field| idx(nth(f, 0));
+    // The carry-out: the VOP3B `sdst`, else the VOP2 `vcc` definition.
+    let cout = present(nth(Field::Sdst, 0)).or_else(|| present(nth(Field::Vcc, 0)));
+    // The carry-in or lane mask: src2 in VOP3, the trailing `vcc` in VOP2.
+    let vccs = slots.iter().filter(|s| s.field == Field::Vcc).count();
+    let cin = present(nth(Field::Src2, 0)).or_else(|| present(nth(Field::Vcc, vccs.saturating_sub(1))));
+    [first(Field::Dst), first(Field::Src0), first(Field::Src1), first(Field::Src2), idx(cout), idx(cin)]
 }
 
 /// The operand at a precomputed slot index.
@@ -98,16 +109,14 @@ pub(crate) fn src(e: &Exe, n: usize) -> Result<Operand, ExecErrorKind> {
 }
 
 /// The carry-out / compare destination of a VOP2/VOP3B instruction (`vcc` or an SGPR pair).
+/// (Resolved at decode time, [`Exe::slots`].)
 pub(super) fn carry_out(e: &Exe) -> Result<Operand, ExecErrorKind> {
-    field(e, Field::Sdst, 0).or_else(|_| field(e, Field::Vcc, 0))
+    op_at(e, e.slots[4])
 }
 
-/// The carry-in or lane mask: src2 in VOP3, the trailing `vcc` in VOP2.
+/// The carry-in or lane mask: src2 in VOP3, the trailing `vcc` in VOP2 ([`Exe::slots`]).
 fn mask_in(e: &Exe) -> Result<Operand, ExecErrorKind> {
-    field(e, Field::Src2, 0).or_else(|_| {
-        let n = e.inst.op.spec().slots.iter().filter(|s| s.field == Field::Vcc).count();
-        field(e, Field::Vcc, n.saturating_sub(1))
-    })
+    op_at(e, e.slots[5])
 }
 
 /// Integer VALU operations take no float modifiers.
@@ -300,6 +309,11 @@ fn lanes_map2(a: Src<'_>, b: Src<'_>, f: impl Fn(u32, u32) -> u32) -> Lanes {
 fn vop2_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32, u32) -> u32) -> R {
     int_mods(e)?;
     let (a, b) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?);
+    if let (Src::Splat(x), Src::Splat(y)) = (a, b) {
+        let exec = w.exec;
+        w.fill_v32(&dst(e)?, f(x, y), exec)?;
+        return NEXT;
+    }
     let r = lanes_map2(a, b, f);
     w.set_v32(&dst(e)?, &r)?;
     NEXT
@@ -353,6 +367,12 @@ fn vswap(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
 fn vop1_u32(w: &mut Wave, e: &Exe, f: impl Fn(u32) -> u32) -> R {
     int_mods(e)?;
     let a = w.src32(&src(e, 0)?)?;
+    if let Src::Splat(x) = a {
+        // A scalar source (`v_mov_b32 v1, s1`): one value into the EXEC lanes.
+        let exec = w.exec;
+        w.fill_v32(&dst(e)?, f(x), exec)?;
+        return NEXT;
+    }
     let r: Lanes = per_lane(|l| f(a.at(l)));
     w.set_v32(&dst(e)?, &r)?;
     NEXT
@@ -401,6 +421,19 @@ fn vlshl_add64(w: &mut Wave, e: &Exe, _: &mut Group<'_>) -> R {
     NEXT
 }
 
+/// Packs 64 per-lane 0/1 bytes into a lane mask (bit `l` = `bits[l]`): eight lanes per
+/// multiply (lane 8k + 7 in the low byte, so the product's top byte holds the eight bits in
+/// lane order) instead of one shift and or per lane (docs/executor.md §6 "speed").
+#[inline(always)]
+fn pack_mask(bits: &[u8; LANES]) -> u64 {
+    let mut m = 0u64;
+    for (k, c) in bits.chunks_exact(8).enumerate() {
+        let x = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        m |= (x.wrapping_mul(0x8040_2010_0804_0201) >> 56) << (8 * k);
+    }
+    m
+}
+
 /// Add/subtract with carry-out (and carry-in): `f(a, b, cin) -> (result, cout)`.
 fn vcarry(w: &mut Wave, e: &Exe, cin: bool, f: impl Fn(u32, u32, u32) -> (u32, bool)) -> R {
     int_mods(e)?;
@@ -408,16 +441,15 @@ fn vcarry(w: &mut Wave, e: &Exe, cin: bool, f: impl Fn(u32, u32, u32) -> (u32, b
     let c = if cin { w.s64(&mask_in(e)?, Ty::B64)? } else { 0 };
     let exec = w.exec;
     let mut out = [0u32; LANES];
-    let mut co = 0u64;
+    let mut carries = [0u8; LANES];
+    // Branch-free: every lane's carry, packed into the mask, then EXEC applied once.
     for l in 0..LANES {
         let (r, carry) = f(a.at(l), b.at(l), (c >> l & 1) as u32);
         out[l] = r;
-        if carry && exec >> l & 1 != 0 {
-            co |= 1 << l;
-        }
+        carries[l] = u8::from(carry);
     }
     w.set_v32(&dst(e)?, &out)?;
-    w.set_s64(&carry_out(e)?, co)?;
+    w.set_s64(&carry_out(e)?, pack_mask(&carries) & exec)?;
     NEXT
 }
 
@@ -810,12 +842,13 @@ fn vcmp(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
             // Signed compares as unsigned ones with the sign bit flipped; the less and equal
             // masks of every lane first, then the condition's truth table over them.
             let flip = if ty == CMP_I32 { 0x8000_0000 } else { 0 };
-            let (mut lt, mut eq) = (0u64, 0u64);
+            let (mut lts, mut eqs) = ([0u8; LANES], [0u8; LANES]);
             for l in 0..LANES {
                 let (x, y) = (a.at(l) ^ flip, b.at(l) ^ flip);
-                lt |= u64::from(x < y) << l;
-                eq |= u64::from(x == y) << l;
+                lts[l] = u8::from(x < y);
+                eqs[l] = u8::from(x == y);
             }
+            let (lt, eq) = (pack_mask(&lts), pack_mask(&eqs));
             let gt = !(lt | eq);
             let pick = |o: core::cmp::Ordering, m: u64| if int_cond(cond, o) { m } else { 0 };
             bits = pick(core::cmp::Ordering::Less, lt)
@@ -2110,4 +2143,35 @@ fn i24(a: u32) -> i64 {
 
 fn med3<T: Ord + Copy>(a: T, b: T, c: T) -> T {
     a.max(b).min(a.min(b).max(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{pack_mask, LANES};
+    use alloc::vec;
+
+    /// `pack_mask` against one shift and or per lane: every single lane, none, all, and
+    /// pseudo-random patterns (an LCG, so the run is the same every time).
+    #[test]
+    fn pack_mask_puts_lane_l_in_bit_l() {
+        let naive = |b: &[u8; LANES]| (0..LANES).fold(0u64, |m, l| m | u64::from(b[l]) << l);
+        let mut cases = vec![[0u8; LANES], [1u8; LANES]];
+        for l in 0..LANES {
+            let mut b = [0u8; LANES];
+            b[l] = 1;
+            cases.push(b);
+        }
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..200 {
+            let mut b = [0u8; LANES];
+            for v in b.iter_mut() {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                *v = (x >> 63) as u8;
+            }
+            cases.push(b);
+        }
+        for b in &cases {
+            assert_eq!(pack_mask(b), naive(b), "{b:?}");
+        }
+    }
 }

@@ -153,8 +153,10 @@ impl Wave {
             let Some(slot) = code.slot(self.pc) else {
                 return Err(code.bad_pc(code.addr_of(self.pc)));
             };
-            let (pc_addr, inst) = (code.addr_of(self.pc), slot.exe.inst);
-            let at = move |kind| ExecError { kind, pc: pc_addr, inst: Some(inst) };
+            // The error's address and instruction, built only on the error path (not copied per
+            // instruction, docs/executor.md §6 "speed").
+            let pc = self.pc;
+            let at = |kind| ExecError { kind, pc: code.addr_of(pc), inst: Some(slot.exe.inst) };
             if self.executed >= limits.wave_instructions {
                 return Err(at(ExecErrorKind::Watchdog(self.executed)));
             }
@@ -415,6 +417,23 @@ impl Wave {
                 if mask >> l & 1 != 0 {
                     *d = v[l];
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `v` to every lane of `mask` of a 32-bit vector destination: a uniform result (all
+    /// sources scalar) without a lane array to build and copy (docs/executor.md §6 "speed").
+    pub(crate) fn fill_v32(&mut self, op: &Operand, v: u32, mask: u64) -> Result<(), ExecErrorKind> {
+        let (reg, acc) = match *op {
+            Operand::Vgpr { reg, .. } => (reg, false),
+            Operand::Agpr { reg, .. } => (reg, true),
+            _ => return Err(ExecErrorKind::Unimplemented),
+        };
+        let dst = self.vreg_mut(usize::from(reg), acc)?;
+        for (l, d) in dst.iter_mut().enumerate() {
+            if mask >> l & 1 != 0 {
+                *d = v;
             }
         }
         Ok(())
