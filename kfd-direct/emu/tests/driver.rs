@@ -552,7 +552,8 @@ fn dmabuf_export_import_rules_and_aliasing() {
     // The exporter and its fd go; the imports keep the pages.
     h.free(&b).unwrap();
     h.emu.close(fd as i32).unwrap();
-    expect_err(ioctl(&h.emu, h.kfd, request::IMPORT_DMABUF, &mut i), Errno::EBADF);
+    // (An import through the closed fd's number is not tried: the number is free for the next
+    // fd any thread of the test process opens. A number nobody opened is EBADF, above.)
     // The dma-buf's pages, seen through a CPU mapping of each import's GEM offset.
     let mut m = ExportDmabufArgs { handle: first.handle, ..Default::default() };
     ioctl(&h.emu, h.kfd, request::EXPORT_DMABUF, &mut m).unwrap();
@@ -616,7 +617,8 @@ fn dmabuf_fds_are_real_and_import_into_another_machine() {
     let mut again = ExportDmabufArgs { handle: imported.handle, ..Default::default() };
     expect_err(ioctl(&b.emu, b.kfd, request::EXPORT_DMABUF, &mut again), Errno::EINVAL);
 
-    // A regular file, and a closed fd, are no dma-bufs.
+    // A regular file, and a number no fd has, are no dma-bufs. (Not a closed fd's number: the
+    // next fd another thread of the test process opens may take it.)
     // SAFETY: a fresh memfd of our own.
     let memfd = unsafe { libc::memfd_create(c"plain".as_ptr(), 0) };
     i.dmabuf_fd = memfd as u32;
@@ -624,6 +626,7 @@ fn dmabuf_fds_are_real_and_import_into_another_machine() {
     expect_err(ioctl(&b.emu, b.kfd, request::IMPORT_DMABUF, &mut i), Errno::EINVAL);
     // SAFETY: closing our own memfd.
     unsafe { libc::close(memfd) };
+    i.dmabuf_fd = 9999;
     expect_err(ioctl(&b.emu, b.kfd, request::IMPORT_DMABUF, &mut i), Errno::EBADF);
 
     // The exporter lets go entirely; the importer keeps the pages (its import stands), and a
