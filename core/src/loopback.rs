@@ -586,7 +586,12 @@ impl<'m, C: Config> Loopback<'m, C> {
         // SAFETY: the ring memory and indices live in `self.mem`, borrowed for 'm, and are used
         // only through the AQL protocol.
         let ring = unsafe {
-            AqlRing::new(base, Self::RING as u32, NonNull::from(&qm.write_index), NonNull::from(&qm.read_index))
+            AqlRing::new(
+                base,
+                Self::RING as u32,
+                NonNull::from(&qm.write_index).cast(),
+                NonNull::from(&qm.read_index).cast(),
+            )
         }
         .ok()?;
         Some((ring, qm))

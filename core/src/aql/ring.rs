@@ -38,6 +38,14 @@ use core::ptr::NonNull;
 use crate::aql::packet::{BarrierPacket, Header, Packet, PacketWords, RawPacket, PACKET_BYTES};
 use crate::error::{Error, Result};
 use crate::sync::atomic::AtomicU64;
+
+/// The index words [`AqlRing::new`] takes: `portable_atomic::AtomicU64`, the type backends
+/// name (loom's in loom models).
+#[cfg(not(loom))]
+pub type IndexWord = portable_atomic::AtomicU64;
+/// The index words [`AqlRing::new`] takes: loom's in loom models.
+#[cfg(loom)]
+pub type IndexWord = AtomicU64;
 use crate::sync::{unless_planted, Ordering, SlotMemory};
 
 // The slot memory below `aql` holds packets of exactly this layout.
@@ -69,8 +77,8 @@ impl RingAddresses {
     /// The addresses must describe a live ring as [`AqlRing::new`] requires.
     pub unsafe fn ring(&self) -> Result<AqlRing> {
         let base = NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(self.base as usize));
-        let w = NonNull::new(core::ptr::with_exposed_provenance_mut::<AtomicU64>(self.write_index as usize));
-        let r = NonNull::new(core::ptr::with_exposed_provenance_mut::<AtomicU64>(self.read_index as usize));
+        let w = NonNull::new(core::ptr::with_exposed_provenance_mut::<IndexWord>(self.write_index as usize));
+        let r = NonNull::new(core::ptr::with_exposed_provenance_mut::<IndexWord>(self.read_index as usize));
         let (Some(base), Some(w), Some(r)) = (base, w, r) else { return Err(Error::InvalidValue) };
         // SAFETY: the caller's contract.
         unsafe { AqlRing::new(base, self.size, w, r) }
@@ -105,15 +113,17 @@ impl AqlRing {
     pub unsafe fn new(
         base: NonNull<u8>,
         size: u32,
-        write_index: NonNull<AtomicU64>,
-        read_index: NonNull<AtomicU64>,
+        write_index: NonNull<IndexWord>,
+        read_index: NonNull<IndexWord>,
     ) -> Result<Self> {
         if size == 0 || !size.is_power_of_two() || base.as_ptr() as usize % PACKET_BYTES != 0 {
             return Err(Error::InvalidValue);
         }
         // SAFETY: the caller's contract is SlotMemory::raw's.
         let slots = unsafe { SlotMemory::raw(base, u64::from(size) - 1) };
-        Ok(AqlRing { slots, write_index, read_index })
+        // The same type where 64-bit atomics are native; elsewhere core's out-of-line wrapper,
+        // `repr(transparent)` over the caller's type.
+        Ok(AqlRing { slots, write_index: write_index.cast(), read_index: read_index.cast() })
     }
 
     /// Describes the ring of a loom model's memory (loom builds only; see `core/src/sync.rs`).
