@@ -469,21 +469,19 @@ unsafe fn launch_resolved(
         .flatten()
 }
 
-/// `aqdBenchCoreLaunch`: the floor `aqueduct bench` puts beside `hipLaunchKernel` — `count`
-/// launches of the same kernel, geometry and arguments on `stream`, resolved and packed once
-/// here and then enqueued by core's `launch_kernel` alone.
+/// The launch `hipLaunchKernel(function, grid, block, args, shared_mem, stream)` would make,
+/// resolved and packed once, handed to `body` with the runtime and the stream: what the bench
+/// floors below enqueue through core alone.
 ///
 /// # Safety
 /// As `hipLaunchKernel`.
-#[no_mangle]
-pub unsafe extern "C" fn aqdBenchCoreLaunch(
+unsafe fn bench_launch(
     function: *const c_void,
-    grid: Dim3,
-    block: Dim3,
+    (grid, block): (Dim3, Dim3),
     args: *mut *mut c_void,
     shared_mem: usize,
     stream: Handle,
-    count: c_uint,
+    body: impl FnOnce(&Global, aqueduct::StreamHandle, &KernelLaunch<'_>) -> HipResult,
 ) -> i32 {
     api(|| {
         let g = global()?;
@@ -502,11 +500,35 @@ pub unsafe extern "C" fn aqdBenchCoreLaunch(
             private_segment_size: f.launch_private(),
             kernarg: &seg,
         };
-        for _ in 0..count {
-            g.rt.launch_kernel(s, &launch)?;
-        }
-        Ok(())
+        body(g, s, &launch)
     })
+}
+
+/// `aqdBenchCoreLaunch`: the floor `aqueduct bench` puts beside `hipLaunchKernel` — `count`
+/// launches of the same kernel, geometry and arguments on `stream`, resolved and packed once
+/// here and then enqueued by core's `launch_kernel` alone.
+///
+/// # Safety
+/// As `hipLaunchKernel`.
+#[no_mangle]
+pub unsafe extern "C" fn aqdBenchCoreLaunch(
+    function: *const c_void,
+    grid: Dim3,
+    block: Dim3,
+    args: *mut *mut c_void,
+    shared_mem: usize,
+    stream: Handle,
+    count: c_uint,
+) -> i32 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        bench_launch(function, (grid, block), args, shared_mem, stream, |g, s, launch| {
+            for _ in 0..count {
+                g.rt.launch_kernel(s, launch)?;
+            }
+            Ok(())
+        })
+    }
 }
 
 /// `aqdBenchCoreCapture`: the floor `aqueduct bench` puts beside capture + instantiate through
@@ -525,37 +547,24 @@ pub unsafe extern "C" fn aqdBenchCoreCapture(
     stream: Handle,
     count: c_uint,
 ) -> i32 {
-    api(|| {
-        let g = global()?;
-        let s = stream_of(stream);
-        let f = resolve(g, function, g.rt.stream_device(s)?)?;
-        // SAFETY: the caller's contract.
-        let mut seg = unsafe { module_kernarg(&f, args, std::ptr::null_mut())? };
-        let (grid, workgroup) = geometry(grid, block)?;
-        let shared = u32::try_from(shared_mem).map_err(|_| INVALID_VALUE)?;
-        fill_hidden(&mut seg, &f.hidden, grid, workgroup, shared);
-        let launch = KernelLaunch {
-            kernel_object: f.object,
-            grid,
-            workgroup,
-            group_segment_size: f.group.saturating_add(shared),
-            private_segment_size: f.launch_private(),
-            kernarg: &seg,
-        };
-        // hipStreamCaptureModeGlobal.
-        g.rt.stream_begin_capture(s, 0)?;
-        for _ in 0..count {
-            if let Err(e) = g.rt.launch_kernel(s, &launch) {
-                let _ = g.rt.stream_end_capture(s).map(|graph| g.rt.graph_destroy(graph));
-                return Err(e.into());
+    // SAFETY: the caller's contract.
+    unsafe {
+        bench_launch(function, (grid, block), args, shared_mem, stream, |g, s, launch| {
+            // hipStreamCaptureModeGlobal.
+            g.rt.stream_begin_capture(s, 0)?;
+            for _ in 0..count {
+                if let Err(e) = g.rt.launch_kernel(s, launch) {
+                    let _ = g.rt.stream_end_capture(s).map(|graph| g.rt.graph_destroy(graph));
+                    return Err(e.into());
+                }
             }
-        }
-        let graph = g.rt.stream_end_capture(s)?;
-        let exec = g.rt.graph_instantiate(graph);
-        let destroyed = g.rt.graph_destroy(graph);
-        g.rt.graph_exec_destroy(exec?)?;
-        Ok(destroyed?)
-    })
+            let graph = g.rt.stream_end_capture(s)?;
+            let exec = g.rt.graph_instantiate(graph);
+            let destroyed = g.rt.graph_destroy(graph);
+            g.rt.graph_exec_destroy(exec?)?;
+            Ok(destroyed?)
+        })
+    }
 }
 
 /// What a kernel handle passed to HIP names on `device`, as a function: a host kernel of
