@@ -295,7 +295,6 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         // Every field, named: a field added to `Runtime` fails to compile here until it is
         // written below too (never called; no code).
         let _every_field = |r: &Self| {
-            #[cfg(feature = "capture")]
             let Self {
                 backend: _,
                 keys: _,
@@ -309,23 +308,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 captures_live: _,
                 structure: _,
                 host_signals: _,
-                body_queues: _,
-                modules: _,
-            } = r;
-            #[cfg(not(feature = "capture"))]
-            let Self {
-                backend: _,
-                keys: _,
-                streams: _,
-                stream_high: _,
-                events: _,
-                event_high: _,
-                threads: _,
-                queues: _,
-                devices: _,
-                captures_live: _,
-                structure: _,
-                host_signals: _,
+                #[cfg(feature = "capture")]
+                    body_queues: _,
                 modules: _,
             } = r;
         };
