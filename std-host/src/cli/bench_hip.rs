@@ -36,6 +36,15 @@ use aqueduct_kfd_emu::c_abi::{AqdEmuCtx, AqdEmuTwinFn};
 
 use super::bench::{Figure, Floor};
 
+/// The function `$name` of the library `$lib` as a `$t`, or the error (`?`) naming it.
+macro_rules! sym {
+    ($lib:expr, $t:ty, $name:literal) => {
+        // SAFETY: the library exports this function with this C signature
+        // (include/aqueduct_hip.h, hip_runtime_api.h).
+        *unsafe { $lib.get::<$t>($name) }.map_err(|e| format!("{}: {e}", String::from_utf8_lossy($name)))?
+    };
+}
+
 /// `dim3`.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -228,22 +237,15 @@ pub fn figures(samples: usize, short: bool) -> Result<Option<Measured>, String> 
     };
     // SAFETY: loading aqueduct's own HIP library, whose initialisers only set up its tables.
     let lib = unsafe { libloading::Library::new(&path) }.map_err(|e| format!("{}: {e}", path.display()))?;
-    macro_rules! sym {
-        ($t:ty, $name:literal) => {
-            // SAFETY: the library exports this function with this C signature
-            // (include/aqueduct_hip.h, hip_runtime_api.h).
-            *unsafe { lib.get::<$t>($name) }.map_err(|e| format!("{}: {e}", String::from_utf8_lossy($name)))?
-        };
-    }
-    let launch = sym!(Launch, b"hipLaunchKernel");
-    let core_launch = sym!(CoreLaunch, b"aqdBenchCoreLaunch");
-    let stream_create = sym!(StreamCreate, b"hipStreamCreateWithFlags");
-    let stream_sync = sym!(StreamFn, b"hipStreamSynchronize");
-    let stream_destroy = sym!(StreamFn, b"hipStreamDestroy");
-    let register = sym!(Register, b"aqdRegisterHostKernel");
-    let register_fat_binary = sym!(RegisterFatBinary, b"__hipRegisterFatBinary");
-    let register_function = sym!(RegisterFunction, b"__hipRegisterFunction");
-    let register_twin = sym!(RegisterTwin, b"aqd_emu_register_twin");
+    let launch = sym!(lib, Launch, b"hipLaunchKernel");
+    let core_launch = sym!(lib, CoreLaunch, b"aqdBenchCoreLaunch");
+    let stream_create = sym!(lib, StreamCreate, b"hipStreamCreateWithFlags");
+    let stream_sync = sym!(lib, StreamFn, b"hipStreamSynchronize");
+    let stream_destroy = sym!(lib, StreamFn, b"hipStreamDestroy");
+    let register = sym!(lib, Register, b"aqdRegisterHostKernel");
+    let register_fat_binary = sym!(lib, RegisterFatBinary, b"__hipRegisterFatBinary");
+    let register_function = sym!(lib, RegisterFunction, b"__hipRegisterFunction");
+    let register_twin = sym!(lib, RegisterTwin, b"aqd_emu_register_twin");
 
     let host = (&HOST_SYMBOL as *const u8).cast::<c_void>();
     let hipcc = (&HIPCC_HANDLE as *const u8).cast::<c_void>();
@@ -399,20 +401,13 @@ fn capture_figure(
     stream: *mut c_void,
     samples: usize,
 ) -> Result<(f64, f64), String> {
-    macro_rules! sym {
-        ($t:ty, $name:literal) => {
-            // SAFETY: the library exports this function with this C signature
-            // (include/aqueduct_hip.h, hip_runtime_api.h).
-            *unsafe { lib.get::<$t>($name) }.map_err(|e| format!("{}: {e}", String::from_utf8_lossy($name)))?
-        };
-    }
-    let launch = sym!(Launch, b"hipLaunchKernel");
-    let begin = sym!(BeginCapture, b"hipStreamBeginCapture");
-    let end = sym!(EndCapture, b"hipStreamEndCapture");
-    let instantiate = sym!(Instantiate, b"hipGraphInstantiate");
-    let exec_destroy = sym!(GraphDestroy, b"hipGraphExecDestroy");
-    let graph_destroy = sym!(GraphDestroy, b"hipGraphDestroy");
-    let core_capture = sym!(CoreLaunch, b"aqdBenchCoreCapture");
+    let launch = sym!(lib, Launch, b"hipLaunchKernel");
+    let begin = sym!(lib, BeginCapture, b"hipStreamBeginCapture");
+    let end = sym!(lib, EndCapture, b"hipStreamEndCapture");
+    let instantiate = sym!(lib, Instantiate, b"hipGraphInstantiate");
+    let exec_destroy = sym!(lib, GraphDestroy, b"hipGraphExecDestroy");
+    let graph_destroy = sym!(lib, GraphDestroy, b"hipGraphDestroy");
+    let core_capture = sym!(lib, CoreLaunch, b"aqdBenchCoreCapture");
     let one = Dim3 { x: 1, y: 1, z: 1 };
     let (mut c_abi, mut core) = (Vec::new(), Vec::new());
     for i in 0..samples + 2 {
@@ -451,26 +446,19 @@ fn update_figure(
     samples: usize,
     short: bool,
 ) -> Result<(f64, f64), String> {
-    macro_rules! sym {
-        ($t:ty, $name:literal) => {
-            // SAFETY: the library exports this function with this C signature
-            // (include/aqueduct_hip.h, hip_runtime_api.h).
-            *unsafe { lib.get::<$t>($name) }.map_err(|e| format!("{}: {e}", String::from_utf8_lossy($name)))?
-        };
-    }
-    let register = sym!(Register, b"aqdRegisterHostKernel");
-    let malloc = sym!(Malloc, b"hipMalloc");
-    let free = sym!(Free, b"hipFree");
-    let memcpy = sym!(Memcpy, b"hipMemcpy");
-    let graph_create = sym!(GraphCreate, b"hipGraphCreate");
-    let graph_destroy = sym!(GraphDestroy, b"hipGraphDestroy");
-    let add_kernel_node = sym!(AddKernelNode, b"hipGraphAddKernelNode");
-    let set_params = sym!(KernelNodeSetParams, b"hipGraphKernelNodeSetParams");
-    let instantiate = sym!(Instantiate, b"hipGraphInstantiate");
-    let exec_update = sym!(ExecUpdate, b"hipGraphExecUpdate");
-    let exec_destroy = sym!(GraphDestroy, b"hipGraphExecDestroy");
-    let graph_launch = sym!(GraphLaunch, b"hipGraphLaunch");
-    let stream_sync = sym!(StreamFn, b"hipStreamSynchronize");
+    let register = sym!(lib, Register, b"aqdRegisterHostKernel");
+    let malloc = sym!(lib, Malloc, b"hipMalloc");
+    let free = sym!(lib, Free, b"hipFree");
+    let memcpy = sym!(lib, Memcpy, b"hipMemcpy");
+    let graph_create = sym!(lib, GraphCreate, b"hipGraphCreate");
+    let graph_destroy = sym!(lib, GraphDestroy, b"hipGraphDestroy");
+    let add_kernel_node = sym!(lib, AddKernelNode, b"hipGraphAddKernelNode");
+    let set_params = sym!(lib, KernelNodeSetParams, b"hipGraphKernelNodeSetParams");
+    let instantiate = sym!(lib, Instantiate, b"hipGraphInstantiate");
+    let exec_update = sym!(lib, ExecUpdate, b"hipGraphExecUpdate");
+    let exec_destroy = sym!(lib, GraphDestroy, b"hipGraphExecDestroy");
+    let graph_launch = sym!(lib, GraphLaunch, b"hipGraphLaunch");
+    let stream_sync = sym!(lib, StreamFn, b"hipStreamSynchronize");
 
     let symbol = (&STORE_SYMBOL as *const u8).cast::<c_void>();
     let sizes = [size_of::<*mut u32>(), 4, 4];
