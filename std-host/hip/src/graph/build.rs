@@ -501,11 +501,12 @@ fn stays_in_core(g: &Global, core: GraphHandle, device: u32) -> HipResult<bool> 
     Ok(true)
 }
 
-/// Takes over the graph a capture recorded: the same handle then names a graph of this layer,
-/// with the same node ids (so node handles given out during the capture stay valid). A graph
-/// that may stay in core does, until needed ([`Captured`]); otherwise its model is built now
-/// and core's graph is released.
-pub(crate) fn adopt_captured(g: &Global, core: GraphHandle) -> HipResult {
+/// Takes over the graph a capture recorded, with the memory of the capture's allocations: the
+/// same handle then names a graph of this layer, with the same node ids (so node handles given
+/// out during the capture stay valid), owning that memory. A graph that may stay in core does,
+/// until needed ([`Captured`]); otherwise its model is built now and core's graph is released.
+/// On failure the memory goes back.
+pub(crate) fn adopt_captured(g: &Global, core: GraphHandle, memory: Option<GraphMemory>) -> HipResult {
     let device = g.rt.device()?;
     if stays_in_core(g, core, device)? {
         let captured = Arc::new(Captured { core, device, model: std::sync::OnceLock::new() });
@@ -516,11 +517,7 @@ pub(crate) fn adopt_captured(g: &Global, core: GraphHandle) -> HipResult {
     }
     let (graph, _) = captured_model(g, core, device)?;
     g.rt.graph_destroy(core)?;
-    let owns = graph.has_memory_nodes();
-    graphs().map.insert(core.0, Entry::Owned(graph));
-    if owns {
-        lock(&MEM_OWNERS).insert(core.0, MemOwner { graph_alive: true, exec: None });
-    }
+    graphs().map.insert(core.0, Entry::owned(graph, memory.map(Arc::new)));
     Ok(())
 }
 

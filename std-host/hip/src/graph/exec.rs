@@ -25,12 +25,16 @@ struct Exec {
     /// Instantiated by core from a captured graph it held ([`Captured`]): `graph` and `sites`
     /// are that graph's model, taken when first needed ([`Exec::settle`]).
     captured: Option<Arc<Captured>>,
+    /// The memory of the graph it was instantiated from, if that graph owns any (one executable
+    /// at a time holds it): launches go through core's pools, and the memory goes with the last
+    /// of graph and executable.
+    memory: Option<Arc<GraphMemory>>,
 }
 
 impl Exec {
     fn new(i: Instance, source: u64, graph: Graph, flags: u32) -> Exec {
         let Instance { core, staging, sites, device } = i;
-        Exec { core, source, graph, sites, device, flags, staging, retired: Vec::new(), captured: None }
+        Exec { core, source, graph, sites, device, flags, staging, retired: Vec::new(), captured: None, memory: None }
     }
 
     /// Core's executable of captured graph `c` as it is.
@@ -46,6 +50,7 @@ impl Exec {
             staging: Staging::default(),
             retired: Vec::new(),
             captured: Some(c),
+            memory: None,
         }
     }
 
@@ -161,19 +166,23 @@ pub unsafe extern "C" fn hipGraphInstantiateWithFlags(exec: *mut Handle, graph: 
             // SAFETY: the caller's contract.
             return unsafe { put(exec, handle(h)) };
         }
-        let snapshot = with_graph(graph, |gr| Ok(gr.clone()))?;
-        let mut owners = lock(&MEM_OWNERS);
-        if owners.get(&source).is_some_and(|o| o.exec.is_some()) {
-            return Err(NOT_SUPPORTED);
-        }
+        let (snapshot, memory) = {
+            let graphs = graphs();
+            let snapshot = graphs.get(source).ok_or(INVALID_VALUE)?.clone();
+            let memory = match graphs.map.get(&source) {
+                // The entry and an executable hold it: one executable at a time. Taken under the
+                // graph table's lock, so two instantiations cannot both take it.
+                Some(Entry::Owned { memory: Some(m), .. }) if Arc::strong_count(m) > 1 => return Err(NOT_SUPPORTED),
+                Some(Entry::Owned { memory: Some(m), .. }) => Some(Arc::clone(m)),
+                _ => None,
+            };
+            (snapshot, memory)
+        };
         let instance = instantiate(g, &snapshot, flags)?;
         let mut execs = lock(&EXECS);
         execs.next += 1;
         let h = EXEC_TAG | execs.next;
-        if let Some(o) = owners.get_mut(&source) {
-            o.exec = Some(h);
-        }
-        execs.map.insert(h, Exec::new(instance, source, snapshot, flags));
+        execs.map.insert(h, Exec { memory, ..Exec::new(instance, source, snapshot, flags) });
         // SAFETY: the caller's contract.
         unsafe { put(exec, handle(h)) }
     })
@@ -184,12 +193,15 @@ pub unsafe extern "C" fn hipGraphInstantiateWithFlags(exec: *mut Handle, graph: 
 pub extern "C" fn hipGraphLaunch(exec: Handle, stream: Handle) -> i32 {
     api(|| {
         let g = global()?;
-        let (core, source, flags) =
-            lock(&EXECS).map.get(&(exec as usize as u64)).map(|x| (x.core, x.source, x.flags)).ok_or(INVALID_VALUE)?;
+        let (core, owner, flags) = lock(&EXECS)
+            .map
+            .get(&(exec as usize as u64))
+            .map(|x| (x.core, x.memory.as_ref().map(|m| m.owner()), x.flags))
+            .ok_or(INVALID_VALUE)?;
         let s = stream_of(stream);
-        if lock(&MEM_OWNERS).contains_key(&source) {
+        if let Some(owner) = owner {
             let auto_free = flags & 1 != 0;
-            return Ok(g.pools.graph_launch(&*g.rt, source, s, auto_free, || g.rt.graph_launch(core, s))?);
+            return Ok(g.pools.graph_launch(&*g.rt, owner, s, auto_free, || g.rt.graph_launch(core, s))?);
         }
         Ok(g.rt.graph_launch(core, s)?)
     })
@@ -217,10 +229,10 @@ pub extern "C" fn hipGraphExecDestroy(exec: Handle) -> i32 {
         let mut staging = x.retired;
         staging.push(x.staging);
         release_staging(g, staging);
-        if lock(&MEM_OWNERS).get(&x.source).is_some_and(|o| o.exec == Some(exec as usize as u64)) {
-            owner_gone(g, x.source, false)?;
+        match x.memory {
+            Some(m) => memory::let_go(m),
+            None => Ok(()),
         }
-        Ok(())
     })
 }
 

@@ -38,7 +38,7 @@ use aqueduct::{NodeId, NodeKind};
 
 use crate::code_objects::FunctionEntry;
 use crate::error::{
-    api, Hip, HipResult, INVALID_CONFIGURATION, INVALID_MEMCPY_DIRECTION, INVALID_VALUE, NOT_SUPPORTED,
+    api, Hip, HipResult, ILLEGAL_STATE, INVALID_CONFIGURATION, INVALID_MEMCPY_DIRECTION, INVALID_VALUE, NOT_SUPPORTED,
 };
 use crate::global::{global, lock, Global};
 use crate::launch::{fill_hidden, geometry, module_kernarg, resolve};
@@ -450,9 +450,34 @@ impl Graph {
 /// child-graph node (`body` `None`), or body `body` of a conditional node; or a captured graph
 /// core still holds ([`Captured`]).
 enum Entry {
-    Owned(Graph),
-    Child { parent: u64, node: u16, body: Option<usize> },
+    /// A graph, the memory it owns (captured allocations, shared with its executable), and the
+    /// capture recording into it, if one does.
+    Owned {
+        graph: Graph,
+        memory: Option<Arc<GraphMemory>>,
+        recorder: Option<Recorder>,
+    },
+    Child {
+        parent: u64,
+        node: u16,
+        body: Option<usize>,
+        recorder: Option<Recorder>,
+    },
     Core(Arc<Captured>),
+}
+
+impl Entry {
+    fn owned(graph: Graph, memory: Option<Arc<GraphMemory>>) -> Entry {
+        Entry::Owned { graph, memory, recorder: None }
+    }
+
+    /// The capture recording into this graph, if it still does.
+    fn recorder(&self) -> Option<Recorder> {
+        match self {
+            Entry::Owned { recorder, .. } | Entry::Child { recorder, .. } => recorder.filter(Recorder::records),
+            Entry::Core(_) => None,
+        }
+    }
 }
 
 /// A graph a capture recorded, left in core until something needs this layer's model of it:
@@ -504,14 +529,14 @@ impl Graphs {
     fn insert(&mut self, g: Graph) -> u64 {
         self.next += 1;
         let h = GRAPH_TAG | self.next;
-        self.map.insert(h, Entry::Owned(g));
+        self.map.insert(h, Entry::owned(g, None));
         h
     }
 
     fn get(&self, h: u64) -> Option<&Graph> {
         match self.map.get(&h)? {
-            Entry::Owned(g) => Some(g),
-            Entry::Child { parent, node, body } => match (self.get(*parent)?.kind(*node).ok()?, body) {
+            Entry::Owned { graph, .. } => Some(graph),
+            Entry::Child { parent, node, body, .. } => match (self.get(*parent)?.kind(*node).ok()?, body) {
                 (Kind::Child(c), None) => Some(c),
                 (Kind::Conditional(c), Some(b)) => c.bodies.get(*b),
                 _ => None,
@@ -523,14 +548,14 @@ impl Graphs {
     fn get_mut(&mut self, h: u64) -> Option<&mut Graph> {
         let mut path = Vec::new();
         let mut root = h;
-        while let Entry::Child { parent, node, body } = self.map.get(&root)? {
+        while let Entry::Child { parent, node, body, .. } = self.map.get(&root)? {
             path.push((*node, *body));
             root = *parent;
             if path.len() > 64 {
                 return None;
             }
         }
-        let Entry::Owned(root) = self.map.get_mut(&root)? else { return None };
+        let Entry::Owned { graph: root, .. } = self.map.get_mut(&root)? else { return None };
         let mut g: &mut Graph = root;
         for &(node, body) in path.iter().rev() {
             match (g.kind_mut(node).ok()?, body) {
@@ -545,14 +570,14 @@ impl Graphs {
     /// The handle of the child graph (`body` `None`) or body of node `node` of graph `parent`.
     fn view(&mut self, parent: u64, node: u16, body: Option<usize>) -> u64 {
         let found = self.map.iter().find(
-            |(_, e)| matches!(e, Entry::Child { parent: p, node: n, body: b } if *p == parent && *n == node && *b == body),
+            |(_, e)| matches!(e, Entry::Child { parent: p, node: n, body: b, .. } if *p == parent && *n == node && *b == body),
         );
         if let Some((&h, _)) = found {
             return h;
         }
         self.next += 1;
         let h = GRAPH_TAG | self.next;
-        self.map.insert(h, Entry::Child { parent, node, body });
+        self.map.insert(h, Entry::Child { parent, node, body, recorder: None });
         h
     }
 }
@@ -563,41 +588,47 @@ impl Graphs {
 /// records it into a graph of its own whose first `base` nodes are empty stand-ins for the
 /// target's node ids `0..base` (so dependencies on the target's nodes are dependencies on
 /// them); `hipStreamEndCapture` moves what was captured after them into the target
-/// ([`merge_captured`]).
+/// ([`merge_captured`]). The capture keeps it ([`crate::capture`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CaptureInto {
     pub(crate) target: u64,
     pub(crate) base: u16,
-    pub(crate) stream: u64,
 }
 
-/// Captures into existing graphs, by the core graph recording each ([`crate::capture`] begins
-/// and ends them).
-static INTO: LazyLock<Mutex<HashMap<u64, CaptureInto>>> = LazyLock::new(Default::default);
-
-/// The capture into an existing graph that core graph `core` records, if it is one.
-pub(crate) fn into_of(core: u64) -> Option<CaptureInto> {
-    lock(&INTO).get(&core).copied()
+/// The hold of a capture into an existing graph on its target, kept with the capture: while it
+/// lives (and the capture records) the target can be neither destroyed nor recorded into by
+/// another capture.
+pub(crate) struct TargetLease {
+    target: u64,
+    recorder: Recorder,
 }
 
-/// Whether a capture still records into graph `target` (it cannot be destroyed meanwhile).
-pub(crate) fn is_capture_target(target: u64) -> bool {
-    lock(&INTO).values().any(|i| i.target == target)
+/// Marks graph `target` as recorded into by `recorder`: `hipErrorIllegalState` if another
+/// capture records into it, `hipErrorInvalidValue` if it is no graph of this layer.
+pub(crate) fn lease_target(target: u64, recorder: Recorder) -> HipResult<TargetLease> {
+    let mut graphs = graphs();
+    let entry = graphs.map.get_mut(&target).ok_or(INVALID_VALUE)?;
+    if entry.recorder().is_some() {
+        return Err(ILLEGAL_STATE);
+    }
+    match entry {
+        Entry::Owned { recorder: r, .. } | Entry::Child { recorder: r, .. } => *r = Some(recorder),
+        Entry::Core(_) => return Err(INVALID_VALUE),
+    }
+    Ok(TargetLease { target, recorder })
 }
 
-/// Records a capture into an existing graph, recorded by core graph `core`.
-pub(crate) fn capture_into_begin(core: u64, into: CaptureInto) {
-    lock(&INTO).insert(core, into);
-}
-
-/// Takes the capture into an existing graph that core graph `core` recorded, if any.
-pub(crate) fn capture_into_take(core: u64) -> Option<CaptureInto> {
-    lock(&INTO).remove(&core)
-}
-
-/// Every capture into an existing graph: (core graph, stream).
-pub(crate) fn capture_into_list() -> Vec<(u64, u64)> {
-    lock(&INTO).iter().map(|(&core, i)| (core, i.stream)).collect()
+impl Drop for TargetLease {
+    fn drop(&mut self) {
+        let mut graphs = lock(&GRAPHS);
+        if let Some(Entry::Owned { recorder: r, .. } | Entry::Child { recorder: r, .. }) =
+            graphs.map.get_mut(&self.target)
+        {
+            if *r == Some(self.recorder) {
+                *r = None;
+            }
+        }
+    }
 }
 
 // ----- the graph table ------------------------------------------------------------------------
@@ -614,68 +645,10 @@ fn graphs() -> std::sync::MutexGuard<'static, Graphs> {
         // A model that cannot be built leaves the entry in core: only destroying it works.
         if let Ok((model, _)) = c.model() {
             let model = model.clone();
-            graphs.map.insert(h, Entry::Owned(model));
+            graphs.map.insert(h, Entry::owned(model, None));
         }
     }
     graphs
-}
-
-/// A graph that owns memory (captured allocations): whether the graph still lives, and the
-/// executable made from it. The memory goes back once both are gone.
-struct MemOwner {
-    graph_alive: bool,
-    exec: Option<u64>,
-}
-
-/// Graphs owning memory, by graph handle (the owner their allocations name in the pools).
-static MEM_OWNERS: LazyLock<Mutex<HashMap<u64, MemOwner>>> = LazyLock::new(Default::default);
-
-/// Gives the memory of graph `owner` back: allocations not handed to the user leave the
-/// allocation table.
-fn release_graph_memory(g: &Global, owner: u64) -> HipResult {
-    Ok(g.pools.graph_release(&*g.rt, owner, |a| {
-        lock(&g.allocs).remove(&a);
-    })?)
-}
-
-/// Captures' graphs that allocated memory and have not ended yet.
-static CAPTURE_OWNERS: LazyLock<Mutex<BTreeSet<u64>>> = LazyLock::new(Default::default);
-
-/// A capture recording into graph `owner` made a graph allocation.
-pub(crate) fn note_capture_owner(owner: u64) {
-    lock(&CAPTURE_OWNERS).insert(owner);
-}
-
-/// Gives back the memory of captures' graphs that never became graphs of this layer (the
-/// capture failed or was torn down with its stream); forgets those that did.
-pub(crate) fn sweep_capture_owners(g: &Global) {
-    let owners: Vec<u64> = lock(&CAPTURE_OWNERS).iter().copied().collect();
-    for owner in owners {
-        if is_ours(owner) {
-            lock(&CAPTURE_OWNERS).remove(&owner);
-        } else if g.rt.graph_node_count(GraphHandle(owner)).is_err() {
-            lock(&CAPTURE_OWNERS).remove(&owner);
-            let _ = release_graph_memory(g, owner);
-        }
-    }
-}
-
-/// Graph `owner` or its executable is gone (`graph` says which); the memory goes with the
-/// last of them.
-fn owner_gone(g: &Global, owner: u64, graph: bool) -> HipResult {
-    let mut owners = lock(&MEM_OWNERS);
-    let Some(o) = owners.get_mut(&owner) else { return Ok(()) };
-    if graph {
-        o.graph_alive = false;
-    } else {
-        o.exec = None;
-    }
-    if o.graph_alive || o.exec.is_some() {
-        return Ok(());
-    }
-    owners.remove(&owner);
-    drop(owners);
-    release_graph_memory(g, owner)
 }
 
 /// Whether `h` names a graph of this layer (otherwise it is core's: a capture's, or garbage).
@@ -772,7 +745,10 @@ pub(crate) fn is_live_node(h: u64, id: u16) -> bool {
 mod build;
 mod conditional;
 mod exec;
+mod memory;
 mod patch;
+
+pub(crate) use memory::{GraphMemory, Recorder};
 
 pub(crate) use build::{adopt_captured, merge_captured};
 use build::{captured_kind, Build};
@@ -812,12 +788,15 @@ pub extern "C" fn hipGraphDestroy(graph: Handle) -> i32 {
                 conditional::graph_gone(h);
                 Ok(())
             }
-            Some(Entry::Owned(_)) if is_capture_target(h) => Err(INVALID_VALUE),
-            Some(Entry::Owned(_)) => {
-                graphs.map.remove(&h);
+            Some(e @ Entry::Owned { .. }) if e.recorder().is_some() => Err(INVALID_VALUE),
+            Some(Entry::Owned { .. }) => {
+                let gone = graphs.map.remove(&h);
                 drop(graphs);
                 conditional::graph_gone(h);
-                owner_gone(g, h, true)
+                match gone {
+                    Some(Entry::Owned { memory: Some(m), .. }) => memory::let_go(m),
+                    _ => Ok(()),
+                }
             }
             Some(Entry::Child { .. }) => Err(INVALID_VALUE),
             None => {
