@@ -1,6 +1,6 @@
-//! Conditional nodes (docs/conditional-graphs.md, "The C ABI"): handles, `hipGraphAddNode` (every
-//! node kind; the one way to add a conditional node), and the flattening of a conditional node's
-//! bodies into core graphs at instantiation.
+//! Conditional nodes (docs/conditional-graphs.md, "The C ABI"): handles and `hipGraphAddNode`
+//! (every node kind; the one way to add a conditional node). The node itself is in `model.rs`,
+//! the flattening of its bodies into core graphs at instantiation in `build.rs`.
 //!
 //! # Handles and their cells
 //!
@@ -18,11 +18,21 @@
 //! clears core's mark before each build, since every build makes a new core node for the same
 //! HIP node.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::ffi::{c_int, c_uint, c_ulonglong};
+use std::sync::{Arc, LazyLock, Mutex};
 
-use aqueduct::conditional::{ConditionalHandle, ConditionalKind, ConditionalNode, COND_ASSIGN_DEFAULT, MAX_BODIES};
+use aqueduct::conditional::{ConditionalHandle, ConditionalKind, COND_ASSIGN_DEFAULT, MAX_BODIES};
+use aqueduct::GraphHandle;
 
-use super::*;
+use crate::error::{api, Hip, HipResult, INVALID_VALUE, NOT_SUPPORTED};
+use crate::global::{global, lock, Global};
+use crate::pitched::Memcpy3DParms;
+use crate::{put, Handle};
+
+use super::model::*;
+use super::nodes::*;
+use super::table::*;
 
 // ----- C structs --------------------------------------------------------------------------------
 
@@ -78,31 +88,6 @@ const _: () = assert!(size_of::<GraphNodeParams>() == 256);
 
 // ----- the model ----------------------------------------------------------------------------------
 
-/// A core graph that owns the cells of one root graph's handles; destroying it drops that
-/// ownership (core frees each cell with its last owner).
-pub(super) struct Owner(GraphHandle);
-
-impl Drop for Owner {
-    fn drop(&mut self) {
-        if let Ok(g) = global() {
-            let _ = g.rt.graph_destroy(self.0);
-        }
-    }
-}
-
-/// A conditional node: its handle, kind and body graphs.
-#[derive(Clone)]
-pub(super) struct CondNode {
-    pub(super) handle: u64,
-    pub(super) kind: ConditionalKind,
-    pub(super) bodies: Vec<Graph>,
-    /// `phGraph_out`: the handles of the body views, at an address that stays put while the
-    /// node lives (a snapshot's copy is never handed out).
-    out: Box<[usize]>,
-    /// The owner of the handle's cell.
-    _owner: Arc<Owner>,
-}
-
 /// A handle made here: the graph it was created on, and that graph's root.
 #[derive(Clone, Copy)]
 struct Made {
@@ -121,12 +106,6 @@ struct Conds {
 /// Lock order: `GRAPHS`, then `CONDS`, then core's.
 static CONDS: LazyLock<Mutex<Conds>> = LazyLock::new(Default::default);
 
-/// Held across an instantiation of a graph with conditional nodes: each build adds the HIP
-/// node's core node to a fresh core graph, and core lets a handle serve one live node, freed
-/// when that core graph is destroyed at the end of the build; two builds of one graph at once
-/// would otherwise collide there.
-pub(super) static BIND: Mutex<()> = Mutex::new(());
-
 /// Root graph `root` is destroyed: its handles are forgotten and its hold on the owner dropped.
 pub(super) fn graph_gone(root: u64) {
     let mut conds = lock(&CONDS);
@@ -137,16 +116,6 @@ pub(super) fn graph_gone(root: u64) {
 }
 
 impl Graph {
-    /// Whether the graph (or a child graph in it) has conditional nodes: such a graph is neither
-    /// cloned nor nested (CUDA's rules).
-    pub(super) fn has_conditional_nodes(&self) -> bool {
-        self.nodes.iter().flatten().any(|k| match k {
-            Kind::Conditional(_) => true,
-            Kind::Child(c) => c.has_conditional_nodes(),
-            _ => false,
-        })
-    }
-
     /// Whether a conditional node in the graph, its child graphs or its bodies uses `handle`.
     fn uses_handle(&self, handle: u64) -> bool {
         self.nodes.iter().flatten().any(|k| match k {
@@ -154,37 +123,6 @@ impl Graph {
             Kind::Child(c) => c.uses_handle(handle),
             _ => false,
         })
-    }
-
-    /// Checks what a body may hold (CUDA's rule, applied through child graphs): kernel, copy,
-    /// fill, empty, child-graph and conditional nodes, copies only between memory the device
-    /// reaches (no pageable staging). Anything else is `hipErrorInvalidValue`, as CUDA answers
-    /// the instantiation.
-    fn check_body(&self, g: &Global) -> HipResult {
-        for kind in self.nodes.iter().flatten() {
-            let allowed = match kind {
-                Kind::Kernel(_) | Kind::Memset(_) | Kind::Empty | Kind::Conditional(_) => true,
-                Kind::Copy(c) => c.rows().iter().all(|&(dst, src, bytes)| {
-                    bytes == 0
-                        || (crate::memory::device_reachable(g, dst, bytes)
-                            && crate::memory::device_reachable(g, src, bytes))
-                }),
-                Kind::Child(c) => {
-                    c.check_body(g)?;
-                    true
-                }
-                Kind::Raw(r) => matches!(r.kind, NodeKind::Dispatch(_)),
-                Kind::Host { .. }
-                | Kind::EventWait(_)
-                | Kind::EventRecord(_)
-                | Kind::MemAlloc { .. }
-                | Kind::MemFree(_) => false,
-            };
-            if !allowed {
-                return Err(INVALID_VALUE);
-            }
-        }
-        Ok(())
     }
 }
 
@@ -396,31 +334,6 @@ pub unsafe extern "C" fn aqdGraphSetConditional(handle: c_ulonglong, value: c_ui
     if handle != 0 {
         // SAFETY: the caller's contract.
         unsafe { aqueduct::conditional::set_conditional(ConditionalHandle(handle), value) };
-    }
-}
-
-// ----- instantiation ----------------------------------------------------------------------------
-
-impl Build<'_> {
-    /// Adds conditional node `c` after `deps`: each body is checked, flattened into a core graph
-    /// of its own (kept in `self.bodies` until the instantiation has read it), and the core
-    /// conditional node names them.
-    pub(super) fn conditional(&mut self, c: &CondNode, deps: &[NodeId]) -> HipResult<NodeId> {
-        let mut bodies = Vec::with_capacity(c.bodies.len());
-        for body in &c.bodies {
-            body.check_body(self.g)?;
-            let core = self.g.rt.graph_create()?;
-            self.bodies.push(core);
-            let parent = std::mem::replace(&mut self.core, core);
-            let staging = self.staging.take();
-            let built = self.flatten(body, &[]);
-            self.core = parent;
-            self.staging = staging;
-            built?;
-            bodies.push(core.0);
-        }
-        let node = ConditionalNode::new(ConditionalHandle(c.handle), c.kind, &bodies)?;
-        Ok(self.g.rt.graph_add_conditional_node(self.core, deps, node)?)
     }
 }
 
