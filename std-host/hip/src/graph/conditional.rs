@@ -8,8 +8,9 @@
 //! with its last owner (docs/conditional-graphs.md, "Semantics"). Graphs of this layer are not
 //! core's, so each root graph that creates handles gets an *owner*: a core graph made on the
 //! first `hipGraphConditionalHandleCreate` of the root or of a graph inside it, which creates
-//! every handle of that tree and so owns their cells. The root holds the owner until
-//! `hipGraphDestroy`, and every conditional node holds it too, so the graphs and executables
+//! every handle of that tree and so owns their cells. The root's table entry holds the owner
+//! and the handles made in its tree ([`Conditions`]) until `hipGraphDestroy`, and every
+//! conditional node holds the owner too, so the graphs and executables
 //! (whose snapshots hold the nodes) that can still use a cell keep it.
 //!
 //! At instantiation each conditional node is added to the temporary core graph of the build with
@@ -18,15 +19,14 @@
 //! clears core's mark before each build, since every build makes a new core node for the same
 //! HIP node.
 
-use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_ulonglong};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::Arc;
 
 use aqueduct::conditional::{ConditionalHandle, ConditionalKind, COND_ASSIGN_DEFAULT, MAX_BODIES};
 use aqueduct::GraphHandle;
 
 use crate::error::{api, Hip, HipResult, INVALID_VALUE, NOT_SUPPORTED};
-use crate::global::{global, lock, Global};
+use crate::global::{global, Global};
 use crate::pitched::Memcpy3DParms;
 use crate::{put, Handle};
 
@@ -88,33 +88,6 @@ const _: () = assert!(size_of::<GraphNodeParams>() == 256);
 
 // ----- the model ----------------------------------------------------------------------------------
 
-/// A handle made here: the graph it was created on, and that graph's root.
-#[derive(Clone, Copy)]
-struct Made {
-    graph: u64,
-    root: u64,
-}
-
-#[derive(Default)]
-struct Conds {
-    /// Owners by root graph.
-    owners: HashMap<u64, Arc<Owner>>,
-    /// Handles by value.
-    handles: HashMap<u64, Made>,
-}
-
-/// Lock order: `GRAPHS`, then `CONDS`, then core's.
-static CONDS: LazyLock<Mutex<Conds>> = LazyLock::new(Default::default);
-
-/// Root graph `root` is destroyed: its handles are forgotten and its hold on the owner dropped.
-pub(super) fn graph_gone(root: u64) {
-    let mut conds = lock(&CONDS);
-    conds.handles.retain(|_, m| m.root != root);
-    let owner = conds.owners.remove(&root);
-    drop(conds);
-    drop(owner);
-}
-
 impl Graph {
     /// Whether a conditional node in the graph, its child graphs or its bodies uses `handle`.
     fn uses_handle(&self, handle: u64) -> bool {
@@ -127,6 +100,14 @@ impl Graph {
 }
 
 impl Graphs {
+    /// The conditional handles of root graph `root`.
+    fn conditions(&mut self, root: u64) -> Option<&mut Conditions> {
+        match self.map.get_mut(&root)? {
+            Entry::Owned { conditions, .. } => Some(conditions),
+            _ => None,
+        }
+    }
+
     /// Graph `h` and the graphs it lies in, up to its root (last); `None` if `h` is no live
     /// graph of this layer.
     fn lineage(&self, h: u64) -> Option<Vec<u64>> {
@@ -176,23 +157,18 @@ pub unsafe extern "C" fn hipGraphConditionalHandleCreate(
             return Err(INVALID_VALUE);
         }
         let h = graph as usize as u64;
-        let graphs = graphs();
+        let mut graphs = graphs();
         let Some(&root) = graphs.lineage(h).as_ref().and_then(|l| l.last()) else {
             drop(graphs);
             return Err(not_ours(g, h));
         };
-        let mut conds = lock(&CONDS);
-        let owner = match conds.owners.get(&root) {
+        let conds = graphs.conditions(root).ok_or(INVALID_VALUE)?;
+        let owner = match &conds.owner {
             Some(o) => o.0,
-            None => {
-                let o = Arc::new(Owner(g.rt.graph_create()?));
-                let core = o.0;
-                conds.owners.insert(root, o);
-                core
-            }
+            None => conds.owner.insert(Arc::new(Owner(g.rt.graph_create()?))).0,
         };
         let c = g.rt.graph_conditional_handle_create(owner, default, flags)?;
-        conds.handles.insert(c.0, Made { graph: h, root });
+        conds.handles.push((c.0, h));
         // SAFETY: the caller's contract.
         unsafe { put(out, c.0) }
     })
@@ -293,12 +269,12 @@ unsafe fn add_conditional(
         drop(graphs);
         return Err(not_ours(g, h));
     };
-    let owner = {
-        let conds = lock(&CONDS);
-        let made = conds.handles.get(&p.handle).filter(|m| lineage.contains(&m.graph)).ok_or(INVALID_VALUE)?;
-        conds.owners.get(&made.root).cloned().ok_or(INVALID_VALUE)?
-    };
     let root = lineage.last().copied().unwrap_or(h);
+    let owner = {
+        let conds = graphs.conditions(root).ok_or(INVALID_VALUE)?;
+        conds.handles.iter().find(|&&(c, made_on)| c == p.handle && lineage.contains(&made_on)).ok_or(INVALID_VALUE)?;
+        conds.owner.clone().ok_or(INVALID_VALUE)?
+    };
     if graphs.get(root).is_none_or(|r| r.uses_handle(p.handle)) {
         return Err(INVALID_VALUE);
     }

@@ -466,6 +466,15 @@ impl Graph {
 /// ownership (core frees each cell with its last owner).
 pub(super) struct Owner(pub(super) GraphHandle);
 
+/// The conditional handles made on a root graph or a graph inside it, kept by the root's table
+/// entry (`conditional.rs`): the owner of their cells, made on the first, and each handle with
+/// the graph it was made on. They go with the root.
+#[derive(Default)]
+pub(super) struct Conditions {
+    pub(super) owner: Option<Arc<Owner>>,
+    pub(super) handles: Vec<(u64, u64)>,
+}
+
 impl Drop for Owner {
     fn drop(&mut self) {
         if let Ok(g) = global() {

@@ -23,12 +23,14 @@ use super::ownership::*;
 /// child-graph node (`body` `None`), or body `body` of a conditional node; or a captured graph
 /// core still holds ([`Captured`]).
 pub(super) enum Entry {
-    /// A graph, the memory it owns (captured allocations, shared with its executable), and the
-    /// capture recording into it, if one does.
+    /// A graph, the memory it owns (captured allocations, shared with its executable), the
+    /// capture recording into it, if one does, and its conditional handles.
     Owned {
         graph: Graph,
         memory: Option<Arc<GraphMemory>>,
         recorder: Option<Recorder>,
+        /// The conditional handles made on it or a graph inside it.
+        conditions: Conditions,
     },
     Child {
         parent: u64,
@@ -41,7 +43,7 @@ pub(super) enum Entry {
 
 impl Entry {
     pub(super) fn owned(graph: Graph, memory: Option<Arc<GraphMemory>>) -> Entry {
-        Entry::Owned { graph, memory, recorder: None }
+        Entry::Owned { graph, memory, recorder: None, conditions: Conditions::default() }
     }
 
     /// The capture recording into this graph, if it still does.

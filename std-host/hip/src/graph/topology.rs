@@ -11,7 +11,6 @@ use crate::global::{global, lock, Global};
 use crate::{handle, put, Handle};
 
 use super::build::*;
-use super::conditional::*;
 use super::model::*;
 use super::ownership::*;
 use super::table::*;
@@ -47,14 +46,13 @@ pub extern "C" fn hipGraphDestroy(graph: Handle) -> i32 {
                 graphs.waiting.retain(|&w| w != h);
                 drop(graphs);
                 drop(gone);
-                graph_gone(h);
                 Ok(())
             }
             Some(e @ Entry::Owned { .. }) if e.recorder().is_some() => Err(INVALID_VALUE),
             Some(Entry::Owned { .. }) => {
+                // What it owns (memory, conditional handles' cells) goes with it, outside the lock.
                 let gone = graphs.map.remove(&h);
                 drop(graphs);
-                graph_gone(h);
                 match gone {
                     Some(Entry::Owned { memory: Some(m), .. }) => let_go(m),
                     _ => Ok(()),
