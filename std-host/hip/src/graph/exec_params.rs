@@ -1,4 +1,4 @@
-//! Node parameters in executables (docs/hip-semantics.md, "Changing an executable"):
+//! Node parameters in executables (docs/hip-semantics.md, "Graphs"):
 //! `hipGraphExec*NodeSetParams` and the event variants, each checked as its graph counterpart
 //! and patched into the executable ([`edit_exec`]).
 
