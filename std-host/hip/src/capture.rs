@@ -53,7 +53,7 @@ static CAPTURES: LazyLock<Mutex<Vec<Capture>>> = LazyLock::new(Default::default)
 /// torn down without this layer seeing it (its context destroyed) goes.
 fn keep(c: Capture) {
     let mut captures = lock(&CAPTURES);
-    let stale = captures.iter().position(|o| o.stream == c.stream).map(|k| captures.swap_remove(k));
+    let stale = captures.iter().position(|o| c.stream != 0 && o.stream == c.stream).map(|k| captures.swap_remove(k));
     captures.push(c);
     drop(captures);
     drop(stale);
