@@ -1,19 +1,92 @@
 //! Stream capture (docs/hip-semantics.md §2.3, §2.5, §4): begin/end (also into an existing
-//! graph), status queries, dependency updates, the thread's capture mode. The graph a capture records is core's until the capture
-//! ends; then [`crate::graph`] takes it over under the same handle. Graph nodes get C handles
-//! from the node table in [`crate::global`].
+//! graph), status queries, dependency updates, the thread's capture mode. The graph a capture
+//! records is core's until the capture ends; then [`crate::graph`] takes it over under the same
+//! handle. Graph nodes get C handles from the node table in [`crate::global`].
+//!
+//! What this layer keeps of a capture beside core ([`Capture`]) lives with the capture, by its
+//! origin stream, from begin to end: the memory of its graph allocations and, for a capture into
+//! an existing graph, its stand-in graph and hold on the target. The capture ending, or its
+//! origin stream's destruction tearing it down, gives them back.
 
 use std::cell::RefCell;
 use std::ffi::{c_uint, c_ulonglong};
+use std::sync::{LazyLock, Mutex};
 
 use aqueduct::{CaptureStatus, GraphHandle, NodeId};
 
-use crate::error::{
-    api, Hip, HipResult, CAPTURE_INVALIDATED, CAPTURE_UNJOINED, ILLEGAL_STATE, INVALID_VALUE, NOT_SUPPORTED,
-};
+use crate::error::{api, Hip, HipResult, CAPTURE_INVALIDATED, CAPTURE_UNJOINED, INVALID_VALUE, NOT_SUPPORTED};
 use crate::global::{global, lock, Global};
-use crate::graph::{capture_into_begin, capture_into_list, capture_into_take, into_of, is_capture_target, CaptureInto};
+use crate::graph::{lease_target, CaptureInto, GraphMemory, Recorder, TargetLease};
 use crate::{handle, put, stream_of, Handle};
+
+/// A capture begun here, as this layer keeps it while it lasts.
+struct Capture {
+    /// Its origin stream's id (`hipStreamGetId`; a per-thread stream's own).
+    stream: u64,
+    /// The core graph it records.
+    graph: u64,
+    /// A capture into an existing graph: the target and how many stand-ins `graph` starts with,
+    /// and its hold on the target.
+    into: Option<(CaptureInto, TargetLease)>,
+    /// The memory of its graph allocations, from the first one on.
+    memory: Option<GraphMemory>,
+}
+
+impl Drop for Capture {
+    /// A capture that never became a graph: its memory goes back (the field's drop), and so
+    /// does the stand-in of a capture into an existing graph (core's teardown leaves a graph it
+    /// did not make).
+    fn drop(&mut self) {
+        if self.into.take().is_some() {
+            if let Ok(g) = global() {
+                let _ = g.rt.graph_destroy(GraphHandle(self.graph));
+            }
+        }
+    }
+}
+
+/// The captures begun here and not yet ended, a handful at a time. A leaf lock: nothing is
+/// called while it is held, and a [`Capture`] is dropped after it is released.
+static CAPTURES: LazyLock<Mutex<Vec<Capture>>> = LazyLock::new(Default::default);
+
+/// Keeps capture `c`, begun on its origin stream; one this stream began before and that was
+/// torn down without this layer seeing it (its context destroyed) goes.
+fn keep(c: Capture) {
+    let mut captures = lock(&CAPTURES);
+    let stale = captures.iter().position(|o| c.stream != 0 && o.stream == c.stream).map(|k| captures.swap_remove(k));
+    captures.push(c);
+    drop(captures);
+    drop(stale);
+}
+
+/// Takes the capture whose origin stream has id `stream`, if this layer keeps one.
+fn take_by_stream(stream: u64) -> Option<Capture> {
+    let mut captures = lock(&CAPTURES);
+    let k = captures.iter().position(|c| c.stream == stream)?;
+    Some(captures.swap_remove(k))
+}
+
+/// Takes the capture recording core graph `graph`, if this layer keeps it.
+fn take_by_graph(graph: u64) -> Option<Capture> {
+    let mut captures = lock(&CAPTURES);
+    let k = captures.iter().position(|c| c.graph == graph)?;
+    Some(captures.swap_remove(k))
+}
+
+/// The target of the capture recording core graph `graph`, if it records into an existing
+/// graph.
+fn into_of(graph: u64) -> Option<CaptureInto> {
+    lock(&CAPTURES).iter().find(|c| c.graph == graph).and_then(|c| c.into.as_ref().map(|i| i.0))
+}
+
+/// The capture recording core graph `graph` made a graph allocation: from now on it holds the
+/// memory that core's pools name by `graph`.
+fn note_allocation(graph: u64) {
+    let mut captures = lock(&CAPTURES);
+    if let Some(c) = captures.iter_mut().find(|c| c.graph == graph) {
+        c.memory.get_or_insert_with(|| GraphMemory::new(graph));
+    }
+}
 
 /// Refuses stream-ordered allocation and freeing on a stream capturing into an existing graph:
 /// the memory would belong to core's stand-in graph, not to the target.
@@ -24,20 +97,27 @@ pub(crate) fn refuse_memory_nodes(g: &Global, stream: Handle) -> HipResult {
     }
 }
 
-/// Releases the stand-in graphs of captures into existing graphs that ended without
-/// `hipStreamEndCapture` taking them (torn down with their stream, invalidated, unjoined).
-pub(crate) fn sweep_into(g: &Global) {
-    let listed = capture_into_list();
-    let stale = listed
-        .into_iter()
-        .filter(|&(core, stream)| !g.rt.stream_capture_info(stream_of(handle(stream))).is_ok_and(|c| c.graph == core));
-    for (core, _) in stale {
-        // Core refuses to destroy a graph a capture still records into: that one stays listed
-        // (one already gone does not).
-        let core = GraphHandle(core);
-        if g.rt.graph_destroy(core).is_ok() || g.rt.graph_node_count(core).is_err() {
-            capture_into_take(core.0);
+/// An allocation made on `stream` (origin or fork of a capture) is a graph allocation of its
+/// capture: the capture holds its memory until it becomes a graph, or gives it back.
+pub(crate) fn note_graph_allocation(g: &Global, stream: Handle) {
+    if let Ok(info) = g.rt.stream_capture_info(stream_of(stream)) {
+        if info.status == CaptureStatus::Active {
+            note_allocation(info.graph);
         }
+    }
+}
+
+/// The id a capture whose origin is `stream` is kept by (0, matching none, for a stale
+/// stream).
+pub(crate) fn origin_of(g: &Global, stream: Handle) -> u64 {
+    g.rt.stream_id(stream_of(stream)).unwrap_or(0)
+}
+
+/// The stream with id `stream` was destroyed: a capture it was the origin of was torn down
+/// with it (a fork's destruction leaves the capture), and goes here too.
+pub(crate) fn stream_gone(stream: u64) {
+    if stream != 0 {
+        drop(take_by_stream(stream));
     }
 }
 
@@ -100,18 +180,24 @@ pub unsafe extern "C" fn hipStreamBeginCaptureToGraph(
             }
             ids.push(id);
         }
-        if is_capture_target(target) {
-            return Err(ILLEGAL_STATE);
-        }
         let core = g.rt.graph_create()?;
+        let lease = match lease_target(target, Recorder { stream: stream as usize as u64, core: core.0 }) {
+            Ok(lease) => lease,
+            Err(e) => {
+                let _ = g.rt.graph_destroy(core);
+                return Err(e);
+            }
+        };
         let begun = (0..base)
             .try_for_each(|_| g.rt.graph_add_empty_node(core, &[]).map(|_| ()))
             .and_then(|()| g.rt.stream_begin_capture_to_graph(stream_of(stream), core, &ids, mode));
         if let Err(e) = begun {
+            drop(lease);
             let _ = g.rt.graph_destroy(core);
             return Err(e.into());
         }
-        capture_into_begin(core.0, CaptureInto { target, base, stream: stream as usize as u64 });
+        let into = Some((CaptureInto { target, base }, lease));
+        keep(Capture { stream: origin_of(g, stream), graph: core.0, into, memory: None });
         Ok(())
     })
 }
@@ -125,7 +211,13 @@ std::thread_local! {
 /// `hipStreamBeginCapture`.
 #[no_mangle]
 pub extern "C" fn hipStreamBeginCapture(stream: Handle, mode: c_uint) -> i32 {
-    api(|| Ok(global()?.rt.stream_begin_capture(stream_of(stream), mode)?))
+    api(|| {
+        let g = global()?;
+        g.rt.stream_begin_capture(stream_of(stream), mode)?;
+        let graph = g.rt.stream_capture_info(stream_of(stream)).map_or(0, |i| i.graph);
+        keep(Capture { stream: origin_of(g, stream), graph, into: None, memory: None });
+        Ok(())
+    })
 }
 
 /// `hipStreamEndCapture`: a NULL `graph` is `hipErrorInvalidValue` before anything else; an
@@ -140,18 +232,30 @@ pub unsafe extern "C" fn hipStreamEndCapture(stream: Handle, graph: *mut Handle)
         if graph.is_null() {
             return Err(INVALID_VALUE);
         }
-        let ended = g.rt.stream_end_capture(stream_of(stream));
-        let adopted = ended.map_err(Hip::from).and_then(|h| {
-            // Taken out first: the table of captures into graphs is never held while the graph
-            // table is locked (hipGraphDestroy looks at it under that lock).
-            let into = capture_into_take(h.0);
-            match into {
-                Some(into) => crate::graph::merge_captured(g, h, into).map(GraphHandle),
-                None => crate::graph::adopt_captured(g, h).map(|_| h),
+        let adopted = match g.rt.stream_end_capture(stream_of(stream)) {
+            Ok(h) => {
+                // What the capture kept goes to the graph it became.
+                let mut kept = take_by_graph(h.0);
+                let (into, memory) = kept.as_mut().map_or((None, None), |c| (c.into.take(), c.memory.take()));
+                drop(kept);
+                match into {
+                    Some((into, lease)) => {
+                        let merged = crate::graph::merge_captured(g, h, into).map(GraphHandle);
+                        drop(lease);
+                        merged
+                    }
+                    None => crate::graph::adopt_captured(g, h, memory).map(|_| h),
+                }
             }
-        });
-        crate::graph::sweep_capture_owners(g);
-        sweep_into(g);
+            Err(e) => {
+                let e = Hip::from(e);
+                // Core tore the capture down: what it kept goes back.
+                if e == CAPTURE_INVALIDATED || e == CAPTURE_UNJOINED {
+                    drop(take_by_stream(origin_of(g, stream)));
+                }
+                Err(e)
+            }
+        };
         match adopted {
             Ok(h) => {
                 // SAFETY: the caller's contract.

@@ -75,16 +75,6 @@ unsafe fn hand_out(g: &Global, ptr: *mut *mut c_void, a: Allocation) -> HipResul
     unsafe { put(ptr, a.address as usize as *mut c_void) }
 }
 
-/// An allocation on a capturing stream belongs to the capture's graph: remembered, so that the
-/// memory goes back if the capture never becomes a graph.
-fn note_graph_allocation(g: &Global, stream: Handle) {
-    if let Ok(info) = g.rt.stream_capture_info(stream_of(stream)) {
-        if info.status == aqueduct::CaptureStatus::Active {
-            crate::graph::note_capture_owner(info.graph);
-        }
-    }
-}
-
 /// `hipMallocAsync`: from the current pool of the stream's device, in stream order; a graph
 /// allocation on a capturing stream. Zero bytes gives NULL.
 ///
@@ -99,7 +89,7 @@ pub unsafe extern "C" fn hipMallocAsync(ptr: *mut *mut c_void, bytes: usize, str
             return Err(INVALID_VALUE);
         }
         let a = g.pools.malloc_async(&*g.rt, stream_of(stream), bytes as u64)?;
-        note_graph_allocation(g, stream);
+        crate::capture::note_graph_allocation(g, stream);
         // SAFETY: checked non-null; the caller's contract.
         unsafe { hand_out(g, ptr, a) }
     })
@@ -124,7 +114,7 @@ pub unsafe extern "C" fn hipMallocFromPoolAsync(
             return Err(INVALID_VALUE);
         }
         let a = g.pools.malloc_from_pool_async(&*g.rt, pool_of(pool), stream_of(stream), bytes as u64)?;
-        note_graph_allocation(g, stream);
+        crate::capture::note_graph_allocation(g, stream);
         // SAFETY: checked non-null; the caller's contract.
         unsafe { hand_out(g, ptr, a) }
     })

@@ -94,11 +94,11 @@ pub unsafe extern "C" fn hipExtStreamGetCUMask(stream: Handle, words: u32, mask:
 pub extern "C" fn hipStreamDestroy(stream: Handle) -> i32 {
     api(|| {
         let g = global()?;
+        let origin = crate::capture::origin_of(g, stream);
         g.rt.stream_destroy(stream_of(stream))?;
         crate::stream_attr::forget(stream);
-        // A capture torn down with its stream leaves graph allocations behind.
-        crate::graph::sweep_capture_owners(g);
-        crate::capture::sweep_into(g);
+        // A capture torn down with its origin stream gives back what it kept.
+        crate::capture::stream_gone(origin);
         Ok(())
     })
 }

@@ -1,9 +1,22 @@
-//! Flattening graphs of this layer into core graphs: instantiation, and taking over captured graphs.
+//! Flattening graphs of this layer into core graphs (instantiation; conditional nodes' bodies
+//! too), and reading a core graph's nodes back into this layer's model (captured graphs).
 
-use super::*;
-use crate::launch::handle_of_object;
+use std::ffi::c_void;
+use std::sync::Mutex;
+
 use aqueduct::backend::{CopyArgs, FillArgs};
+use aqueduct::conditional::{ConditionalHandle, ConditionalNode};
 use aqueduct::{Backend, BuiltinKernel, HostFn, KernelLaunch, MemoryKind};
+use aqueduct::{GraphExecHandle, GraphHandle};
+use aqueduct::{NodeId, NodeKind};
+
+use crate::error::{Hip, HipResult, INVALID_VALUE, NOT_SUPPORTED};
+use crate::global::{lock, Global};
+use crate::launch::handle_of_object;
+use crate::launch::{geometry, resolve};
+use crate::Dim3;
+
+use super::model::*;
 
 // ----- building core graphs -------------------------------------------------------------------
 
@@ -381,7 +394,7 @@ pub(super) struct Instance {
 /// Builds graph `graph` into a core graph and instantiates it on the calling thread's device.
 pub(super) fn instantiate(g: &Global, graph: &Graph, flags: u32) -> HipResult<Instance> {
     let device = g.rt.device()?;
-    let _bind = graph.has_conditional_nodes().then(|| lock(&super::conditional::BIND));
+    let _bind = graph.has_conditional_nodes().then(|| lock(&BIND));
     let core = g.rt.graph_create()?;
     let mut staging = Staging::default();
     let mut build = Build { g, core, device, staging: Some(&mut staging), bodies: Vec::new(), site: Site::None };
@@ -479,99 +492,68 @@ pub(super) fn captured_model(g: &Global, core: GraphHandle, device: u32) -> HipR
     Ok((graph, sites))
 }
 
-/// Whether instantiating captured graph `core` as it is gives what instantiating this layer's
-/// model of it gives, so that it may stay in core until needed ([`Captured`]): every node a
-/// kernel dispatch (not a built-in copy or fill, which the model stages where a side is
-/// pageable), a plain host function, an event record or wait, or empty.
-fn stays_in_core(g: &Global, core: GraphHandle, device: u32) -> HipResult<bool> {
-    let backend = g.rt.backend();
-    let builtins = [BuiltinKernel::Copy, BuiltinKernel::Fill].map(|k| backend.builtin_kernel(device, k).ok());
-    for i in 0..g.rt.graph_node_count(core)? {
-        let id = NodeId(u16::try_from(i).map_err(|_| Hip(2))?);
-        let plain = match g.rt.graph_node_kind(core, id)? {
-            NodeKind::Dispatch(d) => !builtins.contains(&Some(d.kernel_object)),
-            NodeKind::Host(HostFn::Plain { .. }) | NodeKind::EventRecord(_) | NodeKind::EventWait(_) => true,
-            NodeKind::Empty => true,
-            _ => false,
-        };
-        if !plain {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Takes over the graph a capture recorded: the same handle then names a graph of this layer,
-/// with the same node ids (so node handles given out during the capture stay valid). A graph
-/// that may stay in core does, until needed ([`Captured`]); otherwise its model is built now
-/// and core's graph is released.
-pub(crate) fn adopt_captured(g: &Global, core: GraphHandle) -> HipResult {
-    let device = g.rt.device()?;
-    if stays_in_core(g, core, device)? {
-        let captured = Arc::new(Captured { core, device, model: std::sync::OnceLock::new() });
-        let mut graphs = lock(&GRAPHS);
-        graphs.map.insert(core.0, Entry::Core(captured));
-        graphs.waiting.push(core.0);
-        return Ok(());
-    }
-    let (graph, _) = captured_model(g, core, device)?;
-    g.rt.graph_destroy(core)?;
-    let owns = graph.has_memory_nodes();
-    graphs().map.insert(core.0, Entry::Owned(graph));
-    if owns {
-        lock(&MEM_OWNERS).insert(core.0, MemOwner { graph_alive: true, exec: None });
-    }
-    Ok(())
-}
-
-/// Moves what a capture into an existing graph recorded into that graph
-/// (`hipStreamBeginCaptureToGraph`): core graph `core`'s nodes after the `base` stand-ins
-/// become new nodes of the target, edges from a stand-in become edges from the target's node
-/// of that id (if it still lives), and node handles given out during the capture name the new
-/// nodes. Core's graph is released. Returns the target.
-pub(crate) fn merge_captured(g: &Global, core: GraphHandle, into: super::CaptureInto) -> HipResult<u64> {
-    let merged = merge(g, core, into);
-    let _ = g.rt.graph_destroy(core);
-    merged
-}
-
-fn merge(g: &Global, core: GraphHandle, into: super::CaptureInto) -> HipResult<u64> {
-    let device = g.rt.device()?;
-    let base = usize::from(into.base);
-    let count = g.rt.graph_node_count(core)?;
-    let kinds = (base..count)
-        .map(|i| captured_kind(g, core, NodeId(u16::try_from(i).map_err(|_| Hip(2))?), device))
-        .collect::<HipResult<Vec<_>>>()?;
-    let mut edges = vec![(NodeId(0), NodeId(0)); 2 * count + 16];
-    let n = g.rt.graph_edges(core, &mut edges)?;
-    if n > edges.len() {
-        edges.resize(n, (NodeId(0), NodeId(0)));
-        g.rt.graph_edges(core, &mut edges)?;
-    }
-    let mut graphs = graphs();
-    let graph = graphs.get_mut(into.target).ok_or(INVALID_VALUE)?;
-    let mut ids = Vec::with_capacity(kinds.len());
-    for kind in kinds {
-        ids.push(graph.push(kind, &[])?);
-    }
-    for &(from, to) in edges.iter().take(n) {
-        let Some(&to) = usize::from(to.0).checked_sub(base).and_then(|k| ids.get(k)) else { continue };
-        let from = match usize::from(from.0).checked_sub(base) {
-            Some(k) => ids.get(k).copied(),
-            None => graph.live(from.0).then_some(from.0),
-        };
-        if let Some(from) = from {
-            graph.edges.push((from, to));
-        }
-    }
-    drop(graphs);
-    let mut nodes = lock(&g.nodes);
-    for (k, &id) in ids.iter().enumerate() {
-        if let Ok(old) = u16::try_from(base + k) {
-            nodes.rebind((core.0, old), (into.target, id));
-        }
-    }
-    Ok(into.target)
-}
-
 // ----- graphs ----------------------------------------------------------------------------------
+
+/// Held across an instantiation of a graph with conditional nodes: each build adds the HIP
+/// node's core node to a fresh core graph, and core lets a handle serve one live node, freed
+/// when that core graph is destroyed at the end of the build; two builds of one graph at once
+/// would otherwise collide there.
+pub(super) static BIND: Mutex<()> = Mutex::new(());
+
+impl Graph {
+    /// Checks what a body may hold (CUDA's rule, applied through child graphs): kernel, copy,
+    /// fill, empty, child-graph and conditional nodes, copies only between memory the device
+    /// reaches (no pageable staging). Anything else is `hipErrorInvalidValue`, as CUDA answers
+    /// the instantiation.
+    pub(super) fn check_body(&self, g: &Global) -> HipResult {
+        for kind in self.nodes.iter().flatten() {
+            let allowed = match kind {
+                Kind::Kernel(_) | Kind::Memset(_) | Kind::Empty | Kind::Conditional(_) => true,
+                Kind::Copy(c) => c.rows().iter().all(|&(dst, src, bytes)| {
+                    bytes == 0
+                        || (crate::memory::device_reachable(g, dst, bytes)
+                            && crate::memory::device_reachable(g, src, bytes))
+                }),
+                Kind::Child(c) => {
+                    c.check_body(g)?;
+                    true
+                }
+                Kind::Raw(r) => matches!(r.kind, NodeKind::Dispatch(_)),
+                Kind::Host { .. }
+                | Kind::EventWait(_)
+                | Kind::EventRecord(_)
+                | Kind::MemAlloc { .. }
+                | Kind::MemFree(_) => false,
+            };
+            if !allowed {
+                return Err(INVALID_VALUE);
+            }
+        }
+        Ok(())
+    }
+}
+
+// ----- instantiation ----------------------------------------------------------------------------
+
+impl Build<'_> {
+    /// Adds conditional node `c` after `deps`: each body is checked, flattened into a core graph
+    /// of its own (kept in `self.bodies` until the instantiation has read it), and the core
+    /// conditional node names them.
+    pub(super) fn conditional(&mut self, c: &CondNode, deps: &[NodeId]) -> HipResult<NodeId> {
+        let mut bodies = Vec::with_capacity(c.bodies.len());
+        for body in &c.bodies {
+            body.check_body(self.g)?;
+            let core = self.g.rt.graph_create()?;
+            self.bodies.push(core);
+            let parent = std::mem::replace(&mut self.core, core);
+            let staging = self.staging.take();
+            let built = self.flatten(body, &[]);
+            self.core = parent;
+            self.staging = staging;
+            built?;
+            bodies.push(core.0);
+        }
+        let node = ConditionalNode::new(ConditionalHandle(c.handle), c.kind, &bodies)?;
+        Ok(self.g.rt.graph_add_conditional_node(self.core, deps, node)?)
+    }
+}

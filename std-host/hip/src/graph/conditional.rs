@@ -1,6 +1,6 @@
-//! Conditional nodes (docs/conditional-graphs.md, "The C ABI"): handles, `hipGraphAddNode` (every
-//! node kind; the one way to add a conditional node), and the flattening of a conditional node's
-//! bodies into core graphs at instantiation.
+//! Conditional nodes (docs/conditional-graphs.md, "The C ABI"): handles and `hipGraphAddNode`
+//! (every node kind; the one way to add a conditional node). The node itself is in `model.rs`,
+//! the flattening of its bodies into core graphs at instantiation in `build.rs`.
 //!
 //! # Handles and their cells
 //!
@@ -8,8 +8,9 @@
 //! with its last owner (docs/conditional-graphs.md, "Semantics"). Graphs of this layer are not
 //! core's, so each root graph that creates handles gets an *owner*: a core graph made on the
 //! first `hipGraphConditionalHandleCreate` of the root or of a graph inside it, which creates
-//! every handle of that tree and so owns their cells. The root holds the owner until
-//! `hipGraphDestroy`, and every conditional node holds it too, so the graphs and executables
+//! every handle of that tree and so owns their cells. The root's table entry holds the owner
+//! and the handles made in its tree ([`Conditions`]) until `hipGraphDestroy`, and every
+//! conditional node holds the owner too, so the graphs and executables
 //! (whose snapshots hold the nodes) that can still use a cell keep it.
 //!
 //! At instantiation each conditional node is added to the temporary core graph of the build with
@@ -18,11 +19,20 @@
 //! clears core's mark before each build, since every build makes a new core node for the same
 //! HIP node.
 
+use std::ffi::{c_int, c_uint, c_ulonglong};
 use std::sync::Arc;
 
-use aqueduct::conditional::{ConditionalHandle, ConditionalKind, ConditionalNode, COND_ASSIGN_DEFAULT, MAX_BODIES};
+use aqueduct::conditional::{ConditionalHandle, ConditionalKind, COND_ASSIGN_DEFAULT, MAX_BODIES};
+use aqueduct::GraphHandle;
 
-use super::*;
+use crate::error::{api, Hip, HipResult, INVALID_VALUE, NOT_SUPPORTED};
+use crate::global::{global, Global};
+use crate::pitched::Memcpy3DParms;
+use crate::{put, Handle};
+
+use super::model::*;
+use super::nodes::*;
+use super::table::*;
 
 // ----- C structs --------------------------------------------------------------------------------
 
@@ -78,75 +88,7 @@ const _: () = assert!(size_of::<GraphNodeParams>() == 256);
 
 // ----- the model ----------------------------------------------------------------------------------
 
-/// A core graph that owns the cells of one root graph's handles; destroying it drops that
-/// ownership (core frees each cell with its last owner).
-pub(super) struct Owner(GraphHandle);
-
-impl Drop for Owner {
-    fn drop(&mut self) {
-        if let Ok(g) = global() {
-            let _ = g.rt.graph_destroy(self.0);
-        }
-    }
-}
-
-/// A conditional node: its handle, kind and body graphs.
-#[derive(Clone)]
-pub(super) struct CondNode {
-    pub(super) handle: u64,
-    pub(super) kind: ConditionalKind,
-    pub(super) bodies: Vec<Graph>,
-    /// `phGraph_out`: the handles of the body views, at an address that stays put while the
-    /// node lives (a snapshot's copy is never handed out).
-    out: Box<[usize]>,
-    /// The owner of the handle's cell.
-    _owner: Arc<Owner>,
-}
-
-/// A handle made here: the graph it was created on, and that graph's root.
-#[derive(Clone, Copy)]
-struct Made {
-    graph: u64,
-    root: u64,
-}
-
-#[derive(Default)]
-struct Conds {
-    /// Owners by root graph.
-    owners: HashMap<u64, Arc<Owner>>,
-    /// Handles by value.
-    handles: HashMap<u64, Made>,
-}
-
-/// Lock order: `GRAPHS`, then `CONDS`, then core's.
-static CONDS: LazyLock<Mutex<Conds>> = LazyLock::new(Default::default);
-
-/// Held across an instantiation of a graph with conditional nodes: each build adds the HIP
-/// node's core node to a fresh core graph, and core lets a handle serve one live node, freed
-/// when that core graph is destroyed at the end of the build; two builds of one graph at once
-/// would otherwise collide there.
-pub(super) static BIND: Mutex<()> = Mutex::new(());
-
-/// Root graph `root` is destroyed: its handles are forgotten and its hold on the owner dropped.
-pub(super) fn graph_gone(root: u64) {
-    let mut conds = lock(&CONDS);
-    conds.handles.retain(|_, m| m.root != root);
-    let owner = conds.owners.remove(&root);
-    drop(conds);
-    drop(owner);
-}
-
 impl Graph {
-    /// Whether the graph (or a child graph in it) has conditional nodes: such a graph is neither
-    /// cloned nor nested (CUDA's rules).
-    pub(super) fn has_conditional_nodes(&self) -> bool {
-        self.nodes.iter().flatten().any(|k| match k {
-            Kind::Conditional(_) => true,
-            Kind::Child(c) => c.has_conditional_nodes(),
-            _ => false,
-        })
-    }
-
     /// Whether a conditional node in the graph, its child graphs or its bodies uses `handle`.
     fn uses_handle(&self, handle: u64) -> bool {
         self.nodes.iter().flatten().any(|k| match k {
@@ -155,40 +97,17 @@ impl Graph {
             _ => false,
         })
     }
-
-    /// Checks what a body may hold (CUDA's rule, applied through child graphs): kernel, copy,
-    /// fill, empty, child-graph and conditional nodes, copies only between memory the device
-    /// reaches (no pageable staging). Anything else is `hipErrorInvalidValue`, as CUDA answers
-    /// the instantiation.
-    fn check_body(&self, g: &Global) -> HipResult {
-        for kind in self.nodes.iter().flatten() {
-            let allowed = match kind {
-                Kind::Kernel(_) | Kind::Memset(_) | Kind::Empty | Kind::Conditional(_) => true,
-                Kind::Copy(c) => c.rows().iter().all(|&(dst, src, bytes)| {
-                    bytes == 0
-                        || (crate::memory::device_reachable(g, dst, bytes)
-                            && crate::memory::device_reachable(g, src, bytes))
-                }),
-                Kind::Child(c) => {
-                    c.check_body(g)?;
-                    true
-                }
-                Kind::Raw(r) => matches!(r.kind, NodeKind::Dispatch(_)),
-                Kind::Host { .. }
-                | Kind::EventWait(_)
-                | Kind::EventRecord(_)
-                | Kind::MemAlloc { .. }
-                | Kind::MemFree(_) => false,
-            };
-            if !allowed {
-                return Err(INVALID_VALUE);
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Graphs {
+    /// The conditional handles of root graph `root`.
+    fn conditions(&mut self, root: u64) -> Option<&mut Conditions> {
+        match self.map.get_mut(&root)? {
+            Entry::Owned { conditions, .. } => Some(conditions),
+            _ => None,
+        }
+    }
+
     /// Graph `h` and the graphs it lies in, up to its root (last); `None` if `h` is no live
     /// graph of this layer.
     fn lineage(&self, h: u64) -> Option<Vec<u64>> {
@@ -238,23 +157,18 @@ pub unsafe extern "C" fn hipGraphConditionalHandleCreate(
             return Err(INVALID_VALUE);
         }
         let h = graph as usize as u64;
-        let graphs = graphs();
+        let mut graphs = graphs();
         let Some(&root) = graphs.lineage(h).as_ref().and_then(|l| l.last()) else {
             drop(graphs);
             return Err(not_ours(g, h));
         };
-        let mut conds = lock(&CONDS);
-        let owner = match conds.owners.get(&root) {
+        let conds = graphs.conditions(root).ok_or(INVALID_VALUE)?;
+        let owner = match &conds.owner {
             Some(o) => o.0,
-            None => {
-                let o = Arc::new(Owner(g.rt.graph_create()?));
-                let core = o.0;
-                conds.owners.insert(root, o);
-                core
-            }
+            None => conds.owner.insert(Arc::new(Owner(g.rt.graph_create()?))).0,
         };
         let c = g.rt.graph_conditional_handle_create(owner, default, flags)?;
-        conds.handles.insert(c.0, Made { graph: h, root });
+        conds.handles.push((c.0, h));
         // SAFETY: the caller's contract.
         unsafe { put(out, c.0) }
     })
@@ -355,12 +269,12 @@ unsafe fn add_conditional(
         drop(graphs);
         return Err(not_ours(g, h));
     };
-    let owner = {
-        let conds = lock(&CONDS);
-        let made = conds.handles.get(&p.handle).filter(|m| lineage.contains(&m.graph)).ok_or(INVALID_VALUE)?;
-        conds.owners.get(&made.root).cloned().ok_or(INVALID_VALUE)?
-    };
     let root = lineage.last().copied().unwrap_or(h);
+    let owner = {
+        let conds = graphs.conditions(root).ok_or(INVALID_VALUE)?;
+        conds.handles.iter().find(|&&(c, made_on)| c == p.handle && lineage.contains(&made_on)).ok_or(INVALID_VALUE)?;
+        conds.owner.clone().ok_or(INVALID_VALUE)?
+    };
     if graphs.get(root).is_none_or(|r| r.uses_handle(p.handle)) {
         return Err(INVALID_VALUE);
     }
@@ -396,31 +310,6 @@ pub unsafe extern "C" fn aqdGraphSetConditional(handle: c_ulonglong, value: c_ui
     if handle != 0 {
         // SAFETY: the caller's contract.
         unsafe { aqueduct::conditional::set_conditional(ConditionalHandle(handle), value) };
-    }
-}
-
-// ----- instantiation ----------------------------------------------------------------------------
-
-impl Build<'_> {
-    /// Adds conditional node `c` after `deps`: each body is checked, flattened into a core graph
-    /// of its own (kept in `self.bodies` until the instantiation has read it), and the core
-    /// conditional node names them.
-    pub(super) fn conditional(&mut self, c: &CondNode, deps: &[NodeId]) -> HipResult<NodeId> {
-        let mut bodies = Vec::with_capacity(c.bodies.len());
-        for body in &c.bodies {
-            body.check_body(self.g)?;
-            let core = self.g.rt.graph_create()?;
-            self.bodies.push(core);
-            let parent = std::mem::replace(&mut self.core, core);
-            let staging = self.staging.take();
-            let built = self.flatten(body, &[]);
-            self.core = parent;
-            self.staging = staging;
-            built?;
-            bodies.push(core.0);
-        }
-        let node = ConditionalNode::new(ConditionalHandle(c.handle), c.kind, &bodies)?;
-        Ok(self.g.rt.graph_add_conditional_node(self.core, deps, node)?)
     }
 }
 

@@ -1,8 +1,21 @@
-//! Executables: instantiate, launch, destroy, per-node parameters, whole-graph update.
+//! Executables: instantiate, launch, destroy, whole-graph update, and the patch-or-rebuild of a
+//! changed node that `exec_params.rs` uses.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_ulonglong};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use aqueduct::GraphExecHandle;
+
+use crate::error::{api, Hip, HipResult, INVALID_VALUE, NOT_SUPPORTED};
+use crate::global::{global, lock, Global};
+use crate::{handle, put, stream_of, Handle};
 
 use super::build::{instantiate, Instance, Site, Staging};
-use super::patch::{differing, new_stamp, same_params, Patched, Target};
-use super::*;
+use super::model::*;
+use super::ownership::*;
+use super::patch::{differing, same_params, Patched, Target};
+use super::table::*;
 
 // ----- executables ----------------------------------------------------------------------------
 
@@ -25,12 +38,16 @@ struct Exec {
     /// Instantiated by core from a captured graph it held ([`Captured`]): `graph` and `sites`
     /// are that graph's model, taken when first needed ([`Exec::settle`]).
     captured: Option<Arc<Captured>>,
+    /// The memory of the graph it was instantiated from, if that graph owns any (one executable
+    /// at a time holds it): launches go through core's pools, and the memory goes with the last
+    /// of graph and executable.
+    memory: Option<Arc<GraphMemory>>,
 }
 
 impl Exec {
     fn new(i: Instance, source: u64, graph: Graph, flags: u32) -> Exec {
         let Instance { core, staging, sites, device } = i;
-        Exec { core, source, graph, sites, device, flags, staging, retired: Vec::new(), captured: None }
+        Exec { core, source, graph, sites, device, flags, staging, retired: Vec::new(), captured: None, memory: None }
     }
 
     /// Core's executable of captured graph `c` as it is.
@@ -46,6 +63,7 @@ impl Exec {
             staging: Staging::default(),
             retired: Vec::new(),
             captured: Some(c),
+            memory: None,
         }
     }
 
@@ -161,19 +179,23 @@ pub unsafe extern "C" fn hipGraphInstantiateWithFlags(exec: *mut Handle, graph: 
             // SAFETY: the caller's contract.
             return unsafe { put(exec, handle(h)) };
         }
-        let snapshot = with_graph(graph, |gr| Ok(gr.clone()))?;
-        let mut owners = lock(&MEM_OWNERS);
-        if owners.get(&source).is_some_and(|o| o.exec.is_some()) {
-            return Err(NOT_SUPPORTED);
-        }
+        let (snapshot, memory) = {
+            let graphs = graphs();
+            let snapshot = graphs.get(source).ok_or(INVALID_VALUE)?.clone();
+            let memory = match graphs.map.get(&source) {
+                // The entry and an executable hold it: one executable at a time. Taken under the
+                // graph table's lock, so two instantiations cannot both take it.
+                Some(Entry::Owned { memory: Some(m), .. }) if Arc::strong_count(m) > 1 => return Err(NOT_SUPPORTED),
+                Some(Entry::Owned { memory: Some(m), .. }) => Some(Arc::clone(m)),
+                _ => None,
+            };
+            (snapshot, memory)
+        };
         let instance = instantiate(g, &snapshot, flags)?;
         let mut execs = lock(&EXECS);
         execs.next += 1;
         let h = EXEC_TAG | execs.next;
-        if let Some(o) = owners.get_mut(&source) {
-            o.exec = Some(h);
-        }
-        execs.map.insert(h, Exec::new(instance, source, snapshot, flags));
+        execs.map.insert(h, Exec { memory, ..Exec::new(instance, source, snapshot, flags) });
         // SAFETY: the caller's contract.
         unsafe { put(exec, handle(h)) }
     })
@@ -184,12 +206,15 @@ pub unsafe extern "C" fn hipGraphInstantiateWithFlags(exec: *mut Handle, graph: 
 pub extern "C" fn hipGraphLaunch(exec: Handle, stream: Handle) -> i32 {
     api(|| {
         let g = global()?;
-        let (core, source, flags) =
-            lock(&EXECS).map.get(&(exec as usize as u64)).map(|x| (x.core, x.source, x.flags)).ok_or(INVALID_VALUE)?;
+        let (core, owner, flags) = lock(&EXECS)
+            .map
+            .get(&(exec as usize as u64))
+            .map(|x| (x.core, x.memory.as_ref().map(|m| m.owner()), x.flags))
+            .ok_or(INVALID_VALUE)?;
         let s = stream_of(stream);
-        if lock(&MEM_OWNERS).contains_key(&source) {
+        if let Some(owner) = owner {
             let auto_free = flags & 1 != 0;
-            return Ok(g.pools.graph_launch(&*g.rt, source, s, auto_free, || g.rt.graph_launch(core, s))?);
+            return Ok(g.pools.graph_launch(&*g.rt, owner, s, auto_free, || g.rt.graph_launch(core, s))?);
         }
         Ok(g.rt.graph_launch(core, s)?)
     })
@@ -217,17 +242,17 @@ pub extern "C" fn hipGraphExecDestroy(exec: Handle) -> i32 {
         let mut staging = x.retired;
         staging.push(x.staging);
         release_staging(g, staging);
-        if lock(&MEM_OWNERS).get(&x.source).is_some_and(|o| o.exec == Some(exec as usize as u64)) {
-            owner_gone(g, x.source, false)?;
+        match x.memory {
+            Some(m) => let_go(m),
+            None => Ok(()),
         }
-        Ok(())
     })
 }
 
 /// Sets node `node` of executable `exec` (a node of the graph `exec` was instantiated from)
 /// to `new`, given by `edit` from the node's current kind (which it checks): patched in place
 /// when the node keeps its shape, otherwise the executable is rebuilt.
-fn edit_exec(exec: Handle, node: Handle, edit: impl FnOnce(&Kind) -> HipResult<Kind>) -> HipResult {
+pub(super) fn edit_exec(exec: Handle, node: Handle, edit: impl FnOnce(&Kind) -> HipResult<Kind>) -> HipResult {
     let g = global()?;
     if exec.is_null() {
         return Err(INVALID_VALUE);
@@ -343,156 +368,6 @@ fn apply(g: &Global, x: &mut Exec, changes: &[Change]) -> Result<(), (Mismatch, 
         }
     }
     Ok(())
-}
-
-/// `hipGraphExecKernelNodeSetParams`.
-///
-/// # Safety
-/// `p` is NULL or valid, its argument lists as `hipModuleLaunchKernel`'s.
-#[no_mangle]
-pub unsafe extern "C" fn hipGraphExecKernelNodeSetParams(
-    exec: Handle,
-    node: Handle,
-    p: *const KernelNodeParams,
-) -> i32 {
-    api(|| {
-        let new = kernel_kind(p)?;
-        edit_exec(exec, node, |k| match k {
-            Kind::Kernel(_) => Ok(new),
-            _ => Err(INVALID_VALUE),
-        })
-    })
-}
-
-fn exec_set_copy(exec: Handle, node: Handle, new: HipResult<Kind>) -> HipResult {
-    let new = new?;
-    edit_exec(exec, node, |k| match k {
-        Kind::Copy(_) => Ok(new),
-        _ => Err(INVALID_VALUE),
-    })
-}
-
-/// `hipGraphExecMemcpyNodeSetParams`.
-///
-/// # Safety
-/// `p` is NULL or valid.
-#[no_mangle]
-pub unsafe extern "C" fn hipGraphExecMemcpyNodeSetParams(exec: Handle, node: Handle, p: *mut Memcpy3DParms) -> i32 {
-    api(|| exec_set_copy(exec, node, copy_3d(p)))
-}
-
-/// `hipGraphExecMemcpyNodeSetParams1D`.
-///
-/// # Safety
-/// `dst` and `src` stay valid for `bytes` bytes while the executable can run.
-#[no_mangle]
-pub unsafe extern "C" fn hipGraphExecMemcpyNodeSetParams1D(
-    exec: Handle,
-    node: Handle,
-    dst: *mut c_void,
-    src: *const c_void,
-    bytes: usize,
-    kind: c_uint,
-) -> i32 {
-    api(|| exec_set_copy(exec, node, copy_1d(global()?, dst as usize as u64, src as usize as u64, bytes, kind)))
-}
-
-/// `hipGraphExecMemcpyNodeSetParamsFromSymbol`.
-///
-/// # Safety
-/// As `hipGraphExecMemcpyNodeSetParams1D`.
-#[no_mangle]
-pub unsafe extern "C" fn hipGraphExecMemcpyNodeSetParamsFromSymbol(
-    exec: Handle,
-    node: Handle,
-    dst: *mut c_void,
-    symbol: *const c_void,
-    bytes: usize,
-    offset: usize,
-    kind: c_uint,
-) -> i32 {
-    api(|| exec_set_copy(exec, node, from_symbol(global()?, dst, symbol, bytes, offset, kind)))
-}
-
-/// `hipGraphExecMemcpyNodeSetParamsToSymbol`.
-///
-/// # Safety
-/// As `hipGraphExecMemcpyNodeSetParams1D`.
-#[no_mangle]
-pub unsafe extern "C" fn hipGraphExecMemcpyNodeSetParamsToSymbol(
-    exec: Handle,
-    node: Handle,
-    symbol: *const c_void,
-    src: *const c_void,
-    bytes: usize,
-    offset: usize,
-    kind: c_uint,
-) -> i32 {
-    api(|| exec_set_copy(exec, node, to_symbol(global()?, symbol, src, bytes, offset, kind)))
-}
-
-/// `hipGraphExecMemsetNodeSetParams`.
-///
-/// # Safety
-/// `p` is NULL or valid.
-#[no_mangle]
-pub unsafe extern "C" fn hipGraphExecMemsetNodeSetParams(exec: Handle, node: Handle, p: *const MemsetParams) -> i32 {
-    api(|| {
-        let new = memset_kind(global()?, p)?;
-        edit_exec(exec, node, |k| match k {
-            Kind::Memset(_) => Ok(new),
-            _ => Err(INVALID_VALUE),
-        })
-    })
-}
-
-/// `hipGraphExecHostNodeSetParams`.
-///
-/// # Safety
-/// `p` is NULL or valid; the function and its data stay valid while the executable can run.
-#[no_mangle]
-pub unsafe extern "C" fn hipGraphExecHostNodeSetParams(exec: Handle, node: Handle, p: *const HostNodeParams) -> i32 {
-    api(|| {
-        let new = host_kind(p)?;
-        edit_exec(exec, node, |k| match k {
-            Kind::Host { .. } => Ok(new),
-            _ => Err(INVALID_VALUE),
-        })
-    })
-}
-
-/// `hipGraphExecChildGraphNodeSetParams`: the new child must have the old one's shape (node
-/// types pairwise in topological order, and the same edges).
-#[no_mangle]
-pub extern "C" fn hipGraphExecChildGraphNodeSetParams(exec: Handle, node: Handle, child: Handle) -> i32 {
-    api(|| {
-        let new = child_kind(child)?;
-        edit_exec(exec, node, |k| match k {
-            Kind::Child(_) => Ok(new),
-            _ => Err(INVALID_VALUE),
-        })
-    })
-}
-
-fn exec_set_event(exec: Handle, node: Handle, event: Handle, record: bool) -> HipResult {
-    let e = event_of(global()?, event)?;
-    edit_exec(exec, node, |k| match (k, record) {
-        (Kind::EventRecord(_), true) => Ok(Kind::EventRecord(e)),
-        (Kind::EventWait(_), false) => Ok(Kind::EventWait(e)),
-        _ => Err(INVALID_VALUE),
-    })
-}
-
-/// `hipGraphExecEventRecordNodeSetEvent`.
-#[no_mangle]
-pub extern "C" fn hipGraphExecEventRecordNodeSetEvent(exec: Handle, node: Handle, event: Handle) -> i32 {
-    api(|| exec_set_event(exec, node, event, true))
-}
-
-/// `hipGraphExecEventWaitNodeSetEvent`.
-#[no_mangle]
-pub extern "C" fn hipGraphExecEventWaitNodeSetEvent(exec: Handle, node: Handle, event: Handle) -> i32 {
-    api(|| exec_set_event(exec, node, event, false))
 }
 
 /// `hipGraphExecUpdateResult` values.
@@ -646,7 +521,7 @@ pub unsafe extern "C" fn hipGraphExecUpdate(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::graph;
+    use super::super::model::tests::graph;
     use super::*;
 
     #[test]

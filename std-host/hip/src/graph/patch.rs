@@ -27,23 +27,13 @@
 //! therefore copies of one node, unchanged since: an update scans the two stamp lists and
 //! compares parameters only where the stamps differ. Stamp 0 marks a destroyed node.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use aqueduct::{BuiltinKernel, Error, GraphExecHandle, HostFn, NodeId};
 
-use super::build::{builtin_launch, copy_args, fill_args, way, Row, Site, Staging, Way};
-use super::{CopyNode, Graph, Kind};
 use crate::error::HipResult;
 use crate::global::Global;
 
-/// The last stamp handed out.
-static STAMPS: AtomicU64 = AtomicU64::new(0);
-
-/// A stamp no node has had.
-pub(super) fn new_stamp() -> u64 {
-    // Ordering: Relaxed; only uniqueness matters.
-    STAMPS.fetch_add(1, Ordering::Relaxed) + 1
-}
+use super::build::{builtin_launch, copy_args, fill_args, way, Row, Site, Staging, Way};
+use super::model::{CopyNode, Kind};
 
 /// Calls `f` with every index where the stamp lists `a` and `b` (of equal length) differ,
 /// comparing eight stamps at a time: an update scans thousands of nodes to find a few.
@@ -60,31 +50,6 @@ pub(super) fn differing<E>(a: &[u64], b: &[u64], mut f: impl FnMut(u16) -> Resul
         }
     }
     Ok(())
-}
-
-impl Graph {
-    /// The stamps of every id, when each has one.
-    pub(super) fn stamps(&self) -> Option<&[u64]> {
-        (self.stamps.len() == self.nodes.len()).then_some(&self.stamps)
-    }
-
-    /// Node `id`'s stamp (0 for a destroyed or unknown node).
-    pub(super) fn stamp(&self, id: u16) -> u64 {
-        self.stamps.get(usize::from(id)).copied().unwrap_or(0)
-    }
-
-    pub(super) fn set_stamp(&mut self, id: u16, stamp: u64) {
-        if let Some(s) = self.stamps.get_mut(usize::from(id)) {
-            *s = stamp;
-        }
-    }
-
-    /// Node `id` may change: it gets a new stamp.
-    pub(super) fn restamp(&mut self, id: u16) {
-        if self.live(id) {
-            self.set_stamp(id, new_stamp());
-        }
-    }
 }
 
 /// Whether a node's patch is made, or the executable must be built again.
@@ -244,6 +209,7 @@ fn same_raw(a: &aqueduct::NodeKind, b: &aqueduct::NodeKind) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::model::Graph;
     use super::*;
 
     #[test]

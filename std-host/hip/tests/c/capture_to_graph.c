@@ -173,6 +173,24 @@ int main(void) {
     TRUE(node_count(g3) == 0);
     OK(hipGraphDestroy(g3));
 
+    /* A capture torn down with its execution context holds the graph until its stream goes. */
+    hipGraph_t g4;
+    aqdExecCtx_t ctx;
+    hipStream_t cs;
+    OK(hipGraphCreate(&g4, 0));
+    OK(aqdExecCtxCreate(&ctx, 0));
+    OK(aqdExecCtxStreamCreate(ctx, &cs, hipStreamNonBlocking, 0));
+    OK(hipStreamBeginCaptureToGraph(cs, g4, NULL, NULL, 0, hipStreamCaptureModeRelaxed));
+    OK(launch(p, 1, 1, cs));
+    OK(aqdExecCtxDestroy(ctx));
+    EXPECT(hipGraphDestroy(g4), hipErrorInvalidValue);
+    OK(hipStreamDestroy(cs));
+    TRUE(node_count(g4) == 0);
+    OK(hipStreamBeginCaptureToGraph(other, g4, NULL, NULL, 0, hipStreamCaptureModeRelaxed));
+    OK(hipStreamEndCapture(other, &ended));
+    TRUE(ended == g4);
+    OK(hipGraphDestroy(g4));
+
     OK(hipGraphDestroy(graph));
     OK(hipGraphDestroy(empty));
     OK(hipStreamDestroy(s));

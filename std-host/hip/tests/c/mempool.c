@@ -310,17 +310,45 @@ int main(void) {
 
     /* A capture that fails gives its graph allocations back; so does one torn down with its
        stream. */
+    void *base;
+    size_t span;
     OK(hipStreamBeginCapture(s1, hipStreamCaptureModeGlobal));
     OK(hipMallocAsync(&ga, 64, s1));
+    OK(hipMemGetAddressRange(&base, &span, ga));
     EXPECT(hipStreamSynchronize(s1), hipErrorStreamCaptureUnsupported);
     EXPECT(hipStreamEndCapture(s1, &graph), hipErrorStreamCaptureInvalidated);
     EXPECT(hipFreeAsync(ga, s1), hipErrorInvalidValue);
-    hipStream_t s3;
+    EXPECT(hipMemGetAddressRange(&base, &span, ga), hipErrorInvalidDevicePointer);
+    hipStream_t s3, s5;
     OK(hipStreamCreate(&s3));
+    OK(hipStreamCreate(&s5));
     OK(hipStreamBeginCapture(s3, hipStreamCaptureModeGlobal));
-    OK(hipMallocAsync(&ga, 64, s3));
+    /* Allocated on a fork: still the capture's memory, given back with its origin stream. */
+    hipEvent_t forked;
+    OK(hipEventCreate(&forked));
+    OK(hipEventRecord(forked, s3));
+    OK(hipStreamWaitEvent(s5, forked, 0));
+    OK(hipMallocAsync(&ga, 64, s5));
+    OK(hipMemGetAddressRange(&base, &span, ga));
+    OK(hipStreamDestroy(s5));
+    OK(hipMemGetAddressRange(&base, &span, ga));
     OK(hipStreamDestroy(s3));
     EXPECT(hipFreeAsync(ga, s1), hipErrorInvalidValue);
+    EXPECT(hipMemGetAddressRange(&base, &span, ga), hipErrorInvalidDevicePointer);
+    OK(hipEventDestroy(forked));
+
+    /* A graph's memory goes with the last of graph and executable. */
+    OK(hipStreamBeginCapture(s1, hipStreamCaptureModeGlobal));
+    OK(hipMallocAsync(&ga, 64, s1));
+    OK(hipFreeAsync(ga, s1));
+    OK(hipStreamEndCapture(s1, &graph));
+    OK(hipGraphInstantiate(&exec, graph, NULL, NULL, 0));
+    OK(hipGraphDestroy(graph));
+    OK(hipGraphLaunch(exec, s1));
+    OK(hipStreamSynchronize(s1));
+    OK(hipMemGetAddressRange(&base, &span, ga));
+    OK(hipGraphExecDestroy(exec));
+    EXPECT(hipMemGetAddressRange(&base, &span, ga), hipErrorInvalidDevicePointer);
 
     /* Detached and destroyed streams. */
     aqdExecCtx_t ctx;
