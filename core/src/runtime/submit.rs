@@ -826,19 +826,16 @@ unsafe fn copy_args(args: &[u8], dst: *mut u8) {
         if (16..=32).contains(&len) {
             // SAFETY: bytes 0..16 and len-16..len lie inside both `args` and the caller's `dst`.
             unsafe {
-                let (a, b) =
-                    (src.cast::<[u8; 16]>().read_unaligned(), src.add(len - 16).cast::<[u8; 16]>().read_unaligned());
-                dst.cast::<[u8; 16]>().write_unaligned(a);
-                dst.add(len - 16).cast::<[u8; 16]>().write_unaligned(b);
+                dst.cast::<[u8; 16]>().write_unaligned(src.cast::<[u8; 16]>().read_unaligned());
+                dst.add(len - 16).cast::<[u8; 16]>().write_unaligned(src.add(len - 16).cast::<[u8; 16]>().read_unaligned());
             }
             return;
         }
         if (8..16).contains(&len) {
             // SAFETY: bytes 0..8 and len-8..len lie inside both `args` and the caller's `dst`.
             unsafe {
-                let (a, b) = (src.cast::<u64>().read_unaligned(), src.add(len - 8).cast::<u64>().read_unaligned());
-                dst.cast::<u64>().write_unaligned(a);
-                dst.add(len - 8).cast::<u64>().write_unaligned(b);
+                dst.cast::<u64>().write_unaligned(src.cast::<u64>().read_unaligned());
+                dst.add(len - 8).cast::<u64>().write_unaligned(src.add(len - 8).cast::<u64>().read_unaligned());
             }
             return;
         }
