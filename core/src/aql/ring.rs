@@ -253,7 +253,7 @@ impl AqlRing {
     // Inlined on hosts, so the reservation stays in registers in the caller (returned through
     // memory it cost store-forwarding stalls: docs/architecture.md, "The submit path,
     // instruction by instruction"), with the room check inline and the wait out of line.
-    #[cfg_attr(target_has_atomic = "64", inline)]
+    #[cfg_attr(target_has_atomic = "64", inline(always))]
     pub unsafe fn reserve_single_producer(&self, n: u32, spins: u32, read_hint: &mut u64) -> Result<Reservation<'_>> {
         let n = u64::from(n);
         if n == 0 || n > self.size() {

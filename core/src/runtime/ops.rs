@@ -15,7 +15,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// Launches a kernel on `s` (`hipModuleLaunchKernel`); its arguments are copied now.
     /// A zero size or a work-group over 1024 work-items is `InvalidConfiguration`.
     pub fn launch_kernel(&self, s: StreamHandle, launch: &KernelLaunch<'_>) -> Result<()> {
-        self.submit(s, Command::Kernel(launch))
+        self.submit_launch(s, launch)
     }
 
     pub(super) fn builtin<A: BuiltinArgs>(&self, s: StreamHandle, kernel: BuiltinKernel, args: A) -> Result<()> {

@@ -227,6 +227,33 @@ pub(super) fn dispatch_packet(
     }
 }
 
+/// The words of dispatch packet `d` in ring slot `index` of `hw`: `args` copied into the slot's
+/// kernel-argument slot and `d` completed with their address, `signal` and the barrier bit. The
+/// one finish of a dispatch packet, for [`Runtime::publish`] and the fast path's
+/// [`Runtime::launch_fast`].
+///
+/// # Safety
+/// `index` is reserved by the caller, and the kernel-argument slots from `index`'s on, as many as
+/// the arguments span, are the caller's until the packet retires (QueueDesc contract).
+#[inline(always)]
+unsafe fn dispatch_words<Q>(
+    hw: &QueueHw<Q>,
+    index: u64,
+    d: &mut KernelDispatchPacket,
+    args: &[u8],
+    signal: u64,
+) -> PacketWords {
+    let desc = &hw.desc;
+    let off = (index & (desc.ring.size() - 1)) * u64::from(desc.kernarg_slot_bytes);
+    // SAFETY: the caller's contract; the area runs `kernarg_overhang_slots` past the ring's last
+    // slot, so arguments spanning several slots stay inside it.
+    unsafe { copy_args(args, desc.kernarg_host.as_ptr().add(off as usize)) };
+    d.kernarg_address = desc.kernarg_device + off;
+    d.completion_signal = signal;
+    d.header = with_barrier(d.header, true);
+    *d.words()
+}
+
 impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     // ----- publishing ----------------------------------------------------------------------
 
@@ -306,23 +333,18 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 Spec::Deps(deps) => (and_words(deps, p), true, 0),
                 Spec::Mark(signal) => (and_words([0; 5], signal.0), false, 0),
                 Spec::Dispatch(k) => {
-                    let args = k.args;
                     let mut d = dispatch_packet(k.object, k.grid, k.wg, k.group, k.private);
-                    let desc = &hw.desc;
-                    let off = (index & (ring.size() - 1)) * u64::from(desc.kernarg_slot_bytes);
-                    // No division on the common path: arguments within one slot take one.
-                    let slots = if args.len() <= slot_bytes { 1 } else { args.len().div_ceil(slot_bytes.max(1)) };
                     // SAFETY: the kernarg slots of reserved ring slots belong to this producer
                     // until their packets retire (QueueDesc contract); the dispatch's arguments
                     // span its slot and those of the `slots - 1` no-op barriers reserved after it
                     // (checked against the overhang above), contiguous in the area, which runs
                     // `kernarg_overhang_slots` past the ring's last slot. Retirement is in order,
                     // so those slots stay this dispatch's until it has completed.
-                    unsafe { copy_args(args, desc.kernarg_host.as_ptr().add(off as usize)) };
-                    d.kernarg_address = desc.kernarg_device + off;
-                    d.completion_signal = p;
-                    d.header = with_barrier(d.header, true);
-                    (*d.words(), true, slots - 1)
+                    let words = unsafe { dispatch_words(hw, index, &mut d, k.args, p) };
+                    // No division on the common path: arguments within one slot take one.
+                    let args = k.args.len();
+                    let slots = if args <= slot_bytes { 1 } else { args.div_ceil(slot_bytes.max(1)) };
+                    (words, true, slots - 1)
                 }
                 Spec::Value { signal, value, mask, cond } => (value_words(signal, value, mask, cond, p), true, 0),
             };
@@ -462,32 +484,56 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
 
     /// Enqueues one operation on stream `s` with its implicit and explicit dependencies.
     ///
-    /// On hosts the fast path ([`submit_fast`](Self::submit_fast)) runs first; whatever it does
+    /// On hosts the fast path ([`fast_lock`](Self::fast_lock)) runs first; whatever it does
     /// not take goes the checked path, which resolves the handle as every stream API does and
     /// names the error. Small images have the checked path only.
     #[inline]
     pub(super) fn submit(&self, s: StreamHandle, cmd: Command<'_>) -> Result<()> {
         #[cfg(target_has_atomic = "64")]
-        if let Some(r) = self.submit_fast(s, &cmd) {
-            return r;
+        if let Some((i, slot, mut inner)) = self.fast_lock(s) {
+            return self.check_fault(&inner).and_then(|()| self.submit_locked(i, slot, &mut inner, &cmd));
         }
         self.submit_checked(s, cmd)
     }
 
-    /// The submit fast path: a created stream's handle, no capture alive, the slot holding that
-    /// stream live and attached ([`StreamSlot::enqueues_fast`]), checked under the stream's
-    /// lock (the stream may be destroyed or detached, or a capture begin, until it is held;
-    /// whether a capture is alive is also read first, so a capturing process does not take the
-    /// lock twice). Then the queue's fault check and the publish, as on the checked path.
-    /// `None` (before anything is published) hands the operation to the checked path: the null
-    /// and per-thread streams, a stale or garbage handle, a detached stream, captures.
+    /// [`submit`](Self::submit) of a launch: on the fast path, [`launch_fast`](Self::launch_fast)
+    /// publishes it straight from `launch`, no [`Command`] built (an enum that lives in memory).
+    /// Small images have the checked path only, so this is [`submit`](Self::submit) there.
+    #[inline]
+    pub(super) fn submit_launch(&self, s: StreamHandle, launch: &crate::runtime::KernelLaunch<'_>) -> Result<()> {
+        #[cfg(target_has_atomic = "64")]
+        if let Some((i, slot, mut inner)) = self.fast_lock(s) {
+            if let Some(r) = self.launch_fast(slot, &mut inner, launch) {
+                return r;
+            }
+            let cmd = Command::Kernel(launch);
+            return self.check_fault(&inner).and_then(|()| self.submit_locked(i, slot, &mut inner, &cmd));
+        }
+        #[cfg(target_has_atomic = "64")]
+        return self.submit_checked(s, Command::Kernel(launch));
+        #[cfg(not(target_has_atomic = "64"))]
+        self.submit(s, Command::Kernel(launch))
+    }
+
+    /// The submit fast path's checks: a created stream's handle, no capture alive, the slot
+    /// holding that stream live and attached ([`StreamSlot::enqueues_fast`]), checked under the
+    /// stream's lock (the stream may be destroyed or detached, or a capture begin, until it is
+    /// held; whether a capture is alive is also read first, so a capturing process does not
+    /// take the lock twice). Returns the slot with its lock held; then the queue's fault check
+    /// and the publish follow, as on the checked path. `None` (nothing published) hands the
+    /// operation to the checked path: the null and per-thread streams, a stale or garbage
+    /// handle, a detached stream, captures.
     ///
     /// What it skips is what a live created stream makes redundant: the device count (a stream
     /// exists only on a device that does), the null and per-thread lookups, the classification
     /// of the handle (only `Live` continues) and the repeated reads of the attribute word.
     #[cfg(target_has_atomic = "64")]
     #[inline(always)]
-    fn submit_fast(&self, s: StreamHandle, cmd: &Command<'_>) -> Option<Result<()>> {
+    #[allow(clippy::type_complexity)]
+    fn fast_lock(
+        &self,
+        s: StreamHandle,
+    ) -> Option<(usize, &StreamSlot<K::RawMutex>, lock_api::MutexGuard<'_, K::RawMutex, StreamInner>)> {
         if self.any_capture() {
             return None;
         }
@@ -498,11 +544,59 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let slot = self.stream(i).ok()?;
         // Checked once, under the lock (where it must be): a stale or detached slot costs a
         // lock, then the checked path; a live one pays nothing twice.
-        let mut inner = slot.inner.lock();
+        let inner = slot.inner.lock();
         if !slot.enqueues_fast(generation) || self.any_capture() {
             return None;
         }
-        Some(self.check_fault(&inner).and_then(|()| self.submit_locked(i, slot, &mut inner, cmd)))
+        Some((i, slot, inner))
+    }
+
+    /// The fast path's launch: the queue looked up once for the fault check and the publish, one
+    /// packet reserved single-producer and written from the launch as it is, the doorbell rung
+    /// plainly. `None` (nothing published) when the launch needs more than that — a shared
+    /// queue, implicit dependencies, arguments longer than a kernel-argument slot, a full ring —
+    /// and the general publish takes it, under the same lock. Keeping the launch's fields out of
+    /// an intermediate list keeps them out of the stack, whose stores the next enqueue's lock
+    /// would wait for (docs/architecture.md, "The submit path, instruction by instruction").
+    #[cfg(target_has_atomic = "64")]
+    #[inline(always)]
+    fn launch_fast(
+        &self,
+        slot: &StreamSlot<K::RawMutex>,
+        inner: &mut StreamInner,
+        k: &crate::runtime::KernelLaunch<'_>,
+    ) -> Option<Result<()>> {
+        let hw = self.queue_of(inner.binding.as_ref()?).ok()?;
+        if let Some(e) = self.backend.queue_fault(&hw.queue) {
+            return Some(Err(e));
+        }
+        // Ordering: Acquire, as in `publish`.
+        if hw.shared.load(Ordering::Acquire) || !self.no_implicit_deps(slot) {
+            return None;
+        }
+        if let Err(e) = check_geometry(k.grid, k.workgroup, k.kernel_object) {
+            return Some(Err(e));
+        }
+        let mut d = dispatch_packet(k.kernel_object, k.grid, k.workgroup, k.group_segment_size, k.private_segment_size);
+        if k.kernarg.len() > hw.desc.kernarg_slot_bytes as usize {
+            return None;
+        }
+        let signal = slot.progress.get()?.handle().0;
+        // SAFETY: the queue is not shared (read above under this stream's lock, as in `publish`),
+        // so this is the ring's only producer. No spin: a full ring is the general publish's,
+        // which waits for room.
+        let mut res = unsafe { hw.desc.ring.reserve_single_producer(1, 0, &mut inner.read_hint) }.ok()?;
+        // SAFETY: the slot is reserved above and the arguments fit its kernel-argument slot.
+        let words = unsafe { dispatch_words(hw, res.next_index(), &mut d, k.kernarg, signal) };
+        res.write_words(&words);
+        let last = res.finish();
+        // Ordering: Relaxed; this lock holder is the only writer.
+        let before = slot.submitted.load(Ordering::Relaxed);
+        // Ordering: Release, as in `publish`.
+        slot.submitted.store(before + 1, Ordering::Release);
+        doorbell_fence();
+        self.backend.ring_doorbell(&hw.queue, last);
+        Some(Ok(()))
     }
 
     /// [`submit`](Self::submit) with every check of the handle and the stream in full.
@@ -732,19 +826,16 @@ unsafe fn copy_args(args: &[u8], dst: *mut u8) {
         if (16..=32).contains(&len) {
             // SAFETY: bytes 0..16 and len-16..len lie inside both `args` and the caller's `dst`.
             unsafe {
-                let (a, b) =
-                    (src.cast::<[u8; 16]>().read_unaligned(), src.add(len - 16).cast::<[u8; 16]>().read_unaligned());
-                dst.cast::<[u8; 16]>().write_unaligned(a);
-                dst.add(len - 16).cast::<[u8; 16]>().write_unaligned(b);
+                dst.cast::<[u8; 16]>().write_unaligned(src.cast::<[u8; 16]>().read_unaligned());
+                dst.add(len - 16).cast::<[u8; 16]>().write_unaligned(src.add(len - 16).cast::<[u8; 16]>().read_unaligned());
             }
             return;
         }
         if (8..16).contains(&len) {
             // SAFETY: bytes 0..8 and len-8..len lie inside both `args` and the caller's `dst`.
             unsafe {
-                let (a, b) = (src.cast::<u64>().read_unaligned(), src.add(len - 8).cast::<u64>().read_unaligned());
-                dst.cast::<u64>().write_unaligned(a);
-                dst.add(len - 8).cast::<u64>().write_unaligned(b);
+                dst.cast::<u64>().write_unaligned(src.cast::<u64>().read_unaligned());
+                dst.add(len - 8).cast::<u64>().write_unaligned(src.add(len - 8).cast::<u64>().read_unaligned());
             }
             return;
         }
