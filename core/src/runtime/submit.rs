@@ -827,7 +827,9 @@ unsafe fn copy_args(args: &[u8], dst: *mut u8) {
             // SAFETY: bytes 0..16 and len-16..len lie inside both `args` and the caller's `dst`.
             unsafe {
                 dst.cast::<[u8; 16]>().write_unaligned(src.cast::<[u8; 16]>().read_unaligned());
-                dst.add(len - 16).cast::<[u8; 16]>().write_unaligned(src.add(len - 16).cast::<[u8; 16]>().read_unaligned());
+                dst.add(len - 16)
+                    .cast::<[u8; 16]>()
+                    .write_unaligned(src.add(len - 16).cast::<[u8; 16]>().read_unaligned());
             }
             return;
         }

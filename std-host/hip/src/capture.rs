@@ -49,11 +49,24 @@ impl Drop for Capture {
 /// called while it is held, and a [`Capture`] is dropped after it is released.
 static CAPTURES: LazyLock<Mutex<Vec<Capture>>> = LazyLock::new(Default::default);
 
-/// Keeps capture `c`, begun on its origin stream; one this stream began before and that was
-/// torn down without this layer seeing it (its context destroyed) goes.
-fn keep(c: Capture) {
+/// Keeps capture `c`, begun on its origin stream. Captures core tore down without this layer
+/// seeing it go: one this stream began before (its context destroyed), and any whose graph core
+/// no longer has (its per-thread stream gone with its thread, its context destroyed).
+fn keep(g: &Global, c: Capture) {
+    let graphs: Vec<u64> = lock(&CAPTURES).iter().map(|o| o.graph).collect();
+    // Asked outside the leaf lock; a graph core no longer has never comes back.
+    let gone: Vec<u64> = graphs.into_iter().filter(|&h| g.rt.graph_node_count(GraphHandle(h)).is_err()).collect();
     let mut captures = lock(&CAPTURES);
-    let stale = captures.iter().position(|o| c.stream != 0 && o.stream == c.stream).map(|k| captures.swap_remove(k));
+    let mut stale = Vec::new();
+    let mut k = 0;
+    while k < captures.len() {
+        let o = &captures[k];
+        if (c.stream != 0 && o.stream == c.stream) || gone.contains(&o.graph) {
+            stale.push(captures.swap_remove(k));
+        } else {
+            k += 1;
+        }
+    }
     captures.push(c);
     drop(captures);
     drop(stale);
@@ -197,7 +210,7 @@ pub unsafe extern "C" fn hipStreamBeginCaptureToGraph(
             return Err(e.into());
         }
         let into = Some((CaptureInto { target, base }, lease));
-        keep(Capture { stream: origin_of(g, stream), graph: core.0, into, memory: None });
+        keep(g, Capture { stream: origin_of(g, stream), graph: core.0, into, memory: None });
         Ok(())
     })
 }
@@ -215,7 +228,7 @@ pub extern "C" fn hipStreamBeginCapture(stream: Handle, mode: c_uint) -> i32 {
         let g = global()?;
         g.rt.stream_begin_capture(stream_of(stream), mode)?;
         let graph = g.rt.stream_capture_info(stream_of(stream)).map_or(0, |i| i.graph);
-        keep(Capture { stream: origin_of(g, stream), graph, into: None, memory: None });
+        keep(g, Capture { stream: origin_of(g, stream), graph, into: None, memory: None });
         Ok(())
     })
 }

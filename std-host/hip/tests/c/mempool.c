@@ -9,6 +9,8 @@
    was kept and 1 that the new owner ran first. */
 #include "check.h"
 
+#include <pthread.h>
+
 /* inc(unsigned *p): *p += 1.  twice(unsigned *p): *p *= 2. */
 static void inc(void **args, dim3 b, dim3 g, dim3 d) { (**(unsigned **)args[0])++; }
 static void twice(void **args, dim3 b, dim3 g, dim3 d) { **(unsigned **)args[0] *= 2; }
@@ -42,6 +44,13 @@ static unsigned long long attr64(hipMemPool_t pool, hipMemPoolAttr a) {
     unsigned long long v = ~0ull;
     OK(hipMemPoolGetAttribute(pool, a, &v));
     return v;
+}
+
+/* Begins a capture on its per-thread stream, allocates in it and exits mid-capture. */
+static void *capture_and_exit(void *out) {
+    OK(hipStreamBeginCapture(hipStreamPerThread, hipStreamCaptureModeThreadLocal));
+    OK(hipMallocAsync((void **)out, 64, hipStreamPerThread));
+    return NULL;
 }
 
 int main(void) {
@@ -349,6 +358,18 @@ int main(void) {
     OK(hipMemGetAddressRange(&base, &span, ga));
     OK(hipGraphExecDestroy(exec));
     EXPECT(hipMemGetAddressRange(&base, &span, ga), hipErrorInvalidDevicePointer);
+
+    /* A capture whose per-thread stream went with its thread gives its memory back: by the
+       next capture begun, at the latest. */
+    pthread_t exiting;
+    void *orphan = NULL;
+    TRUE(pthread_create(&exiting, NULL, capture_and_exit, &orphan) == 0);
+    TRUE(pthread_join(exiting, NULL) == 0);
+    TRUE(orphan != NULL);
+    OK(hipStreamBeginCapture(s1, hipStreamCaptureModeGlobal));
+    OK(hipStreamEndCapture(s1, &graph));
+    OK(hipGraphDestroy(graph));
+    EXPECT(hipMemGetAddressRange(&base, &span, orphan), hipErrorInvalidDevicePointer);
 
     /* Detached and destroyed streams. */
     aqdExecCtx_t ctx;
