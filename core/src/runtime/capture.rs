@@ -229,7 +229,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             Command::WaitValue { address, value, mask, cond } => {
                 NodeKind::WaitValue(WaitValueNode { address, value, mask, cond })
             }
-            Command::HostFn(f) => NodeKind::Host(f),
+            Command::HostFn(f, _) => NodeKind::Host(f),
             Command::Marker | Command::EventRecord(_) | Command::WaitEvent(_) | Command::WaitPoint(..) => {
                 NodeKind::Empty
             }

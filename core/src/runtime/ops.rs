@@ -1,11 +1,12 @@
 //! Stream operations: kernels, copies, fills, host functions, memory values.
 
-use super::submit::Command;
+use super::submit::{Batch, Command};
 use super::{KernelLaunch, Runtime, WaitValueOp};
 use crate::aql::Condition;
 use crate::backend::{Backend, BuiltinArgs, BuiltinKernel, CopyArgs, FillArgs, HostFn, MemoryKind, WriteValueArgs};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::slots::stream::StreamInner;
 use crate::stream::StreamHandle;
 use crate::thread::ThreadKeys;
 
@@ -122,7 +123,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// `hipLaunchHostFunc` / `hipStreamAddCallback`: runs `f` on the host after all earlier
     /// work of the stream and before any later work.
     pub fn launch_host_func(&self, s: StreamHandle, f: HostFn) -> Result<()> {
-        self.submit(s, Command::HostFn(f))
+        let step = |i: usize, inner: &mut StreamInner, batch: &mut Batch<'_>| self.submit_host_fn(i, inner, batch, f);
+        self.submit(s, Command::HostFn(f, &step))
     }
 
     /// Enqueues an empty command (a point the stream passes once everything before it is done).

@@ -56,13 +56,21 @@ pub(super) enum Command<'a> {
         mask: i64,
         cond: Condition,
     },
-    HostFn(HostFn),
+    /// A host function, with the step that publishes it after the implicit dependencies
+    /// ([`submit_host_fn`](Runtime::submit_host_fn) on the stream of the index given): named
+    /// by `launch_host_func` alone, so an image that never enqueues a host function does not
+    /// link that step (docs/architecture.md, "Footprint").
+    HostFn(HostFn, &'a HostStep<'a>),
     EventRecord(LiveSignal),
     WaitEvent(SignalHandle),
     /// Wait for another stream's progress point (signal, count).
     WaitPoint(SignalHandle, u64),
     Marker,
 }
+
+/// The host-function step of a [`Command::HostFn`]: stream slot index, its lock's contents and
+/// the batch of implicit dependencies.
+pub(super) type HostStep<'a> = dyn Fn(usize, &mut StreamInner, &mut Batch<'_>) -> Result<()> + 'a;
 
 /// Which packet to publish.
 #[derive(Clone, Copy)]
@@ -545,7 +553,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         if !Self::still_live(slot, generation) {
             return Err(Error::ContextIsDestroyed);
         }
-        if matches!(cmd, Command::HostFn(HostFn::StreamCallback { .. })) {
+        if matches!(cmd, Command::HostFn(HostFn::StreamCallback { .. }, _)) {
             self.check_callback_target(&mut st, s, i)?;
         }
         let mut inner = slot.inner.lock();
@@ -648,7 +656,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 // The packet reads the value at signal + 8, where a signal keeps its value.
                 batch.push(Spec::Value { signal: address.wrapping_sub(8), value, mask, cond })?;
             }
-            Command::HostFn(f) => return self.submit_host_fn(i, slot, inner, &mut batch, f),
+            Command::HostFn(_, step) => return step(i, inner, &mut batch),
             Command::EventRecord(sig) => {
                 batch.push(Spec::Mark(sig.handle()))?;
                 batch.push(Spec::Deps([0; 5]))?;
@@ -673,14 +681,14 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// one copy beside the batch path (docs/architecture.md, "Footprint").
     #[cold]
     #[inline(never)]
-    fn submit_host_fn(
+    pub(super) fn submit_host_fn(
         &self,
         i: usize,
-        slot: &StreamSlot<K::RawMutex>,
         inner: &mut StreamInner,
         batch: &mut Batch<'_>,
         f: HostFn,
     ) -> Result<()> {
+        let slot = self.stream(i)?;
         let (idx, start, done) = self.take_host_signals(i)?;
         let result = batch
             .push(Spec::Mark(start.handle()))
