@@ -13,8 +13,8 @@ use portable_atomic::Ordering;
 
 use super::{doorbell_fence, Runtime};
 use crate::aql::{
-    amd_format, BarrierPacket, BarrierValuePacket, Condition, FenceScope, Header, KernelDispatchPacket, Packet,
-    PacketType, PacketWords, DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
+    amd_format, AqlRing, BarrierPacket, BarrierValuePacket, Condition, FenceScope, Header, KernelDispatchPacket,
+    Packet, PacketType, PacketWords, Reservation, DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
 };
 use crate::backend::{Backend, BuiltinKernel, HostFn};
 #[cfg(feature = "capture")]
@@ -287,14 +287,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let ring = &hw.desc.ring;
         let mut attempt = 0;
         let mut res = loop {
-            let r = if shared {
-                ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint)
-            } else {
-                // SAFETY: the queue is not shared: `shared` is set, under the lock of every stream
-                // bound to the queue, before a second stream can publish into it, and this
-                // stream's lock is held, so this is the ring's only producer now.
-                unsafe { ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint) }
-            };
+            // SAFETY: `shared` was loaded under this stream's lock, held throughout.
+            let r = unsafe { reserve(ring, shared, n, &mut inner.read_hint) };
             match r {
                 Err(Error::NotReady) if attempt < ROOM_ATTEMPTS => {
                     attempt += 1;
@@ -380,12 +374,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             let first = left_body.len() == body.len();
             let mut attempt = 0;
             let mut res = loop {
-                let r = if shared {
-                    ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint)
-                } else {
-                    // SAFETY: as in `publish`: an unshared queue and this stream's lock held.
-                    unsafe { ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint) }
-                };
+                // SAFETY: as in `publish`: `shared` loaded under this stream's lock, held.
+                let r = unsafe { reserve(ring, shared, n, &mut inner.read_hint) };
                 match r {
                     Err(Error::NotReady) if !first || attempt < ROOM_ATTEMPTS => {
                         attempt += 1;
@@ -723,6 +713,27 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         }
         Ok(())
     }
+}
+
+/// Reserves `n` slots of a stream's ring for its publish: on a queue only this stream uses
+/// (`shared` false), the single-producer reservation, else the multi-producer one. Small
+/// images take the multi-producer reservation for both (correct for one producer too): one
+/// reservation routine in the image instead of two (docs/architecture.md, "Footprint").
+///
+/// # Safety
+/// The caller holds the publishing stream's lock and loaded `shared` (the queue's flag) under
+/// it: `shared` is set, under the lock of every stream bound to the queue, before a second
+/// stream can publish into it, so an unshared queue has this one producer now.
+#[inline(always)]
+unsafe fn reserve<'r>(ring: &'r AqlRing, shared: bool, n: u32, read_hint: &mut u64) -> Result<Reservation<'r>> {
+    #[cfg(target_has_atomic = "64")]
+    if !shared {
+        // SAFETY: the caller's contract: an unshared queue has this one producer.
+        return unsafe { ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, read_hint) };
+    }
+    #[cfg(not(target_has_atomic = "64"))]
+    let _ = shared;
+    ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, read_hint)
 }
 
 /// Copies a dispatch's kernel arguments to `dst`, its kernel-argument slot. On hosts, arguments
