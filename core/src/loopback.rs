@@ -2,8 +2,9 @@
 //!
 //! Published packets execute on the calling thread when the doorbell rings (and again whenever
 //! a wait or query polls), through the same [`aql::step`] the emulator's command processor uses.
-//! Kernels are host functions registered by kernel object; the built-in copy, fill and
-//! write-value kernels are registered at start. Every doorbell and every processed packet is
+//! Kernels are host functions registered by kernel object; a built-in kernel (copy, fill,
+//! write-value, the graph scheduler) is registered in its fixed slot at its first
+//! `builtin_kernel` request. Every doorbell and every processed packet is
 //! recorded in a fixed-size trace that tests assert on.
 //!
 //! All memory lives in a [`LoopbackMemory`] the caller owns (a `static` on firmware, a local in
@@ -239,6 +240,10 @@ struct State<C: Config> {
     trace: C::LoopbackTrace<TraceSlot>,
     trace_len: usize,
     trace_dropped: usize,
+    /// What runs the pending host calls: set by the first `host_call`, so the pump names the
+    /// drain only through this value and an image that never hands over a host call does not
+    /// link it (docs/architecture.md, "Footprint").
+    drain_calls: Option<fn(&Loopback<'_, C>) -> bool>,
 }
 
 /// The loopback backend over a borrowed [`LoopbackMemory`].
@@ -316,23 +321,27 @@ fn builtin_graph_scheduler(d: &Dispatch) -> core::result::Result<(), QueueFault>
     unsafe { crate::conditional::run_scheduler(a) }
 }
 
-/// The built-in kernels. The graph scheduler only with capture: without it no graph exists to
-/// dispatch it, and the loopback answers `NotSupported` (`docs/architecture.md`, "Footprint").
-#[cfg(feature = "capture")]
-const BUILTINS: [(BuiltinKernel, KernelFn); 4] = [
-    (BuiltinKernel::Copy, builtin_copy),
-    (BuiltinKernel::Fill, builtin_fill),
-    (BuiltinKernel::WriteValue, builtin_write_value),
-    (BuiltinKernel::GraphScheduler, builtin_graph_scheduler),
-];
-/// The built-in kernels. The graph scheduler only with capture: without it no graph exists to
-/// dispatch it, and the loopback answers `NotSupported` (`docs/architecture.md`, "Footprint").
-#[cfg(not(feature = "capture"))]
-const BUILTINS: [(BuiltinKernel, KernelFn); 3] = [
-    (BuiltinKernel::Copy, builtin_copy),
-    (BuiltinKernel::Fill, builtin_fill),
-    (BuiltinKernel::WriteValue, builtin_write_value),
-];
+/// Kernel slots kept for the built-in kernels (Copy, Fill, WriteValue, GraphScheduler, in the
+/// order of [`builtin_fn`]); registered kernels take the slots after them.
+const BUILTIN_SLOTS: usize = 4;
+
+/// The built-in kernel `kernel`: its kernel slot and host function. The graph scheduler only
+/// with capture: without it no graph exists to dispatch it, and the loopback answers
+/// `NotSupported` (`docs/architecture.md`, "Footprint"). Inlined into each request, so a
+/// request of one constant kind names that kernel's function alone and an image links only the
+/// built-ins it asks for.
+#[inline(always)]
+fn builtin_fn(kernel: BuiltinKernel) -> Result<(usize, KernelFn)> {
+    Ok(match kernel {
+        BuiltinKernel::Copy => (0, builtin_copy),
+        BuiltinKernel::Fill => (1, builtin_fill),
+        BuiltinKernel::WriteValue => (2, builtin_write_value),
+        #[cfg(feature = "capture")]
+        BuiltinKernel::GraphScheduler => (3, builtin_graph_scheduler),
+        #[cfg(not(feature = "capture"))]
+        BuiltinKernel::GraphScheduler => return Err(Error::NotSupported),
+    })
+}
 
 impl<'m, C: Config> Loopback<'m, C> {
     /// Packets per ring.
@@ -351,7 +360,7 @@ impl<'m, C: Config> Loopback<'m, C> {
 
     /// A loopback backend reporting `devices` devices (they share the memory).
     pub fn with_devices(mem: &'m LoopbackMemory<C>, devices: u32) -> Self {
-        let mut lb = Loopback {
+        Loopback {
             mem,
             state: Self::LOCKED_STATE,
             faults: <C::LoopbackQueues<Fault> as Table<Fault>>::EMPTY,
@@ -362,9 +371,7 @@ impl<'m, C: Config> Loopback<'m, C> {
             pump_passes: AtomicU32::new(0),
             start_index: None,
             deferred: AtomicBool::new(false),
-        };
-        lb.install_builtins();
-        lb
+        }
     }
 
     /// [`new`](Self::new) written into `place` field by field and returned: no backend-sized
@@ -407,13 +414,11 @@ impl<'m, C: Config> Loopback<'m, C> {
             addr_of_mut!((*p).deferred).write(AtomicBool::new(false));
         }
         // SAFETY: every field was written above.
-        let lb = unsafe { place.assume_init_mut() };
-        lb.install_builtins();
-        lb
+        unsafe { place.assume_init_mut() }
     }
 
-    /// The state of a new loopback: nothing used, no kernel registered
-    /// ([`install_builtins`](Self::install_builtins) adds the built-ins), an empty trace.
+    /// The state of a new loopback: nothing used, no kernel registered (a built-in is at its
+    /// first [`builtin_kernel`](Backend::builtin_kernel) request), an empty trace.
     const STATE: State<C> = State {
         queue_used: <C::LoopbackQueues<Used> as Table<Used>>::EMPTY,
         queue_priority: <C::LoopbackQueues<QueuePriority> as Table<QueuePriority>>::EMPTY,
@@ -425,6 +430,7 @@ impl<'m, C: Config> Loopback<'m, C> {
         trace: <C::LoopbackTrace<TraceSlot> as Table<TraceSlot>>::EMPTY,
         trace_len: 0,
         trace_dropped: 0,
+        drain_calls: None,
     };
 
     /// [`STATE`](Self::STATE) behind its lock, a constant: written in place with one copy of
@@ -439,13 +445,6 @@ impl<'m, C: Config> Loopback<'m, C> {
     #[cfg_attr(target_has_atomic = "64", inline)]
     fn lock_state(&self) -> spin::MutexGuard<'_, State<C>> {
         self.state.lock()
-    }
-
-    /// Registers the built-in kernels, in the first kernel slots.
-    fn install_builtins(&mut self) {
-        for (k, (_, f)) in self.state.get_mut().kernels.iter_mut().zip(BUILTINS) {
-            *k = Some(f);
-        }
     }
 
     /// While deferred, a doorbell only records its value (as a hardware doorbell does) and the
@@ -466,7 +465,13 @@ impl<'m, C: Config> Loopback<'m, C> {
     /// Registers a kernel's host twin; returns its kernel object.
     pub fn register_kernel(&self, f: KernelFn) -> Result<u64> {
         let mut st = self.lock_state();
-        let (i, slot) = st.kernels.iter_mut().enumerate().find(|(_, k)| k.is_none()).ok_or(Error::OutOfMemory)?;
+        let (i, slot) = st
+            .kernels
+            .iter_mut()
+            .enumerate()
+            .skip(BUILTIN_SLOTS)
+            .find(|(_, k)| k.is_none())
+            .ok_or(Error::OutOfMemory)?;
         *slot = Some(f);
         Ok(KERNEL_OBJECT_BASE + i as u64 * 64)
     }
@@ -569,7 +574,12 @@ impl<'m, C: Config> Loopback<'m, C> {
             for q in 0..self.mem.queues.slots().len() {
                 progress |= self.run_queue(q);
             }
-            progress |= self.run_host_calls();
+            // Only with calls pending (set before the first push): the drain is `host_call`'s.
+            if !self.calls.is_empty() {
+                if let Some(drain) = self.lock_state().drain_calls {
+                    progress |= drain(self);
+                }
+            }
             if !progress {
                 break;
             }
@@ -943,11 +953,17 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
         Ok(())
     }
 
+    // Inlined, so a request of a constant kind links that built-in only (`builtin_fn`).
+    #[inline(always)]
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {
         if device >= self.device_count() {
             return Err(Error::InvalidDevice);
         }
-        let i = BUILTINS.iter().position(|(k, _)| *k == kernel).ok_or(Error::NotSupported)?;
+        let (i, f) = builtin_fn(kernel)?;
+        // Registered on first request (the slot is the kind's whatever the order of requests).
+        if let Some(k) = self.lock_state().kernels.get_mut(i) {
+            *k = Some(f);
+        }
         Ok(KERNEL_OBJECT_BASE + i as u64 * 64)
     }
 
@@ -984,6 +1000,7 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
     }
 
     fn host_call(&self, start: SignalHandle, done: SignalHandle, f: HostFn) -> Result<()> {
+        self.lock_state().drain_calls = Some(|lb| lb.run_host_calls());
         // SAFETY: core hands this backend's own live signals and a function its caller vouched
         // for (the Backend::host_call contract).
         unsafe { self.calls.push(start, done, f) }

@@ -212,7 +212,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             }
             Command::Builtin { kernel, ref args, len } => {
                 let device = self.stream(i)?.attrs().device;
-                let object = self.backend.builtin_kernel(device, kernel)?;
+                let object = kernel(device)?;
                 let args = args.get(..len).ok_or(Error::InvalidValue)?;
                 NodeKind::Dispatch(dispatch_node(
                     &self.backend,
@@ -229,7 +229,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             Command::WaitValue { address, value, mask, cond } => {
                 NodeKind::WaitValue(WaitValueNode { address, value, mask, cond })
             }
-            Command::HostFn(f, _) => NodeKind::Host(f),
+            Command::HostFn { f, .. } => NodeKind::Host(f),
             Command::Marker | Command::EventRecord(_) | Command::WaitEvent(_) | Command::WaitPoint(..) => {
                 NodeKind::Empty
             }

@@ -16,7 +16,7 @@ use crate::aql::{
     amd_format, AqlRing, BarrierPacket, BarrierValuePacket, Condition, FenceScope, Header, KernelDispatchPacket,
     Packet, PacketType, PacketWords, Reservation, DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
 };
-use crate::backend::{Backend, BuiltinKernel, HostFn};
+use crate::backend::{Backend, HostFn};
 #[cfg(feature = "capture")]
 use crate::capture::CaptureStatus;
 use crate::config::Config;
@@ -45,8 +45,11 @@ const ROOM_WAIT: crate::backend::Timeout = crate::backend::Timeout(10_000_000);
 pub(super) enum Command<'a> {
     /// A launch, borrowed (not copied onto the submit path's stack).
     Kernel(&'a crate::runtime::KernelLaunch<'a>),
+    /// A built-in kernel: `kernel` answers its kernel object on a device (a closure of the API
+    /// naming one constant [`BuiltinKernel`], so an image links only the built-ins it enqueues:
+    /// docs/architecture.md, "Footprint"), with its arguments.
     Builtin {
-        kernel: BuiltinKernel,
+        kernel: &'a BuiltinObject<'a>,
         args: [u8; 32],
         len: usize,
     },
@@ -56,11 +59,16 @@ pub(super) enum Command<'a> {
         mask: i64,
         cond: Condition,
     },
-    /// A host function, with the step that publishes it after the implicit dependencies
-    /// ([`submit_host_fn`](Runtime::submit_host_fn) on the stream of the index given): named
-    /// by `launch_host_func` alone, so an image that never enqueues a host function does not
-    /// link that step (docs/architecture.md, "Footprint").
-    HostFn(HostFn, &'a HostStep<'a>),
+    /// A host function (kept for capture, which records it as a node), with the step that
+    /// publishes it after the implicit dependencies ([`submit_host_fn`](Runtime::submit_host_fn)
+    /// on the stream of the index given): named by `launch_host_func` alone, so an image that
+    /// never enqueues a host function does not link that step (docs/architecture.md,
+    /// "Footprint").
+    HostFn {
+        #[cfg(feature = "capture")]
+        f: HostFn,
+        step: &'a HostStep<'a>,
+    },
     EventRecord(LiveSignal),
     WaitEvent(SignalHandle),
     /// Wait for another stream's progress point (signal, count).
@@ -71,6 +79,9 @@ pub(super) enum Command<'a> {
 /// The host-function step of a [`Command::HostFn`]: stream slot index, its lock's contents and
 /// the batch of implicit dependencies.
 pub(super) type HostStep<'a> = dyn Fn(usize, &mut StreamInner, &mut Batch<'_>) -> Result<()> + 'a;
+
+/// The kernel object of a [`Command::Builtin`] on a device.
+pub(super) type BuiltinObject<'a> = dyn Fn(u32) -> Result<u64> + 'a;
 
 /// Which packet to publish.
 #[derive(Clone, Copy)]
@@ -543,7 +554,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         if !Self::still_live(slot, generation) {
             return Err(Error::ContextIsDestroyed);
         }
-        if matches!(cmd, Command::HostFn(HostFn::StreamCallback { .. }, _)) {
+        if matches!(cmd, Command::HostFn { f: HostFn::StreamCallback { .. }, .. }) {
             self.check_callback_target(&mut st, s, i)?;
         }
         let mut inner = slot.inner.lock();
@@ -639,14 +650,14 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         match *cmd {
             Command::Kernel(k) => batch.push(Spec::Dispatch(Dispatch::launch(k)))?,
             Command::Builtin { kernel, ref args, len } => {
-                let object = self.backend.builtin_kernel(device, kernel)?;
+                let object = kernel(device)?;
                 batch.push(Spec::Dispatch(Dispatch::single(object, args.get(..len).ok_or(Error::InvalidValue)?)))?;
             }
             Command::WaitValue { address, value, mask, cond } => {
                 // The packet reads the value at signal + 8, where a signal keeps its value.
                 batch.push(Spec::Value { signal: address.wrapping_sub(8), value, mask, cond })?;
             }
-            Command::HostFn(_, step) => return step(i, inner, &mut batch),
+            Command::HostFn { step, .. } => return step(i, inner, &mut batch),
             Command::EventRecord(sig) => {
                 batch.push(Spec::Mark(sig.handle()))?;
                 batch.push(Spec::Deps([0; 5]))?;
