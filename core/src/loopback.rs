@@ -898,19 +898,28 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
         if bytes == 0 {
             return Err(Error::InvalidValue);
         }
-        let size = bytes.div_ceil(16) * 16;
+        // Larger than the heap (or overflowing the rounding) never fits.
+        let size = bytes.checked_next_multiple_of(16).filter(|&n| n <= Self::HEAP).ok_or(Error::OutOfMemory)?;
         let mut st = self.lock_state();
-        // First fit: the lowest of 0 and the block ends where `size` bytes fit.
+        // First fit: the lowest of 0 and the block ends where `size` bytes fit (candidate 0 is
+        // the heap's start, candidate `j + 1` the end of entry `j`). One plain loop: no
+        // iterator chain to expand (docs/architecture.md, "Footprint").
         // Borrowed, not copied: the table is MAX_ALLOCATIONS entries.
         let live = &st.allocations;
-        let fits = |at: usize| {
-            at + size <= Self::HEAP && live.iter().all(|&(off, len)| len == 0 || at + size <= off || off + len <= at)
-        };
-        let cursor = core::iter::once(0)
-            .chain(live.iter().filter(|(_, len)| *len != 0).map(|&(off, len)| off + len))
-            .filter(|&at| fits(at))
-            .min()
-            .ok_or(Error::OutOfMemory)?;
+        let mut cursor = None;
+        for j in 0..=live.len() {
+            let at = match j.checked_sub(1).map(|j| live.get(j)) {
+                None => 0,
+                Some(Some(&(off, len))) if len != 0 => off + len,
+                Some(_) => continue,
+            };
+            let fits = at + size <= Self::HEAP
+                && live.iter().all(|&(off, len)| len == 0 || at + size <= off || off + len <= at);
+            if fits && cursor.is_none_or(|c| at < c) {
+                cursor = Some(at);
+            }
+        }
+        let cursor = cursor.ok_or(Error::OutOfMemory)?;
         let slot = st.allocations.iter_mut().find(|(_, len)| *len == 0).ok_or(Error::OutOfMemory)?;
         *slot = (cursor, size);
         let base = self.mem.heap.0.get() as *mut u8;
