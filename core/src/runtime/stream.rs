@@ -5,6 +5,7 @@ use portable_atomic::Ordering;
 
 use super::{Lists, Runtime, St, Structure};
 use crate::backend::Backend;
+#[cfg(feature = "capture")]
 use crate::capture::DepSet;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -284,7 +285,9 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             binding: Some(binding),
             read_hint,
             cu_mask: n.cu_mask,
+            #[cfg(feature = "capture")]
             capture: None,
+            #[cfg(feature = "capture")]
             capture_deps: DepSet::EMPTY,
         };
         slot.set_attrs(Attrs {
