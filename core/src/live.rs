@@ -42,6 +42,7 @@ impl LiveSignal {
 
     /// The value (Acquire).
     #[inline]
+    #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
     pub(crate) fn load(self) -> i64 {
         self.get().load()
     }

@@ -249,7 +249,7 @@ struct State<C: Config> {
 /// The loopback backend over a borrowed [`LoopbackMemory`].
 pub struct Loopback<'m, C: Config = DefaultConfig> {
     mem: &'m LoopbackMemory<C>,
-    state: spin::Mutex<State<C>>,
+    state: lock_api::Mutex<crate::thread::SpinRawMutex, State<C>>,
     /// Host functions waiting for their start signal (core's pending list).
     calls: HostCalls<crate::thread::SpinRawMutex, MAX_HOST_CALLS>,
     /// Per queue: 0, or the [`QueueFault::code`] that stopped it (read without the lock).
@@ -436,14 +436,15 @@ impl<'m, C: Config> Loopback<'m, C> {
     /// [`STATE`](Self::STATE) behind its lock, a constant: written in place with one copy of
     /// its image (or a clear), not built on the stack first.
     #[allow(clippy::declare_interior_mutable_const)]
-    const LOCKED_STATE: spin::Mutex<State<C>> = spin::Mutex::new(Self::STATE);
+    const LOCKED_STATE: lock_api::Mutex<crate::thread::SpinRawMutex, State<C>> =
+        lock_api::Mutex::const_new(<crate::thread::SpinRawMutex as lock_api::RawMutex>::INIT, Self::STATE);
 
     /// The state, locked. Out of line on targets without native 64-bit atomics (the small
     /// images: one copy of the spin loop instead of one per caller, docs/architecture.md,
     /// "Footprint"); inlined on hosts.
     #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
     #[cfg_attr(target_has_atomic = "64", inline)]
-    fn lock_state(&self) -> spin::MutexGuard<'_, State<C>> {
+    fn lock_state(&self) -> lock_api::MutexGuard<'_, crate::thread::SpinRawMutex, State<C>> {
         self.state.lock()
     }
 

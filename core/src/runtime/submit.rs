@@ -192,6 +192,7 @@ pub(super) fn raw<P: crate::aql::Packet>(p: &P) -> crate::aql::RawPacket {
 /// One build of the packet for the three kinds instead of one each (`docs/architecture.md`,
 /// "Footprint"); inlined on hosts.
 #[cfg_attr(target_has_atomic = "64", inline)]
+#[cfg_attr(not(target_has_atomic = "64"), inline(never))]
 fn and_words(deps: [u64; 5], completion: u64) -> PacketWords {
     let mut w = BarrierPacket::and(deps, completion);
     w.header = with_barrier(w.header, true);
