@@ -189,8 +189,8 @@ pub(super) fn raw<P: crate::aql::Packet>(p: &P) -> crate::aql::RawPacket {
 
 /// The words of a counted-or-not barrier-AND packet on `deps` completing `completion`, with the
 /// barrier bit (what [`publish`](Runtime::publish) writes for a `Deps`, a `Mark` and a no-op).
-/// One build of the packet for the three kinds instead of one each (`docs/architecture.md`,
-/// "Footprint"); inlined on hosts.
+/// One build of the packet for the three kinds instead of one each, out of line on small
+/// images (`docs/architecture.md`, "Footprint"); inlined on hosts.
 #[cfg_attr(target_has_atomic = "64", inline)]
 #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
 fn and_words(deps: [u64; 5], completion: u64) -> PacketWords {
