@@ -46,8 +46,8 @@ pub(super) enum Command<'a> {
     /// A launch, borrowed (not copied onto the submit path's stack).
     Kernel(&'a crate::runtime::KernelLaunch<'a>),
     /// A built-in kernel: `kernel` answers its kernel object on a device (a closure of the API
-    /// naming one constant [`BuiltinKernel`], so an image links only the built-ins it enqueues:
-    /// docs/architecture.md, "Footprint"), with its arguments.
+    /// naming one constant [`BuiltinKernel`](crate::backend::BuiltinKernel), so an image links
+    /// only the built-ins it enqueues: docs/architecture.md, "Footprint"), with its arguments.
     Builtin {
         kernel: &'a BuiltinObject<'a>,
         args: [u8; 32],
