@@ -577,7 +577,9 @@ impl<'m, C: Config> Loopback<'m, C> {
             }
             // Only with calls pending (set before the first push): the drain is `host_call`'s.
             if !self.calls.is_empty() {
-                if let Some(drain) = self.lock_state().drain_calls {
+                // Read with the state lock released again before the drain runs (it takes it).
+                let drain = self.lock_state().drain_calls;
+                if let Some(drain) = drain {
                     progress |= drain(self);
                 }
             }
