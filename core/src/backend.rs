@@ -348,6 +348,9 @@ pub unsafe trait Backend {
 /// Kernel arguments of a built-in kernel, laid out as the kernel reads them (little-endian
 /// `repr(C)` fields, no padding).
 pub trait BuiltinArgs: Copy {
+    /// The built-in kernel that reads these arguments.
+    const KERNEL: BuiltinKernel;
+
     /// The bytes and how many of them there are.
     fn to_bytes(&self) -> ([u8; 32], usize);
 }
@@ -366,12 +369,16 @@ fn le_words(words: &[&[u8]]) -> ([u8; 32], usize) {
 }
 
 impl BuiltinArgs for CopyArgs {
+    const KERNEL: BuiltinKernel = BuiltinKernel::Copy;
+
     fn to_bytes(&self) -> ([u8; 32], usize) {
         le_words(&[&self.dst.to_le_bytes(), &self.src.to_le_bytes(), &self.bytes.to_le_bytes()])
     }
 }
 
 impl BuiltinArgs for FillArgs {
+    const KERNEL: BuiltinKernel = BuiltinKernel::Fill;
+
     fn to_bytes(&self) -> ([u8; 32], usize) {
         le_words(&[
             &self.dst.to_le_bytes(),
@@ -383,6 +390,8 @@ impl BuiltinArgs for FillArgs {
 }
 
 impl BuiltinArgs for WriteValueArgs {
+    const KERNEL: BuiltinKernel = BuiltinKernel::WriteValue;
+
     fn to_bytes(&self) -> ([u8; 32], usize) {
         le_words(&[
             &self.dst.to_le_bytes(),

@@ -40,8 +40,10 @@ impl LiveSignal {
         unsafe { self.0.get() }
     }
 
-    /// The value (Acquire).
-    #[inline]
+    /// The value (Acquire). One out-of-line copy on small images (docs/architecture.md,
+    /// "Footprint"); inlined on hosts.
+    #[cfg_attr(target_has_atomic = "64", inline)]
+    #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
     pub(crate) fn load(self) -> i64 {
         self.get().load()
     }

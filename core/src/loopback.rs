@@ -2,8 +2,9 @@
 //!
 //! Published packets execute on the calling thread when the doorbell rings (and again whenever
 //! a wait or query polls), through the same [`aql::step`] the emulator's command processor uses.
-//! Kernels are host functions registered by kernel object; the built-in copy, fill and
-//! write-value kernels are registered at start. Every doorbell and every processed packet is
+//! Kernels are host functions registered by kernel object; a built-in kernel (copy, fill,
+//! write-value, the graph scheduler) is registered in its fixed slot at its first
+//! `builtin_kernel` request. Every doorbell and every processed packet is
 //! recorded in a fixed-size trace that tests assert on.
 //!
 //! All memory lives in a [`LoopbackMemory`] the caller owns (a `static` on firmware, a local in
@@ -239,12 +240,16 @@ struct State<C: Config> {
     trace: C::LoopbackTrace<TraceSlot>,
     trace_len: usize,
     trace_dropped: usize,
+    /// What runs the pending host calls: set by the first `host_call`, so the pump names the
+    /// drain only through this value and an image that never hands over a host call does not
+    /// link it (docs/architecture.md, "Footprint").
+    drain_calls: Option<fn(&Loopback<'_, C>) -> bool>,
 }
 
 /// The loopback backend over a borrowed [`LoopbackMemory`].
 pub struct Loopback<'m, C: Config = DefaultConfig> {
     mem: &'m LoopbackMemory<C>,
-    state: spin::Mutex<State<C>>,
+    state: lock_api::Mutex<crate::thread::SpinRawMutex, State<C>>,
     /// Host functions waiting for their start signal (core's pending list).
     calls: HostCalls<crate::thread::SpinRawMutex, MAX_HOST_CALLS>,
     /// Per queue: 0, or the [`QueueFault::code`] that stopped it (read without the lock).
@@ -316,23 +321,27 @@ fn builtin_graph_scheduler(d: &Dispatch) -> core::result::Result<(), QueueFault>
     unsafe { crate::conditional::run_scheduler(a) }
 }
 
-/// The built-in kernels. The graph scheduler only with capture: without it no graph exists to
-/// dispatch it, and the loopback answers `NotSupported` (`docs/architecture.md`, "Footprint").
-#[cfg(feature = "capture")]
-const BUILTINS: [(BuiltinKernel, KernelFn); 4] = [
-    (BuiltinKernel::Copy, builtin_copy),
-    (BuiltinKernel::Fill, builtin_fill),
-    (BuiltinKernel::WriteValue, builtin_write_value),
-    (BuiltinKernel::GraphScheduler, builtin_graph_scheduler),
-];
-/// The built-in kernels. The graph scheduler only with capture: without it no graph exists to
-/// dispatch it, and the loopback answers `NotSupported` (`docs/architecture.md`, "Footprint").
-#[cfg(not(feature = "capture"))]
-const BUILTINS: [(BuiltinKernel, KernelFn); 3] = [
-    (BuiltinKernel::Copy, builtin_copy),
-    (BuiltinKernel::Fill, builtin_fill),
-    (BuiltinKernel::WriteValue, builtin_write_value),
-];
+/// Kernel slots kept for the built-in kernels (Copy, Fill, WriteValue, GraphScheduler, in the
+/// order of [`builtin_fn`]); registered kernels take the slots after them.
+const BUILTIN_SLOTS: usize = 4;
+
+/// The built-in kernel `kernel`: its kernel slot and host function. The graph scheduler only
+/// with capture: without it no graph exists to dispatch it, and the loopback answers
+/// `NotSupported` (`docs/architecture.md`, "Footprint"). Inlined into each request, so a
+/// request of one constant kind names that kernel's function alone and an image links only the
+/// built-ins it asks for.
+#[inline(always)]
+fn builtin_fn(kernel: BuiltinKernel) -> Result<(usize, KernelFn)> {
+    Ok(match kernel {
+        BuiltinKernel::Copy => (0, builtin_copy),
+        BuiltinKernel::Fill => (1, builtin_fill),
+        BuiltinKernel::WriteValue => (2, builtin_write_value),
+        #[cfg(feature = "capture")]
+        BuiltinKernel::GraphScheduler => (3, builtin_graph_scheduler),
+        #[cfg(not(feature = "capture"))]
+        BuiltinKernel::GraphScheduler => return Err(Error::NotSupported),
+    })
+}
 
 impl<'m, C: Config> Loopback<'m, C> {
     /// Packets per ring.
@@ -351,7 +360,7 @@ impl<'m, C: Config> Loopback<'m, C> {
 
     /// A loopback backend reporting `devices` devices (they share the memory).
     pub fn with_devices(mem: &'m LoopbackMemory<C>, devices: u32) -> Self {
-        let mut lb = Loopback {
+        Loopback {
             mem,
             state: Self::LOCKED_STATE,
             faults: <C::LoopbackQueues<Fault> as Table<Fault>>::EMPTY,
@@ -362,9 +371,7 @@ impl<'m, C: Config> Loopback<'m, C> {
             pump_passes: AtomicU32::new(0),
             start_index: None,
             deferred: AtomicBool::new(false),
-        };
-        lb.install_builtins();
-        lb
+        }
     }
 
     /// [`new`](Self::new) written into `place` field by field and returned: no backend-sized
@@ -407,13 +414,11 @@ impl<'m, C: Config> Loopback<'m, C> {
             addr_of_mut!((*p).deferred).write(AtomicBool::new(false));
         }
         // SAFETY: every field was written above.
-        let lb = unsafe { place.assume_init_mut() };
-        lb.install_builtins();
-        lb
+        unsafe { place.assume_init_mut() }
     }
 
-    /// The state of a new loopback: nothing used, no kernel registered
-    /// ([`install_builtins`](Self::install_builtins) adds the built-ins), an empty trace.
+    /// The state of a new loopback: nothing used, no kernel registered (a built-in is at its
+    /// first [`builtin_kernel`](Backend::builtin_kernel) request), an empty trace.
     const STATE: State<C> = State {
         queue_used: <C::LoopbackQueues<Used> as Table<Used>>::EMPTY,
         queue_priority: <C::LoopbackQueues<QueuePriority> as Table<QueuePriority>>::EMPTY,
@@ -425,27 +430,22 @@ impl<'m, C: Config> Loopback<'m, C> {
         trace: <C::LoopbackTrace<TraceSlot> as Table<TraceSlot>>::EMPTY,
         trace_len: 0,
         trace_dropped: 0,
+        drain_calls: None,
     };
 
     /// [`STATE`](Self::STATE) behind its lock, a constant: written in place with one copy of
     /// its image (or a clear), not built on the stack first.
     #[allow(clippy::declare_interior_mutable_const)]
-    const LOCKED_STATE: spin::Mutex<State<C>> = spin::Mutex::new(Self::STATE);
+    const LOCKED_STATE: lock_api::Mutex<crate::thread::SpinRawMutex, State<C>> =
+        lock_api::Mutex::const_new(<crate::thread::SpinRawMutex as lock_api::RawMutex>::INIT, Self::STATE);
 
     /// The state, locked. Out of line on targets without native 64-bit atomics (the small
     /// images: one copy of the spin loop instead of one per caller, docs/architecture.md,
     /// "Footprint"); inlined on hosts.
     #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
     #[cfg_attr(target_has_atomic = "64", inline)]
-    fn lock_state(&self) -> spin::MutexGuard<'_, State<C>> {
+    fn lock_state(&self) -> lock_api::MutexGuard<'_, crate::thread::SpinRawMutex, State<C>> {
         self.state.lock()
-    }
-
-    /// Registers the built-in kernels, in the first kernel slots.
-    fn install_builtins(&mut self) {
-        for (k, (_, f)) in self.state.get_mut().kernels.iter_mut().zip(BUILTINS) {
-            *k = Some(f);
-        }
     }
 
     /// While deferred, a doorbell only records its value (as a hardware doorbell does) and the
@@ -466,7 +466,13 @@ impl<'m, C: Config> Loopback<'m, C> {
     /// Registers a kernel's host twin; returns its kernel object.
     pub fn register_kernel(&self, f: KernelFn) -> Result<u64> {
         let mut st = self.lock_state();
-        let (i, slot) = st.kernels.iter_mut().enumerate().find(|(_, k)| k.is_none()).ok_or(Error::OutOfMemory)?;
+        let (i, slot) = st
+            .kernels
+            .iter_mut()
+            .enumerate()
+            .skip(BUILTIN_SLOTS)
+            .find(|(_, k)| k.is_none())
+            .ok_or(Error::OutOfMemory)?;
         *slot = Some(f);
         Ok(KERNEL_OBJECT_BASE + i as u64 * 64)
     }
@@ -569,7 +575,14 @@ impl<'m, C: Config> Loopback<'m, C> {
             for q in 0..self.mem.queues.slots().len() {
                 progress |= self.run_queue(q);
             }
-            progress |= self.run_host_calls();
+            // Only with calls pending (set before the first push): the drain is `host_call`'s.
+            if !self.calls.is_empty() {
+                // Read with the state lock released again before the drain runs (it takes it).
+                let drain = self.lock_state().drain_calls;
+                if let Some(drain) = drain {
+                    progress |= drain(self);
+                }
+            }
             if !progress {
                 break;
             }
@@ -888,19 +901,28 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
         if bytes == 0 {
             return Err(Error::InvalidValue);
         }
-        let size = bytes.div_ceil(16) * 16;
+        // Larger than the heap (or overflowing the rounding) never fits.
+        let size = bytes.checked_next_multiple_of(16).filter(|&n| n <= Self::HEAP).ok_or(Error::OutOfMemory)?;
         let mut st = self.lock_state();
-        // First fit: the lowest of 0 and the block ends where `size` bytes fit.
+        // First fit: the lowest of 0 and the block ends where `size` bytes fit (candidate 0 is
+        // the heap's start, candidate `j + 1` the end of entry `j`). One plain loop: no
+        // iterator chain to expand (docs/architecture.md, "Footprint").
         // Borrowed, not copied: the table is MAX_ALLOCATIONS entries.
         let live = &st.allocations;
-        let fits = |at: usize| {
-            at + size <= Self::HEAP && live.iter().all(|&(off, len)| len == 0 || at + size <= off || off + len <= at)
-        };
-        let cursor = core::iter::once(0)
-            .chain(live.iter().filter(|(_, len)| *len != 0).map(|&(off, len)| off + len))
-            .filter(|&at| fits(at))
-            .min()
-            .ok_or(Error::OutOfMemory)?;
+        let mut cursor = None;
+        for j in 0..=live.len() {
+            let at = match j.checked_sub(1).map(|j| live.get(j)) {
+                None => 0,
+                Some(Some(&(off, len))) if len != 0 => off + len,
+                Some(_) => continue,
+            };
+            let fits = at + size <= Self::HEAP
+                && live.iter().all(|&(off, len)| len == 0 || at + size <= off || off + len <= at);
+            if fits && cursor.is_none_or(|c| at < c) {
+                cursor = Some(at);
+            }
+        }
+        let cursor = cursor.ok_or(Error::OutOfMemory)?;
         let slot = st.allocations.iter_mut().find(|(_, len)| *len == 0).ok_or(Error::OutOfMemory)?;
         *slot = (cursor, size);
         let base = self.mem.heap.0.get() as *mut u8;
@@ -943,11 +965,17 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
         Ok(())
     }
 
+    // Inlined, so a request of a constant kind links that built-in only (`builtin_fn`).
+    #[inline(always)]
     fn builtin_kernel(&self, device: u32, kernel: BuiltinKernel) -> Result<u64> {
         if device >= self.device_count() {
             return Err(Error::InvalidDevice);
         }
-        let i = BUILTINS.iter().position(|(k, _)| *k == kernel).ok_or(Error::NotSupported)?;
+        let (i, f) = builtin_fn(kernel)?;
+        // Registered on first request (the slot is the kind's whatever the order of requests).
+        if let Some(k) = self.lock_state().kernels.get_mut(i) {
+            *k = Some(f);
+        }
         Ok(KERNEL_OBJECT_BASE + i as u64 * 64)
     }
 
@@ -984,6 +1012,7 @@ unsafe impl<C: Config> Backend for Loopback<'_, C> {
     }
 
     fn host_call(&self, start: SignalHandle, done: SignalHandle, f: HostFn) -> Result<()> {
+        self.lock_state().drain_calls = Some(|lb| lb.run_host_calls());
         // SAFETY: core hands this backend's own live signals and a function its caller vouched
         // for (the Backend::host_call contract).
         unsafe { self.calls.push(start, done, f) }

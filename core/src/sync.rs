@@ -144,8 +144,93 @@ pub mod atomic64 {
             };
         }
 
-        out_of_line!(AtomicI64, i64);
         out_of_line!(AtomicU64, u64);
+
+        /// `portable_atomic::AtomicI64` over the bits of an [`AtomicU64`]: load, store, swap,
+        /// add, sub and compare-exchange are `AtomicU64`'s out-of-line copies (two's complement:
+        /// the same bits, the same wrapping), so the image has one copy of each for both types;
+        /// only the signed min and max have their own.
+        #[repr(transparent)]
+        #[derive(Default)]
+        pub struct AtomicI64(AtomicU64);
+
+        impl core::fmt::Debug for AtomicI64 {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                core::fmt::Debug::fmt(&self.load(SeqCst), f)
+            }
+        }
+
+        impl AtomicI64 {
+            /// A new atomic holding `v`.
+            pub const fn new(v: i64) -> Self {
+                AtomicI64(AtomicU64::new(v as u64))
+            }
+
+            /// `load` (`SeqCst`).
+            #[inline]
+            pub fn load(&self, order: Ordering) -> i64 {
+                self.0.load(order) as i64
+            }
+
+            /// `store` (`SeqCst`).
+            #[inline]
+            pub fn store(&self, v: i64, order: Ordering) {
+                self.0.store(v as u64, order)
+            }
+
+            /// `swap` (`SeqCst`).
+            #[inline]
+            pub fn swap(&self, v: i64, order: Ordering) -> i64 {
+                self.0.swap(v as u64, order) as i64
+            }
+
+            /// `fetch_add` (`SeqCst`, wrapping).
+            #[inline]
+            pub fn fetch_add(&self, v: i64, order: Ordering) -> i64 {
+                self.0.fetch_add(v as u64, order) as i64
+            }
+
+            /// `fetch_sub` (`SeqCst`, wrapping).
+            #[inline]
+            pub fn fetch_sub(&self, v: i64, order: Ordering) -> i64 {
+                self.0.fetch_sub(v as u64, order) as i64
+            }
+
+            /// The same memory as `portable_atomic`'s `AtomicI64`, for the signed operations.
+            fn signed(&self) -> &portable_atomic::AtomicI64 {
+                // SAFETY: the pointer is this atomic's own 8-byte value, aligned as an
+                // AtomicU64 (8, as AtomicI64's) and live for `&self`; every access to it is
+                // atomic and of the same size, whichever type makes it.
+                unsafe { portable_atomic::AtomicI64::from_ptr(self.0 .0.as_ptr().cast::<i64>()) }
+            }
+
+            /// `fetch_max` (`SeqCst`, signed).
+            #[inline(never)]
+            pub fn fetch_max(&self, v: i64, _order: Ordering) -> i64 {
+                self.signed().fetch_max(v, SeqCst)
+            }
+
+            /// `fetch_min` (`SeqCst`, signed).
+            #[inline(never)]
+            pub fn fetch_min(&self, v: i64, _order: Ordering) -> i64 {
+                self.signed().fetch_min(v, SeqCst)
+            }
+
+            /// `compare_exchange` (`SeqCst` both ways).
+            #[inline]
+            pub fn compare_exchange(
+                &self,
+                current: i64,
+                new: i64,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<i64, i64> {
+                self.0
+                    .compare_exchange(current as u64, new as u64, success, failure)
+                    .map(|v| v as i64)
+                    .map_err(|v| v as i64)
+            }
+        }
     }
 }
 

@@ -195,33 +195,30 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     ) -> Result<()> {
         let c = Self::capture_in(st, inner).ok_or(Error::IllegalState)?;
         let g = st.captures.slots().get(c).map(|c| c.graph).ok_or(Error::IllegalState)?;
-        let kind = match *cmd {
+        // A launch and a built-in are one dispatch node each, made by one call.
+        let dispatch = match *cmd {
             Command::Kernel(k) => {
                 check_geometry(k.grid, k.workgroup, k.kernel_object)?;
-                NodeKind::Dispatch(dispatch_node(
-                    &self.backend,
-                    &mut st.graphs.slots_mut().get_mut(g).ok_or(Error::IllegalState)?.graph,
-                    k.kernel_object,
-                    k.grid,
-                    k.workgroup,
-                    k.group_segment_size,
-                    k.private_segment_size,
-                    k.kernarg,
-                    C::GRAPH_NODES,
-                )?)
+                Some((k.kernel_object, k.grid, k.workgroup, k.group_segment_size, k.private_segment_size, k.kernarg))
             }
             Command::Builtin { kernel, ref args, len } => {
                 let device = self.stream(i)?.attrs().device;
-                let object = self.backend.builtin_kernel(device, kernel)?;
-                let args = args.get(..len).ok_or(Error::InvalidValue)?;
+                let object = kernel(device)?;
+                Some((object, [1, 1, 1], [1, 1, 1], 0, 0, args.get(..len).ok_or(Error::InvalidValue)?))
+            }
+            _ => None,
+        };
+        let kind = match *cmd {
+            Command::Kernel(_) | Command::Builtin { .. } => {
+                let (object, grid, wg, group, private, args) = dispatch.ok_or(Error::IllegalState)?;
                 NodeKind::Dispatch(dispatch_node(
                     &self.backend,
                     &mut st.graphs.slots_mut().get_mut(g).ok_or(Error::IllegalState)?.graph,
                     object,
-                    [1, 1, 1],
-                    [1, 1, 1],
-                    0,
-                    0,
+                    grid,
+                    wg,
+                    group,
+                    private,
                     args,
                     C::GRAPH_NODES,
                 )?)
@@ -229,7 +226,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             Command::WaitValue { address, value, mask, cond } => {
                 NodeKind::WaitValue(WaitValueNode { address, value, mask, cond })
             }
-            Command::HostFn(f) => NodeKind::Host(f),
+            Command::HostFn { f, .. } => NodeKind::Host(f),
             Command::Marker | Command::EventRecord(_) | Command::WaitEvent(_) | Command::WaitPoint(..) => {
                 NodeKind::Empty
             }

@@ -11,6 +11,7 @@ use crate::aql::Condition;
 use crate::backend::{Backend, Timeout};
 #[cfg(feature = "capture")]
 use crate::capture::CaptureStatus;
+#[cfg(feature = "capture")]
 use crate::capture::DepSet;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -51,7 +52,9 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             spare: inner.spare,
             recorded: Recorded::Never,
             // A reused slot must not inherit its previous event's capture record.
+            #[cfg(feature = "capture")]
             captured: None,
+            #[cfg(feature = "capture")]
             snapshot: DepSet::EMPTY,
         };
         let g = e.word.occupy();
@@ -177,8 +180,11 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 ev.point = slot.point();
                 // A record outside any capture makes the event a plain event again: a later wait
                 // is an ordinary wait, not a join of the capture it was last recorded in.
-                ev.captured = None;
-                ev.snapshot = DepSet::EMPTY;
+                #[cfg(feature = "capture")]
+                {
+                    ev.captured = None;
+                    ev.snapshot = DepSet::EMPTY;
+                }
             }
             // The record never happened: the event goes back to its previous record.
             Err(_) if swapped => {
@@ -271,7 +277,9 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             signal: ev.signal,
             spare: ev.spare,
             recorded: ev.recorded,
+            #[cfg(feature = "capture")]
             captured: ev.captured,
+            #[cfg(feature = "capture")]
             snapshot: ev.snapshot,
         })
     }

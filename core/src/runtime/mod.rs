@@ -403,6 +403,9 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         &self.backend
     }
 
+    // Out of line on small images (docs/architecture.md, "Footprint"); inlined on hosts.
+    #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
+    #[cfg_attr(target_has_atomic = "64", inline)]
     fn stream_slots(&self) -> &[StreamSlot<K::RawMutex>] {
         let all = self.streams.slots();
         // Ordering: Acquire pairs with the Release raise in `take_slot`.
@@ -449,7 +452,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         self.structure.lock()
     }
 
-    #[inline]
+    #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
+    #[cfg_attr(target_has_atomic = "64", inline)]
     fn any_capture(&self) -> bool {
         // Ordering: Acquire pairs with the Release changes in capture.rs.
         cfg!(feature = "capture") && self.captures_live.load(Ordering::Acquire) != 0

@@ -1,11 +1,12 @@
 //! Stream operations: kernels, copies, fills, host functions, memory values.
 
-use super::submit::Command;
+use super::submit::{Batch, Command};
 use super::{KernelLaunch, Runtime, WaitValueOp};
 use crate::aql::Condition;
-use crate::backend::{Backend, BuiltinArgs, BuiltinKernel, CopyArgs, FillArgs, HostFn, MemoryKind, WriteValueArgs};
+use crate::backend::{Backend, BuiltinArgs, CopyArgs, FillArgs, HostFn, MemoryKind, WriteValueArgs};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::slots::stream::StreamInner;
 use crate::stream::StreamHandle;
 use crate::thread::ThreadKeys;
 
@@ -18,9 +19,11 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         self.submit_launch(s, launch)
     }
 
-    pub(super) fn builtin<A: BuiltinArgs>(&self, s: StreamHandle, kernel: BuiltinKernel, args: A) -> Result<()> {
+    pub(super) fn builtin<A: BuiltinArgs>(&self, s: StreamHandle, args: A) -> Result<()> {
         let (args, len) = args.to_bytes();
-        self.submit(s, Command::Builtin { kernel, args, len })
+        // `A::KERNEL` is a constant here: the backend's request names that built-in alone.
+        let kernel = |device: u32| self.backend.builtin_kernel(device, A::KERNEL);
+        self.submit(s, Command::Builtin { kernel: &kernel, args, len })
     }
 
     /// `hipMemcpyAsync`: copies `bytes` from `src` to `dst` in stream order. Zero bytes is a
@@ -33,7 +36,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             self.check_work_stream(s)?;
             return Ok(());
         }
-        self.builtin(s, BuiltinKernel::Copy, CopyArgs { dst, src, bytes })
+        self.builtin(s, CopyArgs { dst, src, bytes })
     }
 
     /// `hipMemsetAsync` / `hipMemsetD16Async` / `hipMemsetD32Async`: fills `count` elements of
@@ -46,7 +49,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             self.check_work_stream(s)?;
             return Ok(());
         }
-        self.builtin(s, BuiltinKernel::Fill, FillArgs { dst, count, value, element_bytes })
+        self.builtin(s, FillArgs { dst, count, value, element_bytes })
     }
 
     /// `hipMemcpy`: a copy on the null stream, then waits for the null stream.
@@ -122,7 +125,15 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// `hipLaunchHostFunc` / `hipStreamAddCallback`: runs `f` on the host after all earlier
     /// work of the stream and before any later work.
     pub fn launch_host_func(&self, s: StreamHandle, f: HostFn) -> Result<()> {
-        self.submit(s, Command::HostFn(f))
+        let step = |i: usize, inner: &mut StreamInner, batch: &mut Batch<'_>| self.submit_host_fn(i, inner, batch, f);
+        self.submit(
+            s,
+            Command::HostFn {
+                #[cfg(feature = "capture")]
+                f,
+                step: &step,
+            },
+        )
     }
 
     /// Enqueues an empty command (a point the stream passes once everything before it is done).
@@ -140,17 +151,13 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// `hipStreamWriteValue32`: stores `value` at `address` in stream order (flags must be 0).
     pub fn write_value32(&self, s: StreamHandle, address: u64, value: u32, flags: u32) -> Result<()> {
         Self::check_value_args(address, flags, 4)?;
-        self.builtin(
-            s,
-            BuiltinKernel::WriteValue,
-            WriteValueArgs { dst: address, value: u64::from(value), width: 4, reserved: 0 },
-        )
+        self.builtin(s, WriteValueArgs { dst: address, value: u64::from(value), width: 4, reserved: 0 })
     }
 
     /// `hipStreamWriteValue64`.
     pub fn write_value64(&self, s: StreamHandle, address: u64, value: u64, flags: u32) -> Result<()> {
         Self::check_value_args(address, flags, 8)?;
-        self.builtin(s, BuiltinKernel::WriteValue, WriteValueArgs { dst: address, value, width: 8, reserved: 0 })
+        self.builtin(s, WriteValueArgs { dst: address, value, width: 8, reserved: 0 })
     }
 
     /// `bytes` is the width of the value waited on: 4 or 8.

@@ -5,6 +5,7 @@ use portable_atomic::Ordering;
 
 use super::{Lists, Runtime, St, Structure};
 use crate::backend::Backend;
+#[cfg(feature = "capture")]
 use crate::capture::DepSet;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -284,7 +285,9 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             binding: Some(binding),
             read_hint,
             cu_mask: n.cu_mask,
+            #[cfg(feature = "capture")]
             capture: None,
+            #[cfg(feature = "capture")]
             capture_deps: DepSet::EMPTY,
         };
         slot.set_attrs(Attrs {
@@ -313,13 +316,9 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         if slot.word.state() != SlotState::Live {
             return;
         }
-        if self.queue_faulted(&inner) {
-            Self::settle(slot);
-        }
-        let idle = slot.is_idle();
+        let idle = self.release_if_idle(st, slot, &mut inner);
         slot.word.vacate(if idle { SlotState::Free } else { SlotState::Draining });
         if idle {
-            self.unbind(st, &mut inner);
             drop(inner);
             let mut head = st.streams.free;
             self.push_stream(&mut head, i);
@@ -330,6 +329,22 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             self.push_stream(&mut head, i);
             st.streams.draining = head;
         }
+    }
+
+    /// The end of a stream's life that retiring and reaping share (its lock held as `inner`):
+    /// work that can never complete is counted done ([`settle`](Self::settle)), and an idle
+    /// slot gives its binding back. Returns whether it was idle. One copy for both
+    /// (docs/architecture.md, "Footprint").
+    #[cfg_attr(not(target_has_atomic = "64"), inline(never))]
+    fn release_if_idle(&self, st: &mut St<C>, slot: &StreamSlot<K::RawMutex>, inner: &mut StreamInner) -> bool {
+        if self.queue_faulted(inner) {
+            Self::settle(slot);
+        }
+        let idle = slot.is_idle();
+        if idle {
+            self.unbind(st, inner);
+        }
+        idle
     }
 
     /// Counts everything slot `slot` published as done: for work that can never complete (its
@@ -366,11 +381,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
                 // Freed meanwhile (device reset): no longer on this list.
                 continue;
             }
-            if self.queue_faulted(&inner) {
-                Self::settle(slot);
-            }
-            if slot.is_idle() {
-                self.unbind(st, &mut inner);
+            if self.release_if_idle(st, slot, &mut inner) {
                 slot.word.set_state(SlotState::Free);
                 drop(inner);
                 let mut head = st.streams.free;

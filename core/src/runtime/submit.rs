@@ -13,10 +13,10 @@ use portable_atomic::Ordering;
 
 use super::{doorbell_fence, Runtime};
 use crate::aql::{
-    amd_format, BarrierPacket, BarrierValuePacket, Condition, FenceScope, Header, KernelDispatchPacket, Packet,
-    PacketType, PacketWords, DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
+    amd_format, AqlRing, BarrierPacket, BarrierValuePacket, Condition, FenceScope, Header, KernelDispatchPacket,
+    Packet, PacketType, PacketWords, Reservation, DEFAULT_ROOM_SPINS, DISPATCH_HEADER,
 };
-use crate::backend::{Backend, BuiltinKernel, HostFn};
+use crate::backend::{Backend, HostFn};
 #[cfg(feature = "capture")]
 use crate::capture::CaptureStatus;
 use crate::config::Config;
@@ -45,8 +45,11 @@ const ROOM_WAIT: crate::backend::Timeout = crate::backend::Timeout(10_000_000);
 pub(super) enum Command<'a> {
     /// A launch, borrowed (not copied onto the submit path's stack).
     Kernel(&'a crate::runtime::KernelLaunch<'a>),
+    /// A built-in kernel: `kernel` answers its kernel object on a device (a closure of the API
+    /// naming one constant [`BuiltinKernel`](crate::backend::BuiltinKernel), so an image links
+    /// only the built-ins it enqueues: docs/architecture.md, "Footprint"), with its arguments.
     Builtin {
-        kernel: BuiltinKernel,
+        kernel: &'a BuiltinObject<'a>,
         args: [u8; 32],
         len: usize,
     },
@@ -56,13 +59,29 @@ pub(super) enum Command<'a> {
         mask: i64,
         cond: Condition,
     },
-    HostFn(HostFn),
+    /// A host function (kept for capture, which records it as a node), with the step that
+    /// publishes it after the implicit dependencies ([`submit_host_fn`](Runtime::submit_host_fn)
+    /// on the stream of the index given): named by `launch_host_func` alone, so an image that
+    /// never enqueues a host function does not link that step (docs/architecture.md,
+    /// "Footprint").
+    HostFn {
+        #[cfg(feature = "capture")]
+        f: HostFn,
+        step: &'a HostStep<'a>,
+    },
     EventRecord(LiveSignal),
     WaitEvent(SignalHandle),
     /// Wait for another stream's progress point (signal, count).
     WaitPoint(SignalHandle, u64),
     Marker,
 }
+
+/// The host-function step of a [`Command::HostFn`]: stream slot index, its lock's contents and
+/// the batch of implicit dependencies.
+pub(super) type HostStep<'a> = dyn Fn(usize, &mut StreamInner, &mut Batch<'_>) -> Result<()> + 'a;
+
+/// The kernel object of a [`Command::Builtin`] on a device.
+pub(super) type BuiltinObject<'a> = dyn Fn(u32) -> Result<u64> + 'a;
 
 /// Which packet to publish.
 #[derive(Clone, Copy)]
@@ -170,9 +189,10 @@ pub(super) fn raw<P: crate::aql::Packet>(p: &P) -> crate::aql::RawPacket {
 
 /// The words of a counted-or-not barrier-AND packet on `deps` completing `completion`, with the
 /// barrier bit (what [`publish`](Runtime::publish) writes for a `Deps`, a `Mark` and a no-op).
-/// One build of the packet for the three kinds instead of one each (`docs/architecture.md`,
-/// "Footprint"); inlined on hosts.
+/// One build of the packet for the three kinds instead of one each, out of line on small
+/// images (`docs/architecture.md`, "Footprint"); inlined on hosts.
 #[cfg_attr(target_has_atomic = "64", inline)]
+#[cfg_attr(not(target_has_atomic = "64"), inline(never))]
 fn and_words(deps: [u64; 5], completion: u64) -> PacketWords {
     let mut w = BarrierPacket::and(deps, completion);
     w.header = with_barrier(w.header, true);
@@ -306,14 +326,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         let ring = &hw.desc.ring;
         let mut attempt = 0;
         let mut res = loop {
-            let r = if shared {
-                ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint)
-            } else {
-                // SAFETY: the queue is not shared: `shared` is set, under the lock of every stream
-                // bound to the queue, before a second stream can publish into it, and this
-                // stream's lock is held, so this is the ring's only producer now.
-                unsafe { ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint) }
-            };
+            // SAFETY: `shared` was loaded under this stream's lock, held throughout.
+            let r = unsafe { reserve(ring, shared, n, &mut inner.read_hint) };
             match r {
                 Err(Error::NotReady) if attempt < ROOM_ATTEMPTS => {
                     attempt += 1;
@@ -394,12 +408,8 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
             let first = left_body.len() == body.len();
             let mut attempt = 0;
             let mut res = loop {
-                let r = if shared {
-                    ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint)
-                } else {
-                    // SAFETY: as in `publish`: an unshared queue and this stream's lock held.
-                    unsafe { ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, &mut inner.read_hint) }
-                };
+                // SAFETY: as in `publish`: `shared` loaded under this stream's lock, held.
+                let r = unsafe { reserve(ring, shared, n, &mut inner.read_hint) };
                 match r {
                     Err(Error::NotReady) if !first || attempt < ROOM_ATTEMPTS => {
                         attempt += 1;
@@ -639,7 +649,7 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         if !Self::still_live(slot, generation) {
             return Err(Error::ContextIsDestroyed);
         }
-        if matches!(cmd, Command::HostFn(HostFn::StreamCallback { .. })) {
+        if matches!(cmd, Command::HostFn { f: HostFn::StreamCallback { .. }, .. }) {
             self.check_callback_target(&mut st, s, i)?;
         }
         let mut inner = slot.inner.lock();
@@ -735,14 +745,14 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         match *cmd {
             Command::Kernel(k) => batch.push(Spec::Dispatch(Dispatch::launch(k)))?,
             Command::Builtin { kernel, ref args, len } => {
-                let object = self.backend.builtin_kernel(device, kernel)?;
+                let object = kernel(device)?;
                 batch.push(Spec::Dispatch(Dispatch::single(object, args.get(..len).ok_or(Error::InvalidValue)?)))?;
             }
             Command::WaitValue { address, value, mask, cond } => {
                 // The packet reads the value at signal + 8, where a signal keeps its value.
                 batch.push(Spec::Value { signal: address.wrapping_sub(8), value, mask, cond })?;
             }
-            Command::HostFn(f) => return self.submit_host_fn(i, slot, inner, &mut batch, f),
+            Command::HostFn { step, .. } => return step(i, inner, &mut batch),
             Command::EventRecord(sig) => {
                 batch.push(Spec::Mark(sig.handle()))?;
                 batch.push(Spec::Deps([0; 5]))?;
@@ -767,14 +777,14 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// one copy beside the batch path (docs/architecture.md, "Footprint").
     #[cold]
     #[inline(never)]
-    fn submit_host_fn(
+    pub(super) fn submit_host_fn(
         &self,
         i: usize,
-        slot: &StreamSlot<K::RawMutex>,
         inner: &mut StreamInner,
         batch: &mut Batch<'_>,
         f: HostFn,
     ) -> Result<()> {
+        let slot = self.stream(i)?;
         let (idx, start, done) = self.take_host_signals(i)?;
         let result = batch
             .push(Spec::Mark(start.handle()))
@@ -809,6 +819,27 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
         }
         Ok(())
     }
+}
+
+/// Reserves `n` slots of a stream's ring for its publish: on a queue only this stream uses
+/// (`shared` false), the single-producer reservation, else the multi-producer one. Small
+/// images take the multi-producer reservation for both (correct for one producer too): one
+/// reservation routine in the image instead of two (docs/architecture.md, "Footprint").
+///
+/// # Safety
+/// The caller holds the publishing stream's lock and loaded `shared` (the queue's flag) under
+/// it: `shared` is set, under the lock of every stream bound to the queue, before a second
+/// stream can publish into it, so an unshared queue has this one producer now.
+#[inline(always)]
+unsafe fn reserve<'r>(ring: &'r AqlRing, shared: bool, n: u32, read_hint: &mut u64) -> Result<Reservation<'r>> {
+    #[cfg(target_has_atomic = "64")]
+    if !shared {
+        // SAFETY: the caller's contract: an unshared queue has this one producer.
+        return unsafe { ring.reserve_single_producer(n, DEFAULT_ROOM_SPINS, read_hint) };
+    }
+    #[cfg(not(target_has_atomic = "64"))]
+    let _ = shared;
+    ring.reserve_hinted(n, DEFAULT_ROOM_SPINS, read_hint)
 }
 
 /// Copies a dispatch's kernel arguments to `dst`, its kernel-argument slot. On hosts, arguments

@@ -94,12 +94,13 @@ impl<B: Backend, K: ThreadKeys, C: Config> Runtime<B, K, C> {
     /// Waits for everything slot `p` has published so far.
     pub(super) fn wait_slot(&self, p: usize, timeout: Timeout) -> Result<()> {
         let ps = self.stream(p)?;
-        let Some((signal, n)) = ps.point() else { return self.fault_of(ps) };
-        if let Err(e) = self.backend.signal_wait(signal.handle(), Condition::Lt, 1 - n as i64, timeout) {
-            self.fault_of(ps)?;
-            return Err(e);
-        }
-        self.fault_of(ps)
+        let waited = match ps.point() {
+            Some((signal, n)) => self.backend.signal_wait(signal.handle(), Condition::Lt, 1 - n as i64, timeout),
+            None => Ok(0),
+        };
+        // A fault comes first, then the wait's own error.
+        self.fault_of(ps)?;
+        waited.map(|_| ())
     }
 
     /// `hipDeviceSynchronize`: waits for every stream of the current device, non-blocking and

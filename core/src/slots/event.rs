@@ -4,6 +4,7 @@
 use portable_atomic::AtomicU32;
 
 use super::SlotWord;
+#[cfg(feature = "capture")]
 use crate::capture::DepSet;
 use crate::event::EventFlags;
 use crate::live::LiveSignal;
@@ -33,9 +34,12 @@ pub(crate) struct EventInner {
     /// still pending, so the event stands for the latest record only. Reused only once drained.
     pub(crate) spare: Option<LiveSignal>,
     pub(crate) recorded: Recorded,
-    /// Set when last recorded inside a capture: (capture slot, capture id).
+    /// Set when last recorded inside a capture: (capture slot, capture id). Capture builds
+    /// only, as `snapshot` (without capture an event is never recorded in one).
+    #[cfg(feature = "capture")]
     pub(crate) captured: Option<(u8, u64)>,
     /// The recording stream's dependency set at that record.
+    #[cfg(feature = "capture")]
     pub(crate) snapshot: DepSet,
 }
 
@@ -59,7 +63,9 @@ impl<R: lock_api::RawMutex> Slot for EventSlot<R> {
                 signal: None,
                 spare: None,
                 recorded: Recorded::Never,
+                #[cfg(feature = "capture")]
                 captured: None,
+                #[cfg(feature = "capture")]
                 snapshot: DepSet::EMPTY,
             },
         ),

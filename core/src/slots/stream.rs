@@ -5,6 +5,7 @@ use crate::sync::atomic64::AtomicU64;
 use portable_atomic::{AtomicU32, Ordering};
 
 use super::SlotWord;
+#[cfg(feature = "capture")]
 use crate::capture::DepSet;
 use crate::live::{LiveSignal, SignalCell};
 use crate::pool::Binding;
@@ -82,9 +83,11 @@ pub(crate) struct StreamInner {
     /// The CU mask the stream was created with.
     pub(crate) cu_mask: Option<CuMask>,
     /// The capture this stream joined: (capture slot, capture id). Stale once that capture
-    /// ends (the id no longer matches).
+    /// ends (the id no longer matches). Capture builds only, as `capture_deps`.
+    #[cfg(feature = "capture")]
     pub(crate) capture: Option<(u8, u64)>,
     /// The dependency set of the next captured node (`lastCapturedNodes_`).
+    #[cfg(feature = "capture")]
     pub(crate) capture_deps: DepSet,
 }
 
@@ -113,7 +116,15 @@ impl<R: lock_api::RawMutex> Slot for StreamSlot<R> {
         link: AtomicU32::new(0),
         inner: lock_api::Mutex::const_new(
             R::INIT,
-            StreamInner { binding: None, read_hint: 0, cu_mask: None, capture: None, capture_deps: DepSet::EMPTY },
+            StreamInner {
+                binding: None,
+                read_hint: 0,
+                cu_mask: None,
+                #[cfg(feature = "capture")]
+                capture: None,
+                #[cfg(feature = "capture")]
+                capture_deps: DepSet::EMPTY,
+            },
         ),
     };
 }
