@@ -463,7 +463,12 @@ fn vfma_f32(w: &mut Wave, e: &Exe, mac: bool) -> R {
             }
         }
     }
-    let mut r = [0u32; LANES];
+    // With every lane active the result goes straight into the destination (the sources are
+    // staged in `x`), else into `part` and then the EXEC lanes (docs/executor.md §6 "speed").
+    let d = dst(e)?;
+    let exec = w.exec;
+    let mut part = [0u32; LANES];
+    let r = if exec == u64::MAX { w.dst32_mut(&d)? } else { &mut part };
     let mut slow = 0u64;
     for l in 0..LANES {
         let s = f64::from(x[0][l]) * f64::from(x[1][l]) + f64::from(x[2][l]);
@@ -483,7 +488,9 @@ fn vfma_f32(w: &mut Wave, e: &Exe, mac: bool) -> R {
             *v = fpost(e, F32, en, u64::from(*v)) as u32;
         }
     }
-    w.set_v32(&dst(e)?, &r)?;
+    if exec != u64::MAX {
+        w.set_v32k(&d, 0, &part, exec)?;
+    }
     NEXT
 }
 

@@ -1038,7 +1038,13 @@ fn flat_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let dwords = n.div_ceil(4);
     let exec = w.exec;
     if n % 4 == 0 && e.inst.encoding() != Encoding::Flat {
-        // GLOBAL dwords: the data staged in the wave's buffer, one scatter.
+        // GLOBAL dwords: one scatter, from the registers themselves when four of them from
+        // the data's first lie in its file (`scatter` reads the first `dwords`), else from the
+        // data staged in the wave's buffer (docs/executor.md §6 "speed").
+        if let Some(regs) = w.vregs4(&data) {
+            g.mem.scatter(&addrs, exec, dwords, regs).map_err(fault)?;
+            return NEXT;
+        }
         for k in 0..dwords.min(4) {
             w.buf_from(&data, k as u8)?;
         }
