@@ -540,6 +540,13 @@ impl Wave {
             self.set_v32k(op, 0, &lo, m)?;
             return Err(ExecErrorKind::RegisterOutOfRange);
         };
+        if m == u64::MAX {
+            for l in 0..LANES {
+                lo[l] = v[l] as u32;
+                hi[l] = (v[l] >> 32) as u32;
+            }
+            return Ok(());
+        }
         for l in 0..LANES {
             if m >> l & 1 != 0 {
                 lo[l] = v[l] as u32;
