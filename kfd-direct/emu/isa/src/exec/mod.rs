@@ -918,6 +918,9 @@ pub(crate) struct Group<'a> {
     pub(crate) mem: &'a dyn Memory,
     pub(crate) lds: Vec<u8>,
     pub(crate) code: &'a Code,
+    /// A GLOBAL load's or store's lane addresses, built here rather than returned (the waves
+    /// run one at a time).
+    pub(crate) addrs: [u64; LANES],
 }
 
 /// How a wave stands after running until it blocks.
@@ -970,7 +973,7 @@ pub fn run_work_group_counted(
     if lds_bytes > MAX_LDS {
         return Err(ExecError::bare(ExecErrorKind::Setup));
     }
-    let mut group = Group { mem, lds: vec![0; lds_bytes as usize], code: &kernel.code };
+    let mut group = Group { mem, lds: vec![0; lds_bytes as usize], code: &kernel.code, addrs: [0; LANES] };
 
     let vgprs = kd.accum_offset().min(256);
     let total = kd.vgprs(true).min(512);
@@ -1111,7 +1114,7 @@ pub fn run_wave(
     lds: &mut Vec<u8>,
     limits: &Limits,
 ) -> Result<(), ExecError> {
-    let mut group = Group { mem, lds: core::mem::take(lds), code };
+    let mut group = Group { mem, lds: core::mem::take(lds), code, addrs: [0; LANES] };
     let r = loop {
         match wave.run(&mut group, limits) {
             Ok(WaveStop::Ended) => break Ok(()),
