@@ -453,6 +453,10 @@ impl Wave {
             _ => return Err(ExecErrorKind::Unimplemented),
         };
         let dst = self.vreg_mut(usize::from(reg), acc)?;
+        if mask == u64::MAX {
+            *dst = [v; LANES];
+            return Ok(());
+        }
         for (l, d) in dst.iter_mut().enumerate() {
             if mask >> l & 1 != 0 {
                 *d = v;
