@@ -463,19 +463,43 @@ fn vfma_f32(w: &mut Wave, e: &Exe, mac: bool) -> R {
             }
         }
     }
-    let mut r = [0u32; LANES];
-    let mut slow = 0u64;
+    // With every lane active the result goes straight into the destination (the sources are
+    // staged in `x`), else into a lane array and then the EXEC lanes (docs/executor.md §6
+    // "speed").
+    let d = dst(e)?;
+    let exec = w.exec;
+    if exec == u64::MAX {
+        fma_f32_lanes(e, en, &x, w.dst32_mut(&d)?);
+    } else {
+        let mut part = [0u32; LANES];
+        fma_f32_lanes(e, en, &x, &mut part);
+        w.set_v32k(&d, 0, &part, exec)?;
+    }
+    NEXT
+}
+
+/// [`vfma_f32`]'s lanes: `r[l]` is the fused `x[0][l] * x[1][l] + x[2][l]` after the output
+/// modifiers. The f64 sum converted is exact unless it is an f32 midpoint (its 29 bits below
+/// f32's precision exactly one half) or below f32's normal range (±0 included; a NaN or an
+/// infinity converts exactly): both tests on f64 lanes in one loop the compiler vectorises,
+/// the lanes flagged redone with [`fma_f32`].
+#[inline(always)]
+fn fma_f32_lanes(e: &Exe, en: Env, x: &[[f32; LANES]; 3], r: &mut Lanes) {
+    let min_normal = f64::from(f32::MIN_POSITIVE);
+    let mut slow = [0u8; LANES];
     for l in 0..LANES {
         let s = f64::from(x[0][l]) * f64::from(x[1][l]) + f64::from(x[2][l]);
-        let bits = s.to_bits();
-        let exact = bits & 0x1FFF_FFFF != 0x1000_0000 && bits & !(1 << 63) >= 0x3810_0000_0000_0000;
-        slow |= u64::from(!exact) << l;
+        let tie = s.to_bits() & 0x1FFF_FFFF == 0x1000_0000;
+        let tiny = s.abs() < min_normal;
+        slow[l] = u8::from(tie | tiny);
         r[l] = (s as f32).to_bits();
     }
-    while slow != 0 {
-        let l = slow.trailing_zeros() as usize;
-        slow &= slow - 1;
-        r[l] = fma_f32(x[0][l], x[1][l], x[2][l]).to_bits();
+    if slow.iter().any(|&b| b != 0) {
+        for l in 0..LANES {
+            if slow[l] != 0 {
+                r[l] = fma_f32(x[0][l], x[1][l], x[2][l]).to_bits();
+            }
+        }
     }
     let m = e.inst.mods;
     if m.omod != 0 || m.clamp || !en.keep_out {
@@ -483,8 +507,6 @@ fn vfma_f32(w: &mut Wave, e: &Exe, mac: bool) -> R {
             *v = fpost(e, F32, en, u64::from(*v)) as u32;
         }
     }
-    w.set_v32(&dst(e)?, &r)?;
-    NEXT
 }
 
 /// The `x & and ^ xor` masks of f32 source `n`'s abs and neg bits.

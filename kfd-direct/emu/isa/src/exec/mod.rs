@@ -382,11 +382,14 @@ pub fn unit_stride(addrs: &[u64; LANES], mask: u64, dwords: usize) -> bool {
         return false;
     }
     let (a0, step) = (addrs[0], 4 * dwords as u64);
-    let mut ok = true;
-    for (l, a) in addrs.iter().enumerate() {
-        ok &= *a == a0.wrapping_add(step * l as u64);
+    // Every lane's difference from the ramp or-ed together: one loop on 64-bit lanes the
+    // compiler vectorises (docs/executor.md §6 "speed").
+    let (mut diff, mut want) = (0u64, a0);
+    for a in addrs {
+        diff |= *a ^ want;
+        want = want.wrapping_add(step);
     }
-    ok
+    diff == 0
 }
 
 /// Memory in a `Vec`, at a base address: the software backend tests and doc examples use.
@@ -918,6 +921,9 @@ pub(crate) struct Group<'a> {
     pub(crate) mem: &'a dyn Memory,
     pub(crate) lds: Vec<u8>,
     pub(crate) code: &'a Code,
+    /// A GLOBAL load's or store's lane addresses, built here rather than returned (the waves
+    /// run one at a time).
+    pub(crate) addrs: [u64; LANES],
 }
 
 /// How a wave stands after running until it blocks.
@@ -970,7 +976,7 @@ pub fn run_work_group_counted(
     if lds_bytes > MAX_LDS {
         return Err(ExecError::bare(ExecErrorKind::Setup));
     }
-    let mut group = Group { mem, lds: vec![0; lds_bytes as usize], code: &kernel.code };
+    let mut group = Group { mem, lds: vec![0; lds_bytes as usize], code: &kernel.code, addrs: [0; LANES] };
 
     let vgprs = kd.accum_offset().min(256);
     let total = kd.vgprs(true).min(512);
@@ -1111,7 +1117,7 @@ pub fn run_wave(
     lds: &mut Vec<u8>,
     limits: &Limits,
 ) -> Result<(), ExecError> {
-    let mut group = Group { mem, lds: core::mem::take(lds), code };
+    let mut group = Group { mem, lds: core::mem::take(lds), code, addrs: [0; LANES] };
     let r = loop {
         match wave.run(&mut group, limits) {
             Ok(WaveStop::Ended) => break Ok(()),

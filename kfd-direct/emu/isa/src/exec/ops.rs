@@ -10,7 +10,7 @@
 // Lane loops index several per-lane arrays at once.
 #![allow(clippy::needless_range_loop)]
 
-use super::wave::{Lanes, Lanes64, Src, Ty, Wave, LANES};
+use super::wave::{Lanes, Lanes64, Src, Src64, Ty, Wave, LANES};
 use super::{memory, AtomicOp, ExecErrorKind, Group, MemFault, PRIVATE_APERTURE, SHARED_APERTURE};
 use crate::spec::Field;
 use crate::{Encoding, Ext, Inst, Operand};
@@ -925,18 +925,44 @@ pub(crate) fn flat_parts(e: &Exe, returns: bool) -> (Option<Operand>, Operand, O
 /// frame, not copied out of a `Result`).
 #[inline(always)]
 pub(crate) fn flat_addrs(w: &Wave, e: &Exe, addr: &Operand, saddr: Option<Operand>) -> Result<Lanes64, ExecErrorKind> {
+    let mut out = [0u64; LANES];
+    flat_addrs_into(w, e, addr, saddr, &mut out)?;
+    Ok(out)
+}
+
+/// [`flat_addrs`] into `out` (the work-group's `Group::addrs` on the GLOBAL paths: the
+/// 512-byte array neither returned nor copied, docs/executor.md §6 "speed").
+#[inline(always)]
+pub(crate) fn flat_addrs_into(
+    w: &Wave,
+    e: &Exe,
+    addr: &Operand,
+    saddr: Option<Operand>,
+    out: &mut Lanes64,
+) -> Result<(), ExecErrorKind> {
     let off = e.inst.mods.offset as i64 as u64;
     match saddr {
         Some(s @ (Operand::Sgpr { .. } | Operand::Ttmp { .. } | Operand::Special { .. })) => {
             let base = w.s64(&s, Ty::B64)?;
-            let v = w.src32(addr)?;
-            Ok(per_lane(|l| base.wrapping_add(u64::from(v.at(l))).wrapping_add(off)))
+            match w.src32(addr)? {
+                Src::Splat(v) => out.fill(base.wrapping_add(u64::from(v)).wrapping_add(off)),
+                Src::Lanes(v) => {
+                    for (o, x) in out.iter_mut().zip(v.iter()) {
+                        *o = base.wrapping_add(u64::from(*x)).wrapping_add(off);
+                    }
+                }
+            }
         }
-        _ => {
-            let v = w.src64(addr, Ty::B64)?;
-            Ok(per_lane(|l| v.at(l).wrapping_add(off)))
-        }
+        _ => match w.src64(addr, Ty::B64)? {
+            Src64::Splat(v) => out.fill(v.wrapping_add(off)),
+            Src64::Pair(lo, hi) => {
+                for l in 0..LANES {
+                    out[l] = (u64::from(lo[l]) | u64::from(hi[l]) << 32).wrapping_add(off);
+                }
+            }
+        },
     }
+    Ok(())
 }
 
 fn target(e: &Exe, a: u64) -> Result<Target, ExecErrorKind> {
@@ -995,15 +1021,17 @@ fn flat_load(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     }
     let n = (e.aux & 0xFF) as usize;
     let signed = e.aux & SIGNED != 0;
-    let addrs = flat_addrs(w, e, &addr, saddr)?;
     let dwords = n.div_ceil(4);
     let exec = w.exec;
     if n % 4 == 0 && e.inst.encoding() != Encoding::Flat {
-        // GLOBAL dwords: one gather into the wave's buffer (docs/executor.md §6 "speed").
-        g.mem.gather(&addrs, exec, dwords, &mut w.mem_buf).map_err(fault)?;
+        // GLOBAL dwords: the addresses in the work-group's buffer, one gather into the wave's
+        // (docs/executor.md §6 "speed").
+        flat_addrs_into(w, e, &addr, saddr, &mut g.addrs)?;
+        g.mem.gather(&g.addrs, exec, dwords, &mut w.mem_buf).map_err(fault)?;
         w.set_from_buf(&vdst, dwords, exec)?;
         return NEXT;
     }
+    let addrs = flat_addrs(w, e, &addr, saddr)?;
     let mut out = [[0u32; LANES]; 4];
     for l in 0..LANES {
         if exec >> l & 1 == 0 {
@@ -1034,17 +1062,25 @@ fn flat_store(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
     let (_, addr, data, saddr) = flat_parts(e, false);
     let data = data.ok_or(ExecErrorKind::Unimplemented)?;
     let n = (e.aux & 0xFF) as usize;
-    let addrs = flat_addrs(w, e, &addr, saddr)?;
     let dwords = n.div_ceil(4);
     let exec = w.exec;
     if n % 4 == 0 && e.inst.encoding() != Encoding::Flat {
-        // GLOBAL dwords: the data staged in the wave's buffer, one scatter.
+        flat_addrs_into(w, e, &addr, saddr, &mut g.addrs)?;
+        let addrs = &g.addrs;
+        // GLOBAL dwords: one scatter, from the registers themselves when four of them from
+        // the data's first lie in its file (`scatter` reads the first `dwords`), else from the
+        // data staged in the wave's buffer (docs/executor.md §6 "speed").
+        if let Some(regs) = w.vregs4(&data) {
+            g.mem.scatter(addrs, exec, dwords, regs).map_err(fault)?;
+            return NEXT;
+        }
         for k in 0..dwords.min(4) {
             w.buf_from(&data, k as u8)?;
         }
-        g.mem.scatter(&addrs, exec, dwords, &w.mem_buf).map_err(fault)?;
+        g.mem.scatter(addrs, exec, dwords, &w.mem_buf).map_err(fault)?;
         return NEXT;
     }
+    let addrs = flat_addrs(w, e, &addr, saddr)?;
     let mut vals = [[0u32; LANES]; 4];
     for (k, v) in vals.iter_mut().enumerate().take(dwords) {
         *v = w.src32k(&data, k as u8)?.lanes();

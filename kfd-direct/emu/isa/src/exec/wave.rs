@@ -245,6 +245,18 @@ impl Wave {
 
     /// A scalar source of 64 bits at type `ty`.
     pub(crate) fn s64(&self, op: &Operand, ty: Ty) -> Result<u64, ExecErrorKind> {
+        // The common registers first, each read once (docs/executor.md §6 "speed").
+        match *op {
+            Operand::Sgpr { reg, .. } => {
+                let r = usize::from(reg);
+                if let Some(&[lo, hi]) = self.sgpr.get(r..r + 2) {
+                    return Ok(u64::from(lo) | u64::from(hi) << 32);
+                }
+            }
+            Operand::Special { reg: Special::Exec, hi: false, .. } => return Ok(self.exec),
+            Operand::Special { reg: Special::Vcc, hi: false, .. } => return Ok(self.vcc),
+            _ => {}
+        }
         if let Some(c) = Wave::constant(op, ty) {
             return Ok(c);
         }
@@ -422,6 +434,16 @@ impl Wave {
         Ok(())
     }
 
+    /// A 32-bit vector destination's register, for a result written in place when every lane
+    /// is written (docs/executor.md §6 "speed"): the errors `set_v32k` gives.
+    pub(crate) fn dst32_mut(&mut self, op: &Operand) -> Result<&mut Lanes, ExecErrorKind> {
+        match *op {
+            Operand::Vgpr { reg, .. } => self.vreg_mut(usize::from(reg), false),
+            Operand::Agpr { reg, .. } => self.vreg_mut(usize::from(reg), true),
+            _ => Err(ExecErrorKind::Unimplemented),
+        }
+    }
+
     /// Writes `v` to every lane of `mask` of a 32-bit vector destination: a uniform result (all
     /// sources scalar) without a lane array to build and copy (docs/executor.md §6 "speed").
     pub(crate) fn fill_v32(&mut self, op: &Operand, v: u32, mask: u64) -> Result<(), ExecErrorKind> {
@@ -431,12 +453,28 @@ impl Wave {
             _ => return Err(ExecErrorKind::Unimplemented),
         };
         let dst = self.vreg_mut(usize::from(reg), acc)?;
+        if mask == u64::MAX {
+            *dst = [v; LANES];
+            return Ok(());
+        }
         for (l, d) in dst.iter_mut().enumerate() {
             if mask >> l & 1 != 0 {
                 *d = v;
             }
         }
         Ok(())
+    }
+
+    /// Four registers from a VGPR or AGPR operand's first, borrowed (a GLOBAL store's data read
+    /// in place); `None` for other operands and when the four run past the file.
+    pub(crate) fn vregs4(&self, op: &Operand) -> Option<&[Lanes; 4]> {
+        let (file, reg) = match *op {
+            Operand::Vgpr { reg, count } if count > 0 => (&self.vgpr, reg),
+            Operand::Agpr { reg, .. } => (&self.agpr, reg),
+            _ => return None,
+        };
+        let r = usize::from(reg);
+        file.get(r..r.checked_add(4)?).and_then(|w| <&[Lanes; 4]>::try_from(w).ok())
     }
 
     /// Copies dword `k` (< 4) of a vector source into `mem_buf[k]`, broadcasting a scalar
@@ -491,10 +529,35 @@ impl Wave {
     /// Writes a 64-bit vector destination in the active lanes.
     pub(crate) fn set_v64(&mut self, op: &Operand, v: &Lanes64) -> Result<(), ExecErrorKind> {
         let m = self.exec;
-        let lo: Lanes = core::array::from_fn(|l| v[l] as u32);
-        let hi: Lanes = core::array::from_fn(|l| (v[l] >> 32) as u32);
-        self.set_v32k(op, 0, &lo, m)?;
-        self.set_v32k(op, 1, &hi, m)
+        // Both halves written in place (no lane arrays built and copied, docs/executor.md §6
+        // "speed").
+        let (reg, acc) = match *op {
+            Operand::Vgpr { reg, .. } => (reg, false),
+            Operand::Agpr { reg, .. } => (reg, true),
+            _ => return Err(ExecErrorKind::Unimplemented),
+        };
+        let file = if acc { &mut self.agpr } else { &mut self.vgpr };
+        let r = usize::from(reg);
+        let Some([lo, hi]) = file.get_mut(r..r + 2).and_then(|p| <&mut [Lanes; 2]>::try_from(p).ok()) else {
+            // The pair runs past the file: the low half as before, then the error.
+            let lo: Lanes = core::array::from_fn(|l| v[l] as u32);
+            self.set_v32k(op, 0, &lo, m)?;
+            return Err(ExecErrorKind::RegisterOutOfRange);
+        };
+        if m == u64::MAX {
+            for l in 0..LANES {
+                lo[l] = v[l] as u32;
+                hi[l] = (v[l] >> 32) as u32;
+            }
+            return Ok(());
+        }
+        for l in 0..LANES {
+            if m >> l & 1 != 0 {
+                lo[l] = v[l] as u32;
+                hi[l] = (v[l] >> 32) as u32;
+            }
+        }
+        Ok(())
     }
 }
 
