@@ -120,7 +120,10 @@ fn a_c_twin_that_cannot_map_its_buffer_is_a_gpu_memory_fault() {
     let (_, q) = run_fixture(&h, fill, add, 100, Some(bad));
     let (r, data) = h.wait_events(&[mem], false, 5000).unwrap();
     assert_eq!(r, aqueduct_kfd_emu::abi::wait_result::COMPLETE);
-    assert_eq!(data[0].memory_exception().va, bad);
+    // Two work-groups of 64 read `a` on different workers; the fault reported is whichever load
+    // reached the unmapped range first, as on a GPU, so any address the kernel reads is right.
+    let va = data[0].memory_exception().va;
+    assert!((bad..bad + 4 * 100).contains(&va), "{va:#x} is not an address the kernel reads");
     assert!(matches!(h.emu.queue_state(q.id), Some(QueueState::Evicted(_))));
 }
 
