@@ -93,6 +93,9 @@ struct Registry {
     handles: HashMap<usize, usize>,
     /// By kernel handle.
     functions: HashMap<usize, Function>,
+    /// Kernel handle by kernel object, for every function resolved on a device: a graph's or a
+    /// capture's dispatch read back names its kernel in one lookup, however many are registered.
+    by_object: HashMap<u64, usize>,
     /// By host shadow address.
     variables: HashMap<usize, Variable>,
     /// In registration order.
@@ -158,14 +161,14 @@ pub(crate) fn function_on(g: &Global, key: usize, device: u32) -> HipResult<Arc<
     let entry = Arc::new(module_function(g, module, &name).map_err(|_| INVALID_DEVICE_FUNCTION)?);
     if let Some(f) = reg.functions.get_mut(&key) {
         f.devices.insert(device, entry.clone());
+        reg.by_object.insert(entry.object, key);
     }
     Ok(entry)
 }
 
 /// The kernel handle whose function (on any device) dispatches `object`.
 pub(crate) fn handle_of_object(object: u64) -> Option<usize> {
-    let reg = lock(&REGISTRY);
-    reg.functions.iter().find(|(_, f)| f.devices.values().any(|e| e.object == object)).map(|(&h, _)| h)
+    lock(&REGISTRY).by_object.get(&object).copied()
 }
 
 /// The device address and size of the variable whose host shadow is `symbol`, on the calling
@@ -319,6 +322,8 @@ pub unsafe extern "C" fn __hipUnregisterFatBinary(modules: *mut *mut c_void) {
         let Some(b) = reg.binaries.remove(&h) else { return };
         reg.handles.retain(|_, v| *v != h);
         reg.functions.retain(|_, f| f.binary != h);
+        let Registry { functions, by_object, .. } = &mut *reg;
+        by_object.retain(|_, k| functions.contains_key(k));
         reg.variables.retain(|_, v| v.binary != h);
         let managed: Vec<u64> = reg.managed.iter().filter(|v| v.binary == h).map(|v| v.memory).collect();
         reg.managed.retain(|v| v.binary != h);
