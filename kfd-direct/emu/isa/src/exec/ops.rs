@@ -1045,6 +1045,14 @@ fn flat_load(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
         // GLOBAL dwords: the addresses in the work-group's buffer, one gather into the wave's
         // (docs/executor.md §6 "speed").
         flat_addrs_into(w, e, &addr, saddr, &mut g.addrs)?;
+        // Straight into the destination when four registers from its first lie in its file
+        // (`gather` writes only the mask's lanes of the first `dwords`; a fault ends the
+        // dispatch, so a partly written destination is never seen), else through the wave's
+        // buffer: no 256-byte copy per dword (docs/executor.md §6 "speed").
+        if let Some(regs) = w.vregs4_mut(&vdst) {
+            g.mem.gather(&g.addrs, exec, dwords, regs).map_err(fault)?;
+            return NEXT;
+        }
         g.mem.gather(&g.addrs, exec, dwords, &mut w.mem_buf).map_err(fault)?;
         w.set_from_buf(&vdst, dwords, exec)?;
         return NEXT;
