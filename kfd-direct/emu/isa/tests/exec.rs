@@ -137,6 +137,56 @@ v_bfe_u32 v18, v1, 3, 9",
     assert_eq!(w.sgpr[8], c[0]);
 }
 
+/// The carry-in forms (`v_addc_co_u32`, `v_subb_co_u32`, `v_subbrev_co_u32`) against 64-bit
+/// sums, over random lanes with a random carry-in mask plus the edge lanes where only the
+/// carry-in carries or borrows (all ones plus one, equal operands minus one), and a partial
+/// EXEC: lanes outside it keep their values and carry nothing out.
+#[test]
+fn vector_carry_in_forms_over_random_lanes_and_masks() {
+    let mut r = rnd(21);
+    let mut a: [u32; LANES] = core::array::from_fn(|_| r());
+    let mut b: [u32; LANES] = core::array::from_fn(|_| r());
+    (a[0], b[0], a[1], b[1], a[2], b[2]) = (u32::MAX, 0, 5, 5, 0, u32::MAX);
+    let cin = u64::from(r()) | u64::from(r()) << 32 | 0b111;
+    let exec = !(u64::from(r()) << 40);
+    let mut w = wave();
+    (w.vgpr[1], w.vgpr[2]) = (a, b);
+    for v in 4..7 {
+        w.vgpr[v] = lanes(|_| 0xDEAD_BEEF);
+    }
+    (w.sgpr[4], w.sgpr[5]) = (cin as u32, (cin >> 32) as u32);
+    (w.sgpr[12], w.sgpr[13]) = (exec as u32, (exec >> 32) as u32);
+    run(
+        "s_mov_b64 exec, s[12:13]
+v_addc_co_u32_e64 v4, s[6:7], v1, v2, s[4:5]
+v_subb_co_u32_e64 v5, s[8:9], v1, v2, s[4:5]
+v_subbrev_co_u32_e64 v6, s[10:11], v1, v2, s[4:5]",
+        &mut w,
+    );
+    let (mut add, mut sub, mut subrev) = (0u64, 0u64, 0u64);
+    for l in 0..LANES {
+        let (x, y, c) = (u64::from(a[l]), u64::from(b[l]), cin >> l & 1);
+        if exec >> l & 1 == 0 {
+            for v in 4..7 {
+                assert_eq!(w.vgpr[v][l], 0xDEAD_BEEF, "v{v} lane {l} outside EXEC");
+            }
+            continue;
+        }
+        assert_eq!(w.vgpr[4][l], (x + y + c) as u32, "addc lane {l}");
+        add |= u64::from(x + y + c > u64::from(u32::MAX)) << l;
+        assert_eq!(w.vgpr[5][l], x.wrapping_sub(y + c) as u32, "subb lane {l}");
+        sub |= u64::from(y + c > x) << l;
+        assert_eq!(w.vgpr[6][l], y.wrapping_sub(x + c) as u32, "subbrev lane {l}");
+        subrev |= u64::from(x + c > y) << l;
+    }
+    let pair = |k: usize| u64::from(w.sgpr[k]) | u64::from(w.sgpr[k + 1]) << 32;
+    assert_eq!(pair(6), add, "carry-out of v_addc_co_u32");
+    assert_eq!(pair(8), sub, "borrow-out of v_subb_co_u32");
+    assert_eq!(pair(10), subrev, "borrow-out of v_subbrev_co_u32");
+    assert_ne!(add & 1, 0, "lane 0 carries only through the carry-in");
+    assert_ne!(sub & 2, 0, "lane 1 borrows only through the borrow-in");
+}
+
 /// `clamp` on the unsigned add and subtracts saturates (rocPRIM's reductions emit
 /// `v_sub_u32_e64 … clamp`); without it they wrap.
 #[test]

@@ -307,7 +307,9 @@ pub trait Memory {
     fn interrupt(&self, context: u32);
     /// Reads `dwords` (1–4) dwords at `addrs[l]` for each lane `l` set in `mask`, lanes in
     /// order (the first fault ends it), dword `k` into `out[k][l]`: one call per instruction
-    /// instead of one per lane. The default reads lane by lane with [`Memory::load`].
+    /// instead of one per lane. Nothing else of `out` is written (the executor may pass the
+    /// destination registers themselves). The default reads lane by lane with
+    /// [`Memory::load`].
     fn gather(
         &self,
         addrs: &[u64; LANES],

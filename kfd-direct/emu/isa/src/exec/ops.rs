@@ -434,17 +434,34 @@ fn pack_mask(bits: &[u8; LANES]) -> u64 {
     m
 }
 
+/// A lane mask as 64 per-lane 0/1 bytes (byte `l` = bit `l`), `pack_mask`'s inverse: eight
+/// lanes per multiply (the mask's byte copied into every byte, each byte keeping its own bit,
+/// then each nonzero byte turned into 1) instead of a variable shift per lane, which the lane
+/// loops reading it cannot vectorise (docs/executor.md §6 "speed").
+#[inline(always)]
+fn unpack_mask(m: u64) -> [u8; LANES] {
+    let mut r = [0u8; LANES];
+    for (k, c) in r.chunks_exact_mut(8).enumerate() {
+        let y = ((m >> (8 * k)) & 0xFF).wrapping_mul(0x0101_0101_0101_0101) & 0x8040_2010_0804_0201;
+        // Each byte is 0 or one bit (at most 0x80): adding 0x7F sets its top bit exactly when
+        // it is nonzero, without a carry into the next byte.
+        let v = ((y + 0x7F7F_7F7F_7F7F_7F7F) & 0x8080_8080_8080_8080) >> 7;
+        c.copy_from_slice(&v.to_le_bytes());
+    }
+    r
+}
+
 /// Add/subtract with carry-out (and carry-in): `f(a, b, cin) -> (result, cout)`.
 fn vcarry(w: &mut Wave, e: &Exe, cin: bool, f: impl Fn(u32, u32, u32) -> (u32, bool)) -> R {
     int_mods(e)?;
     let (a, b) = (w.src32(&src(e, 0)?)?, w.src32(&src(e, 1)?)?);
-    let c = if cin { w.s64(&mask_in(e)?, Ty::B64)? } else { 0 };
+    let c = if cin { unpack_mask(w.s64(&mask_in(e)?, Ty::B64)?) } else { [0; LANES] };
     let exec = w.exec;
     let mut out = [0u32; LANES];
     let mut carries = [0u8; LANES];
     // Branch-free: every lane's carry, packed into the mask, then EXEC applied once.
     for l in 0..LANES {
-        let (r, carry) = f(a.at(l), b.at(l), (c >> l & 1) as u32);
+        let (r, carry) = f(a.at(l), b.at(l), u32::from(c[l]));
         out[l] = r;
         carries[l] = u8::from(carry);
     }
@@ -839,21 +856,22 @@ fn vcmp(w: &mut Wave, e: &Exe, _g: &mut Group<'_>) -> R {
     match ty {
         CMP_I32 | CMP_U32 => {
             let (a, b) = (w.src32(&s0)?, w.src32(&s1)?);
-            // Signed compares as unsigned ones with the sign bit flipped; the less and equal
-            // masks of every lane first, then the condition's truth table over them.
+            // Signed compares as unsigned ones with the sign bit flipped; the condition's truth
+            // table as three 0/1 bytes, applied to each lane's less / equal / greater bytes
+            // with ands and ors, into one byte array and one `pack_mask` (two arrays packed
+            // apart cost twice the instructions, docs/executor.md §6 "speed").
             let flip = if ty == CMP_I32 { 0x8000_0000 } else { 0 };
-            let (mut lts, mut eqs) = ([0u8; LANES], [0u8; LANES]);
+            let want = |o: core::cmp::Ordering| u8::from(int_cond(cond, o));
+            let (wl, we, wg) =
+                (want(core::cmp::Ordering::Less), want(core::cmp::Ordering::Equal), want(core::cmp::Ordering::Greater));
+            let mut res = [0u8; LANES];
             for l in 0..LANES {
                 let (x, y) = (a.at(l) ^ flip, b.at(l) ^ flip);
-                lts[l] = u8::from(x < y);
-                eqs[l] = u8::from(x == y);
+                let (lt, gt) = (u8::from(x < y), u8::from(x > y));
+                let eq = 1 ^ (lt | gt);
+                res[l] = (lt & wl) | (eq & we) | (gt & wg);
             }
-            let (lt, eq) = (pack_mask(&lts), pack_mask(&eqs));
-            let gt = !(lt | eq);
-            let pick = |o: core::cmp::Ordering, m: u64| if int_cond(cond, o) { m } else { 0 };
-            bits = pick(core::cmp::Ordering::Less, lt)
-                | pick(core::cmp::Ordering::Equal, eq)
-                | pick(core::cmp::Ordering::Greater, gt);
+            bits = pack_mask(&res);
         }
         CMP_I64 | CMP_U64 => {
             let (a, b) = (w.src64(&s0, Ty::B64)?, w.src64(&s1, Ty::B64)?);
@@ -1027,6 +1045,14 @@ fn flat_load(w: &mut Wave, e: &Exe, g: &mut Group<'_>) -> R {
         // GLOBAL dwords: the addresses in the work-group's buffer, one gather into the wave's
         // (docs/executor.md §6 "speed").
         flat_addrs_into(w, e, &addr, saddr, &mut g.addrs)?;
+        // Straight into the destination when four registers from its first lie in its file
+        // (`gather` writes only the mask's lanes of the first `dwords`; a fault ends the
+        // dispatch, so a partly written destination is never seen), else through the wave's
+        // buffer: no 256-byte copy per dword (docs/executor.md §6 "speed").
+        if let Some(regs) = w.vregs4_mut(&vdst) {
+            g.mem.gather(&g.addrs, exec, dwords, regs).map_err(fault)?;
+            return NEXT;
+        }
         g.mem.gather(&g.addrs, exec, dwords, &mut w.mem_buf).map_err(fault)?;
         w.set_from_buf(&vdst, dwords, exec)?;
         return NEXT;
@@ -1959,22 +1985,28 @@ pub(crate) fn handler_for_name(name: &str) -> Option<(Handler, u32)> {
         "v_add_co_u32" => |w, e, _| vcarry(w, e, false, |a, b, _| a.overflowing_add(b)),
         "v_sub_co_u32" => |w, e, _| vcarry(w, e, false, |a, b, _| a.overflowing_sub(b)),
         "v_subrev_co_u32" => |w, e, _| vcarry(w, e, false, |a, b, _| b.overflowing_sub(a)),
+        // Carry-in forms in 32-bit lanes, the two steps' carries or-ed (one of them at most
+        // is set): four u32 lanes per vector operation instead of two u64 ones
+        // (docs/executor.md §6 "speed").
         "v_addc_co_u32" => |w, e, _| {
             vcarry(w, e, true, |a, b, c| {
-                let s = u64::from(a) + u64::from(b) + u64::from(c);
-                (s as u32, s >> 32 != 0)
+                let (t, c0) = a.overflowing_add(b);
+                let (r, c1) = t.overflowing_add(c);
+                (r, c0 | c1)
             })
         },
         "v_subb_co_u32" => |w, e, _| {
             vcarry(w, e, true, |a, b, c| {
-                let t = u64::from(b) + u64::from(c);
-                (u64::from(a).wrapping_sub(t) as u32, t > u64::from(a))
+                let (t, b0) = a.overflowing_sub(b);
+                let (r, b1) = t.overflowing_sub(c);
+                (r, b0 | b1)
             })
         },
         "v_subbrev_co_u32" => |w, e, _| {
             vcarry(w, e, true, |a, b, c| {
-                let t = u64::from(a) + u64::from(c);
-                (u64::from(b).wrapping_sub(t) as u32, t > u64::from(b))
+                let (t, b0) = b.overflowing_sub(a);
+                let (r, b1) = t.overflowing_sub(c);
+                (r, b0 | b1)
             })
         },
         "v_cndmask_b32" => vcndmask,
@@ -2183,8 +2215,29 @@ fn med3<T: Ord + Copy>(a: T, b: T, c: T) -> T {
 
 #[cfg(test)]
 mod tests {
-    use super::{pack_mask, LANES};
+    use super::{pack_mask, unpack_mask, LANES};
     use alloc::vec;
+
+    /// `unpack_mask` against one shift per lane, and back through `pack_mask`: every single
+    /// bit, none, all, and pseudo-random masks (an LCG, so the run is the same every time).
+    #[test]
+    fn unpack_mask_puts_bit_l_in_lane_l() {
+        let mut cases = vec![0u64, u64::MAX];
+        cases.extend((0..LANES).map(|l| 1u64 << l));
+        cases.extend((0..LANES).map(|l| !(1u64 << l)));
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..200 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            cases.push(x);
+        }
+        for &m in &cases {
+            let b = unpack_mask(m);
+            for (l, &v) in b.iter().enumerate() {
+                assert_eq!(u64::from(v), m >> l & 1, "mask {m:#x} lane {l}");
+            }
+            assert_eq!(pack_mask(&b), m);
+        }
+    }
 
     /// `pack_mask` against one shift and or per lane: every single lane, none, all, and
     /// pseudo-random patterns (an LCG, so the run is the same every time).

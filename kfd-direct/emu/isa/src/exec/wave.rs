@@ -477,6 +477,18 @@ impl Wave {
         file.get(r..r.checked_add(4)?).and_then(|w| <&[Lanes; 4]>::try_from(w).ok())
     }
 
+    /// Four registers from a VGPR or AGPR destination's first, for writing (a GLOBAL load
+    /// gathered straight into its destination); `None` when the four run past the file.
+    pub(crate) fn vregs4_mut(&mut self, op: &Operand) -> Option<&mut [Lanes; 4]> {
+        let (file, reg) = match *op {
+            Operand::Vgpr { reg, count } if count > 0 => (&mut self.vgpr, reg),
+            Operand::Agpr { reg, .. } => (&mut self.agpr, reg),
+            _ => return None,
+        };
+        let r = usize::from(reg);
+        file.get_mut(r..r.checked_add(4)?).and_then(|w| <&mut [Lanes; 4]>::try_from(w).ok())
+    }
+
     /// Copies dword `k` (< 4) of a vector source into `mem_buf[k]`, broadcasting a scalar
     /// (what `v32k` returns, without the copy through the stack).
     pub(crate) fn buf_from(&mut self, op: &Operand, k: u8) -> Result<(), ExecErrorKind> {
