@@ -17,7 +17,7 @@
 //! listing nodes and edges, node types) go to core. When the capture ends the graph is taken
 //! over here under the same handle, and node handles given out during the capture stay valid.
 //! A captured graph of kernels, host functions and events stays core's until a call needs this
-//! layer's model of it ([`Captured`]): instantiated as it is, it is core's graph that core
+//! layer's model of it ([`CoreHeld`]): instantiated as it is, it is core's graph that core
 //! instantiates, and the executable takes its snapshot of the graph when first changed.
 //!
 //! Copies from or to pageable host memory (memory not from `hipMalloc`/`hipHostMalloc`) are

@@ -15,18 +15,23 @@ use super::model::*;
 use super::ownership::*;
 use super::table::*;
 
-/// `hipGraphCreate`: `flags` must be 0.
+/// `hipGraphCreate`: `flags` must be 0. The graph is core's while its nodes are ones core holds
+/// as they are ([`create_in_core`]).
 ///
 /// # Safety
 /// `graph` is NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn hipGraphCreate(graph: *mut Handle, flags: c_uint) -> i32 {
     api(|| {
-        global()?;
+        let g = global()?;
         if graph.is_null() || flags != 0 {
             return Err(INVALID_VALUE);
         }
-        let h = graphs().insert(Graph::default());
+        // Core's graph while there is room in core (docs/hip-semantics.md, "Graphs").
+        let h = match create_in_core(g) {
+            Some(h) => h,
+            None => graphs().insert(Graph::default()),
+        };
         // SAFETY: the caller's contract.
         unsafe { put(graph, handle(h)) }
     })
@@ -296,6 +301,9 @@ pub unsafe extern "C" fn hipGraphAddDependencies(
                 return Err(INVALID_VALUE);
             }
             pairs.push((fi, ti));
+        }
+        if let Some(added) = add_edges_in_core(g, h, &pairs) {
+            return added;
         }
         if !is_ours(h) {
             let (f, t): (Vec<NodeId>, Vec<NodeId>) = pairs.iter().map(|&(f, t)| (NodeId(f), NodeId(t))).unzip();
