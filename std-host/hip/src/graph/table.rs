@@ -228,6 +228,17 @@ pub(super) fn graphs() -> std::sync::MutexGuard<'static, Graphs> {
     graphs
 }
 
+/// Where graph `h` lives, for the calls that read it without taking it over: core's graph
+/// (`Some`) while core holds it — a [`CoreHeld`] one (returned too, so that core's graph lives
+/// while it is read) or a capture's (or garbage, which core refuses) — or this layer's (`None`).
+pub(super) fn in_core(h: u64) -> Option<(GraphHandle, Option<Arc<CoreHeld>>)> {
+    match lock(&GRAPHS).map.get(&h) {
+        Some(Entry::Core(c)) => Some((c.core, Some(Arc::clone(c)))),
+        Some(_) => None,
+        None => Some((GraphHandle(h), None)),
+    }
+}
+
 /// Whether `h` names a graph of this layer (otherwise it is core's: a capture's, or garbage).
 pub(super) fn is_ours(h: u64) -> bool {
     graphs().map.contains_key(&h)

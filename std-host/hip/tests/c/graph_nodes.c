@@ -65,6 +65,24 @@ static void core_held(hipStream_t s, unsigned *buf, unsigned *buf2, hipEvent_t e
     EXPECT(hipGraphAddDependencies(cg, &foreign, &crec, 1), hipErrorInvalidValue); /* another graph's */
     hipGraphNode_t cfrom[] = {ce, ch, c1}, cto[] = {crec, crec, c2};
     EXPECT(hipGraphAddDependencies(cg, cfrom, cto, 3), hipErrorInvalidValue); /* c1 → c2 exists */
+    /* An edge against id order: cz, added last, runs first. */
+    hipGraphNode_t cz;
+    OK(hipGraphAddEmptyNode(&cz, cg, NULL, 0));
+    OK(hipGraphAddDependencies(cg, &cz, &c1, 1));
+    /* Lists (read from core's graph): topological order, lowest id first among the ready. */
+    hipGraphNode_t clist[8], cdeps[4];
+    size_t cnodes = 8, cnd = 4, cedges = 0;
+    OK(hipGraphGetNodes(cg, clist, &cnodes));
+    TRUE(cnodes == 6 && clist[0] == cz && clist[1] == c1 && clist[2] == c2 && clist[3] == ch);
+    TRUE(clist[4] == ce && clist[5] == crec);
+    cnodes = 8;
+    OK(hipGraphGetRootNodes(cg, clist, &cnodes));
+    TRUE(cnodes == 1 && clist[0] == cz);
+    OK(hipGraphGetEdges(cg, NULL, NULL, &cedges));
+    TRUE(cedges == 7);
+    OK(hipGraphNodeGetDependentNodes(c1, cdeps, &cnd));
+    TRUE(cnd == 2 && has(cdeps, 2, c2) && has(cdeps, 2, ch));
+    TRUE(type_of(c1) == hipGraphNodeTypeKernel && type_of(crec) == hipGraphNodeTypeEventRecord);
     hipGraphExec_t cx;
     OK(hipGraphInstantiate(&cx, cg, NULL, NULL, 0));
     host_runs = 0;
@@ -80,11 +98,9 @@ static void core_held(hipStream_t s, unsigned *buf, unsigned *buf2, hipEvent_t e
     OK(hipMemcpy(host, buf2, N * 4, hipMemcpyDeviceToHost));
     TRUE(host[0] == 6 && host_runs == 2);
     /* Calls that read the graph: the node handles given out before, the parameters as given. */
-    size_t cedges = 0;
     OK(hipGraphGetEdges(cg, NULL, NULL, &cedges));
-    TRUE(cedges == 7);
-    hipGraphNode_t cdeps[4];
-    size_t cnd = 4;
+    TRUE(cedges == 8);
+    cnd = 4;
     OK(hipGraphNodeGetDependencies(crec, cdeps, &cnd));
     TRUE(cnd == 2 && has(cdeps, 2, ce) && has(cdeps, 2, ch));
     TRUE(type_of(c1) == hipGraphNodeTypeKernel && type_of(ch) == hipGraphNodeTypeHost);
