@@ -8,21 +8,23 @@
 //! the layer gets there in stages (docs/hip-semantics.md, "Graphs": its "Stages" list). Today
 //! a graph lives in one of two places:
 //!
-//! - **core**, while core holds every node of it as it is ([`CoreHeld`]): a capture's graph
-//!   while the capture records and, once it ends, while its nodes are kernel dispatches, plain
-//!   host functions, event records and waits or empty nodes; and a graph of [`hipGraphCreate`]
+//! - **core**: a capture's graph while the capture records; then, while core holds every node
+//!   of it as it is ([`CoreHeld`]), a captured graph whose nodes are kernel dispatches, plain
+//!   host functions, event records and waits or empty nodes, and a graph of [`hipGraphCreate`]
 //!   while the nodes added are of those kinds (`table.rs` `held_as_is`: reading the node back
 //!   from core gives the HIP parameters it was added with). Adding such nodes
 //!   (`hipGraphAdd{Kernel,Host,Empty,EventRecord,EventWait}Node`), adding dependencies, the
 //!   lists (`hipGraphGetNodes`, `…GetRootNodes`, `…GetEdges`, a node's dependencies and
-//!   dependents), node types and instantiation work on core's graph, the layer translating
+//!   dependents), node types, host and event nodes' parameters read back
+//!   (`hipGraphHostNodeGetParams`, `hipGraphEvent{Record,Wait}NodeGetEvent`) and instantiation
+//!   work on core's graph, the layer translating
 //!   handles, parameters and errors; an executable instantiated from it is core's own, and
 //!   takes its snapshot of the graph when first changed. At most 64 graphs wait in core at
 //!   once (`table.rs` `CORE_BUILT`), so captures and instantiations keep core's graph slots;
 //! - **this layer's model** ([`Graph`], `model.rs`), built from core's graph under the same
 //!   handle (node handles stay valid) when a call needs what core's graph does not hold yet —
-//!   copy, fill, child-graph, conditional and memory nodes, per-node parameters read back or set
-//!   in the graph, node and edge removal, clones (`hipGraphNodeFindInClone`), stamps for
+//!   copy, fill, child-graph, conditional and memory nodes, a kernel node's parameters read
+//!   back, any node's set in the graph, node and edge removal, clones (`hipGraphNodeFindInClone`), stamps for
 //!   [`hipGraphExecUpdate`] — and then for every graph waiting in core, not only the one
 //!   called on (`table.rs` `graphs`); or from the start when 64 wait already: nodes with their HIP
 //!   parameters (kernel arguments deep-copied, as HIP copies them) and edges. Instantiation

@@ -1,8 +1,8 @@
 //! The graph table (docs/hip-semantics.md, "Graphs"): graph handles and what they name (a graph
-//! of this layer with what it owns, a view of a graph inside a node, a captured graph core still
-//! holds), node handles as (graph, id), the list conventions of HIP's queries, captures into
-//! existing graphs' hold on their target, and captured graphs taken over when their capture
-//! ends.
+//! of this layer with what it owns, a view of a graph inside a node, a graph core still holds),
+//! node handles as (graph, id), the list conventions of HIP's queries, captures into existing
+//! graphs' hold on their target, captured graphs taken over when their capture ends, and graphs
+//! built node by node in core.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -20,8 +20,8 @@ use super::model::*;
 use super::ownership::*;
 
 /// A graph of this layer, or a view of a graph inside a node of another: the child graph of a
-/// child-graph node (`body` `None`), or body `body` of a conditional node; or a captured graph
-/// core still holds ([`CoreHeld`]: captured, or built node by node).
+/// child-graph node (`body` `None`), or body `body` of a conditional node; or a graph core still
+/// holds ([`CoreHeld`]: captured, or built node by node).
 pub(super) enum Entry {
     /// A graph, the memory it owns (captured allocations, shared with its executable), the
     /// capture recording into it, if one does, and its conditional handles.
@@ -212,7 +212,7 @@ impl Drop for TargetLease {
 
 pub(super) static GRAPHS: LazyLock<Mutex<Graphs>> = LazyLock::new(Default::default);
 
-/// The graph table, every captured graph waiting in core taken over first (its model built,
+/// The graph table, every graph waiting in core taken over first (its model built,
 /// the same handle then naming an owned graph). Lock order: `GRAPHS`, then core's and the
 /// function tables'.
 pub(super) fn graphs() -> std::sync::MutexGuard<'static, Graphs> {

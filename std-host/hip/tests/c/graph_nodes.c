@@ -83,6 +83,15 @@ static void core_held(hipStream_t s, unsigned *buf, unsigned *buf2, hipEvent_t e
     OK(hipGraphNodeGetDependentNodes(c1, cdeps, &cnd));
     TRUE(cnd == 2 && has(cdeps, 2, c2) && has(cdeps, 2, ch));
     TRUE(type_of(c1) == hipGraphNodeTypeKernel && type_of(crec) == hipGraphNodeTypeEventRecord);
+    /* Host and event parameters read back from core's graph. */
+    hipHostNodeParams chq = {NULL, NULL};
+    OK(hipGraphHostNodeGetParams(ch, &chq));
+    TRUE(chq.fn == count_run && chq.userData == &inc);
+    hipEvent_t cev = NULL;
+    OK(hipGraphEventRecordNodeGetEvent(crec, &cev));
+    TRUE(cev == ev2);
+    EXPECT(hipGraphEventWaitNodeGetEvent(crec, &cev), hipErrorInvalidValue);
+    EXPECT(hipGraphHostNodeGetParams(c1, &chq), hipErrorInvalidValue);
     hipGraphExec_t cx;
     OK(hipGraphInstantiate(&cx, cg, NULL, NULL, 0));
     host_runs = 0;
@@ -110,10 +119,10 @@ static void core_held(hipStream_t s, unsigned *buf, unsigned *buf2, hipEvent_t e
     TRUE(ck.func == &add_symbol && ck.extra == NULL && ck.kernelParams != NULL);
     TRUE(ck.gridDim.x == N / 64 && ck.blockDim.x == 64 && ck.sharedMemBytes == 0);
     TRUE(*(unsigned *)ck.kernelParams[1] == 1 && *(unsigned **)ck.kernelParams[0] == buf2);
-    hipHostNodeParams chq;
+    chq.fn = NULL;
     OK(hipGraphHostNodeGetParams(ch, &chq));
     TRUE(chq.fn == count_run && chq.userData == &inc);
-    hipEvent_t cev = NULL;
+    cev = NULL;
     OK(hipGraphEventRecordNodeGetEvent(crec, &cev));
     TRUE(cev == ev2);
     /* The executable kept the graph as it was instantiated: c3 is no node of it. */
