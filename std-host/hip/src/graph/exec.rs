@@ -35,9 +35,9 @@ struct Exec {
     staging: Staging,
     /// Staging of earlier builds that launches still enqueued may use.
     retired: Vec<Staging>,
-    /// Instantiated by core from a captured graph it held ([`Captured`]): `graph` and `sites`
+    /// Instantiated by core from a graph it held ([`CoreHeld`]): `graph` and `sites`
     /// are that graph's model, taken when first needed ([`Exec::settle`]).
-    captured: Option<Arc<Captured>>,
+    captured: Option<Arc<CoreHeld>>,
     /// The memory of the graph it was instantiated from, if that graph owns any (one executable
     /// at a time holds it): launches go through core's pools, and the memory goes with the last
     /// of graph and executable.
@@ -50,8 +50,8 @@ impl Exec {
         Exec { core, source, graph, sites, device, flags, staging, retired: Vec::new(), captured: None, memory: None }
     }
 
-    /// Core's executable of captured graph `c` as it is.
-    fn of_captured(core: GraphExecHandle, source: u64, c: Arc<Captured>, flags: u32) -> Exec {
+    /// Core's executable of graph `c`, which core holds, as it is.
+    fn of_core(core: GraphExecHandle, source: u64, c: Arc<CoreHeld>, flags: u32) -> Exec {
         let (graph, sites, device) = (Graph::default(), Vec::new(), c.device);
         Exec {
             core,
@@ -164,8 +164,8 @@ pub unsafe extern "C" fn hipGraphInstantiateWithFlags(exec: *mut Handle, graph: 
             return Err(INVALID_VALUE);
         }
         let source = graph as usize as u64;
-        // A captured graph core still holds, on the device it was captured on: core's own
-        // instantiation of it.
+        // A graph core still holds (captured, or built node by node), on the device it was
+        // made on: core's own instantiation of it.
         let captured = match lock(&GRAPHS).map.get(&source) {
             Some(Entry::Core(c)) => Some(Arc::clone(c)),
             _ => None,
@@ -175,7 +175,7 @@ pub unsafe extern "C" fn hipGraphInstantiateWithFlags(exec: *mut Handle, graph: 
             let mut execs = lock(&EXECS);
             execs.next += 1;
             let h = EXEC_TAG | execs.next;
-            execs.map.insert(h, Exec::of_captured(core, source, c, flags));
+            execs.map.insert(h, Exec::of_core(core, source, c, flags));
             // SAFETY: the caller's contract.
             return unsafe { put(exec, handle(h)) };
         }

@@ -4,21 +4,39 @@
 //!
 //! # Model
 //!
-//! A graph made here ([`hipGraphCreate`], [`hipGraphClone`], or a capture once it ends) is a
-//! [`Graph`] kept in this layer: nodes with their HIP parameters (kernel arguments deep-copied,
-//! as HIP copies them) and edges. Instantiation flattens it — child graphs inlined, multi-row
-//! copies and fills split into rows — into a core graph, which core turns into AQL packets; the
-//! core graph is dropped at once and the executable keeps a snapshot of the graph and what each
-//! node became, so `hipGraphExec*SetParams` and [`hipGraphExecUpdate`] patch the nodes that
-//! changed in place, or rebuild the executable behind the same handle when a node's shape changed
-//! (`patch.rs`; launches already enqueued keep what they had).
+//! Graphs are to have one model, core's, with this layer translating types and errors over it;
+//! the layer gets there in stages (docs/hip-semantics.md, "Graphs": its "Stages" list). Today
+//! a graph lives in one of two places:
 //!
-//! While a capture records, its graph is core's; the calls that make sense then (adding nodes,
-//! listing nodes and edges, node types) go to core. When the capture ends the graph is taken
-//! over here under the same handle, and node handles given out during the capture stay valid.
-//! A captured graph of kernels, host functions and events stays core's until a call needs this
-//! layer's model of it ([`Captured`]): instantiated as it is, it is core's graph that core
-//! instantiates, and the executable takes its snapshot of the graph when first changed.
+//! - **core**: a capture's graph while the capture records; then, while core holds every node
+//!   of it as it is ([`CoreHeld`]), a captured graph whose nodes are kernel dispatches, plain
+//!   host functions, event records and waits or empty nodes, and a graph of [`hipGraphCreate`]
+//!   while the nodes added are of those kinds (`table.rs` `held_as_is`: reading the node back
+//!   from core gives the HIP parameters it was added with). Adding such nodes
+//!   (`hipGraphAdd{Kernel,Host,Empty,EventRecord,EventWait}Node`), adding dependencies, the
+//!   lists (`hipGraphGetNodes`, `…GetRootNodes`, `…GetEdges`, a node's dependencies and
+//!   dependents), node types, host and event nodes' parameters read back
+//!   (`hipGraphHostNodeGetParams`, `hipGraphEvent{Record,Wait}NodeGetEvent`) and instantiation
+//!   work on core's graph, the layer translating
+//!   handles, parameters and errors; an executable instantiated from it is core's own, and
+//!   takes its snapshot of the graph when first changed. At most 64 graphs wait in core at
+//!   once (`table.rs` `CORE_BUILT`), so captures and instantiations keep core's graph slots;
+//! - **this layer's model** ([`Graph`], `model.rs`), built from core's graph under the same
+//!   handle (node handles stay valid) when a call needs what core's graph does not hold yet —
+//!   copy, fill, child-graph, conditional and memory nodes, a kernel node's parameters read
+//!   back, any node's set in the graph, node and edge removal, clones (`hipGraphNodeFindInClone`), stamps for
+//!   [`hipGraphExecUpdate`] — and then for every graph waiting in core, not only the one
+//!   called on (`table.rs` `graphs`); or from the start when 64 wait already: nodes with their HIP
+//!   parameters (kernel arguments deep-copied, as HIP copies them) and edges. Instantiation
+//!   flattens it — child graphs inlined, multi-row copies and fills split into rows — into a
+//!   core graph, which core turns into AQL packets; the core graph is dropped at once and the
+//!   executable keeps a snapshot of the graph and what each node became, so
+//!   `hipGraphExec*SetParams` and [`hipGraphExecUpdate`] patch the nodes that changed in place,
+//!   or rebuild the executable behind the same handle when a node's shape changed (`patch.rs`;
+//!   launches already enqueued keep what they had).
+//!
+//! A graph core holds stops changing in core once an executable was instantiated from it or
+//! its model was built (both read core's graph as it was): the next change takes it over.
 //!
 //! Copies from or to pageable host memory (memory not from `hipMalloc`/`hipHostMalloc`) are
 //! staged through pinned buffers the executable owns, in graph order: a host node fills the

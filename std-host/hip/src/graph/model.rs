@@ -414,26 +414,7 @@ impl Graph {
     /// The live nodes in topological order (lowest id first among the ready); `None` for a
     /// cycle.
     pub(super) fn order(&self) -> Option<Vec<u16>> {
-        let n = self.nodes.len();
-        let mut indegree = vec![0usize; n];
-        let mut succ: Vec<Vec<u16>> = vec![Vec::new(); n];
-        for &(f, t) in &self.edges {
-            indegree[usize::from(t)] += 1;
-            succ[usize::from(f)].push(t);
-        }
-        let mut ready: BTreeSet<u16> =
-            (0..n as u16).filter(|&i| self.live(i) && indegree[usize::from(i)] == 0).collect();
-        let mut out = Vec::new();
-        while let Some(i) = ready.pop_first() {
-            out.push(i);
-            for &t in &succ[usize::from(i)] {
-                indegree[usize::from(t)] -= 1;
-                if indegree[usize::from(t)] == 0 {
-                    ready.insert(t);
-                }
-            }
-        }
-        (out.len() == self.nodes.iter().filter(|k| k.is_some()).count()).then_some(out)
+        topological(self.nodes.len(), |i| self.live(i), &self.edges)
     }
 }
 
@@ -494,6 +475,30 @@ pub(super) struct CondNode {
     pub(super) out: Box<[usize]>,
     /// The owner of the handle's cell.
     pub(super) _owner: Arc<Owner>,
+}
+
+/// The live ones of node ids `0..n` in topological order under `edges` (lowest id first among
+/// the ready), the order every node list of a graph comes in, in this layer's model and in
+/// core's graph alike; `None` for a cycle.
+pub(super) fn topological(n: usize, live: impl Fn(u16) -> bool, edges: &[(u16, u16)]) -> Option<Vec<u16>> {
+    let mut indegree = vec![0usize; n];
+    let mut succ: Vec<Vec<u16>> = vec![Vec::new(); n];
+    for &(f, t) in edges {
+        *indegree.get_mut(usize::from(t))? += 1;
+        succ.get_mut(usize::from(f))?.push(t);
+    }
+    let mut ready: BTreeSet<u16> = (0..n as u16).filter(|&i| live(i) && indegree[usize::from(i)] == 0).collect();
+    let mut out = Vec::new();
+    while let Some(i) = ready.pop_first() {
+        out.push(i);
+        for &t in &succ[usize::from(i)] {
+            indegree[usize::from(t)] -= 1;
+            if indegree[usize::from(t)] == 0 {
+                ready.insert(t);
+            }
+        }
+    }
+    (out.len() == (0..n as u16).filter(|&i| live(i)).count()).then_some(out)
 }
 
 #[cfg(test)]

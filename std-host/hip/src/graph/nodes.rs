@@ -18,8 +18,9 @@ use super::table::*;
 
 // ----- adding nodes ---------------------------------------------------------------------------
 
-/// Adds `kind` to `graph` after `deps` and writes its handle: to a graph of this layer, or to a
-/// capture's graph in core.
+/// Adds `kind` to `graph` after `deps` and writes its handle: to a graph core holds (made by
+/// `hipGraphCreate`, while its nodes are ones core holds as they are), to a graph of this
+/// layer, or to a capture's graph in core.
 ///
 /// # Safety
 /// `node` is NULL or valid for writes; `deps` is NULL or holds `count` handles.
@@ -38,7 +39,11 @@ pub(super) unsafe fn add_node(
     let deps = unsafe { handles(deps, count)? };
     let kind = kind?;
     let h = graph as usize as u64;
-    let id = if is_ours(h) {
+    // A graph core holds takes the nodes core holds as they are; any other node, or a call
+    // core cannot take, goes to this layer's model (the graph taken over first).
+    let id = if let Some(id) = add_in_core(g, h, deps, &kind) {
+        id
+    } else if is_ours(h) {
         let mut graphs = graphs();
         let gr = graphs.get_mut(h).ok_or(INVALID_VALUE)?;
         let ids = dep_ids(g, h, deps, |i| gr.live(i))?;

@@ -4,12 +4,14 @@
 use std::ffi::{c_uint, c_void};
 
 use aqueduct::GraphHandle;
+use aqueduct::NodeId;
 
 use crate::error::{api, HipResult, INVALID_VALUE, NOT_SUPPORTED};
 use crate::global::{global, Global};
 use crate::pitched::Memcpy3DParms;
 use crate::{handle, put, Handle};
 
+use super::build::captured_kind;
 use super::model::*;
 use super::nodes::*;
 use super::table::*;
@@ -28,6 +30,19 @@ pub(super) fn with_node<R>(node: Handle, f: impl FnOnce(&Global, &mut Kind) -> H
             drop(graphs);
             Err(if g.rt.graph_node_count(GraphHandle(gh)).is_ok() { NOT_SUPPORTED } else { INVALID_VALUE })
         }
+    }
+}
+
+/// Runs `f` on the parameters of the node a handle names, read back from core's graph while
+/// core holds the graph (its kinds are read back whole there: host functions and events, not
+/// kernels, whose argument pointers must point at a copy that lives with the node), otherwise
+/// as [`with_node`].
+fn read_node<R>(node: Handle, f: impl FnOnce(&Kind) -> HipResult<R>) -> HipResult<R> {
+    let g = global()?;
+    let (gh, id) = node_of(g, node)?;
+    match in_core(gh) {
+        Some((core, Some(held))) => f(&captured_kind(g, core, NodeId(id), held.device)?),
+        _ => with_node(node, |_, k| f(k)),
     }
 }
 
@@ -192,7 +207,7 @@ pub unsafe extern "C" fn hipGraphHostNodeGetParams(node: Handle, p: *mut HostNod
         if p.is_null() {
             return Err(INVALID_VALUE);
         }
-        let params = with_node(node, |_, k| match k {
+        let params = read_node(node, |k| match k {
             Kind::Host { func, data } => Ok(HostNodeParams { func: Some(*func), data: *data as *mut c_void }),
             _ => Err(INVALID_VALUE),
         })?;
@@ -221,7 +236,7 @@ pub(super) unsafe fn get_event(node: Handle, out: *mut Handle, record: bool) -> 
     if out.is_null() {
         return Err(INVALID_VALUE);
     }
-    let e = with_node(node, |_, k| match (k, record) {
+    let e = read_node(node, |k| match (k, record) {
         (Kind::EventRecord(e), true) | (Kind::EventWait(e), false) => Ok(*e),
         _ => Err(INVALID_VALUE),
     })?;

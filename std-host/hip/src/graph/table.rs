@@ -1,8 +1,8 @@
 //! The graph table (docs/hip-semantics.md, "Graphs"): graph handles and what they name (a graph
-//! of this layer with what it owns, a view of a graph inside a node, a captured graph core still
-//! holds), node handles as (graph, id), the list conventions of HIP's queries, captures into
-//! existing graphs' hold on their target, and captured graphs taken over when their capture
-//! ends.
+//! of this layer with what it owns, a view of a graph inside a node, a graph core still holds),
+//! node handles as (graph, id), the list conventions of HIP's queries, captures into existing
+//! graphs' hold on their target, captured graphs taken over when their capture ends, and graphs
+//! built node by node in core.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -20,8 +20,8 @@ use super::model::*;
 use super::ownership::*;
 
 /// A graph of this layer, or a view of a graph inside a node of another: the child graph of a
-/// child-graph node (`body` `None`), or body `body` of a conditional node; or a captured graph
-/// core still holds ([`Captured`]).
+/// child-graph node (`body` `None`), or body `body` of a conditional node; or a graph core still
+/// holds ([`CoreHeld`]: captured, or built node by node).
 pub(super) enum Entry {
     /// A graph, the memory it owns (captured allocations, shared with its executable), the
     /// capture recording into it, if one does, and its conditional handles.
@@ -38,7 +38,7 @@ pub(super) enum Entry {
         body: Option<usize>,
         recorder: Option<Recorder>,
     },
-    Core(Arc<Captured>),
+    Core(Arc<CoreHeld>),
 }
 
 impl Entry {
@@ -55,13 +55,15 @@ impl Entry {
     }
 }
 
-/// A graph a capture recorded, left in core until something needs this layer's model of it:
-/// instantiating it as it is needs none, so core instantiates its own graph (the figure
-/// `hip_capture_instantiate_per_node`). Only graphs whose nodes this layer would rebuild as
-/// they are wait so ([`stays_in_core`]); any other call on the graph table takes every
-/// waiting graph over first ([`graphs`]). Executables instantiated from one hold it too, and
-/// take their snapshot of it when first asked; core's graph goes with the last holder.
-pub(super) struct Captured {
+/// A graph core holds until something needs this layer's model of it: one a capture recorded,
+/// or one `hipGraphCreate` made while its nodes are ones core holds as they are
+/// ([`add_in_core`]). Instantiating it as it is needs no model, so core instantiates its own
+/// graph (the figure `hip_capture_instantiate_per_node`). Only graphs whose nodes this layer
+/// would rebuild as they are stay so ([`stays_in_core`], [`held_as_is`]); any other call on the
+/// graph table takes every waiting graph over first ([`graphs`]). Executables instantiated from
+/// one hold it too, and take their snapshot of it when first asked; core's graph goes with the
+/// last holder.
+pub(super) struct CoreHeld {
     pub(super) core: GraphHandle,
     pub(super) device: u32,
     /// This layer's model of the graph and, per node, what it is in an executable instantiated
@@ -69,19 +71,19 @@ pub(super) struct Captured {
     pub(super) model: std::sync::OnceLock<HipResult<(Graph, Vec<Site>)>>,
 }
 
-impl Captured {
+impl CoreHeld {
     pub(super) fn model(&self) -> HipResult<&(Graph, Vec<Site>)> {
         let built = self.model.get_or_init(|| captured_model(global()?, self.core, self.device));
         built.as_ref().map_err(|e| *e)
     }
 }
 
-// SAFETY: shared, a `Captured` is only read: its model is written once, inside the
+// SAFETY: shared, a `CoreHeld` is only read: its model is written once, inside the
 // `OnceLock`. The raw pointers in it (host functions' data, as in every `Graph`, which is
 // `Send`) are the user's, copied and handed back, never dereferenced here.
-unsafe impl Sync for Captured {}
+unsafe impl Sync for CoreHeld {}
 
-impl Drop for Captured {
+impl Drop for CoreHeld {
     fn drop(&mut self) {
         if let Ok(g) = global() {
             let _ = g.rt.graph_destroy(self.core);
@@ -210,7 +212,7 @@ impl Drop for TargetLease {
 
 pub(super) static GRAPHS: LazyLock<Mutex<Graphs>> = LazyLock::new(Default::default);
 
-/// The graph table, every captured graph waiting in core taken over first (its model built,
+/// The graph table, every graph waiting in core taken over first (its model built,
 /// the same handle then naming an owned graph). Lock order: `GRAPHS`, then core's and the
 /// function tables'.
 pub(super) fn graphs() -> std::sync::MutexGuard<'static, Graphs> {
@@ -224,6 +226,17 @@ pub(super) fn graphs() -> std::sync::MutexGuard<'static, Graphs> {
         }
     }
     graphs
+}
+
+/// Where graph `h` lives, for the calls that read it without taking it over: core's graph
+/// (`Some`) while core holds it — a [`CoreHeld`] one (returned too, so that core's graph lives
+/// while it is read) or a capture's (or garbage, which core refuses) — or this layer's (`None`).
+pub(super) fn in_core(h: u64) -> Option<(GraphHandle, Option<Arc<CoreHeld>>)> {
+    match lock(&GRAPHS).map.get(&h) {
+        Some(Entry::Core(c)) => Some((c.core, Some(Arc::clone(c)))),
+        Some(_) => None,
+        None => Some((GraphHandle(h), None)),
+    }
 }
 
 /// Whether `h` names a graph of this layer (otherwise it is core's: a capture's, or garbage).
@@ -320,7 +333,7 @@ pub(crate) fn is_live_node(h: u64, id: u16) -> bool {
 // ----- captured graphs taken over ---------------------------------------------------------------
 
 /// Whether instantiating captured graph `core` as it is gives what instantiating this layer's
-/// model of it gives, so that it may stay in core until needed ([`Captured`]): every node a
+/// model of it gives, so that it may stay in core until needed ([`CoreHeld`]): every node a
 /// kernel dispatch (not a built-in copy or fill, which the model stages where a side is
 /// pageable), a plain host function, an event record or wait, or empty.
 fn stays_in_core(g: &Global, core: GraphHandle, device: u32) -> HipResult<bool> {
@@ -344,12 +357,12 @@ fn stays_in_core(g: &Global, core: GraphHandle, device: u32) -> HipResult<bool> 
 /// Takes over the graph a capture recorded, with the memory of the capture's allocations: the
 /// same handle then names a graph of this layer, with the same node ids (so node handles given
 /// out during the capture stay valid), owning that memory. A graph that may stay in core does,
-/// until needed ([`Captured`]); otherwise its model is built now and core's graph is released.
+/// until needed ([`CoreHeld`]); otherwise its model is built now and core's graph is released.
 /// On failure the memory goes back.
 pub(crate) fn adopt_captured(g: &Global, core: GraphHandle, memory: Option<GraphMemory>) -> HipResult {
     let device = g.rt.device()?;
     if stays_in_core(g, core, device)? {
-        let captured = Arc::new(Captured { core, device, model: std::sync::OnceLock::new() });
+        let captured = Arc::new(CoreHeld { core, device, model: std::sync::OnceLock::new() });
         let mut graphs = lock(&GRAPHS);
         graphs.map.insert(core.0, Entry::Core(captured));
         graphs.waiting.push(core.0);
@@ -409,4 +422,105 @@ fn merge(g: &Global, core: GraphHandle, into: CaptureInto) -> HipResult<u64> {
         }
     }
     Ok(into.target)
+}
+
+// ----- graphs built node by node in core ----------------------------------------------------------
+
+/// Most graphs that wait in core at once ([`CoreHeld`], captured ones included) for
+/// `hipGraphCreate` to make one more there: a quarter of the HIP library's 256 core graph slots
+/// (`aqueduct::config::HipScale`), so that captures and instantiations (which build in core
+/// graphs of their own) always find slots; beyond them a new graph is this layer's from the
+/// start, as every graph was before (docs/hip-semantics.md, "Graphs").
+const CORE_BUILT: usize = 64;
+
+/// Most edges one core graph holds (core's limit: twice its most nodes).
+const CORE_EDGES: usize = 2 * <aqueduct::config::HipScale as aqueduct::Config>::GRAPH_NODES;
+
+/// `hipGraphCreate`'s graph made in core, if there is room: its handle, held as a captured
+/// graph is ([`CoreHeld`]) until a call needs this layer's model of it.
+pub(super) fn create_in_core(g: &Global) -> Option<u64> {
+    let device = g.rt.device().ok()?;
+    let mut graphs = lock(&GRAPHS);
+    if graphs.waiting.len() >= CORE_BUILT {
+        return None;
+    }
+    let core = g.rt.graph_create().ok()?;
+    graphs.map.insert(core.0, Entry::Core(Arc::new(CoreHeld { core, device, model: std::sync::OnceLock::new() })));
+    graphs.waiting.push(core.0);
+    Some(core.0)
+}
+
+/// Whether core holds node `kind` as it is: reading the node back from core's graph
+/// ([`captured_kind`]) gives `kind` again — an empty node, a host function, an event record or
+/// wait, or a kernel whose handle is the one core's kernel object maps back to and whose
+/// arguments came as the kernel's metadata lays them out (`kernelParams` for a kernel the
+/// metadata describes, `extra` for one it does not).
+pub(super) fn held_as_is(g: &Global, kind: &Kind) -> bool {
+    match kind {
+        Kind::Empty | Kind::Host { .. } | Kind::EventRecord(_) | Kind::EventWait(_) => true,
+        Kind::Kernel(k) => {
+            k.args.extra.is_some() == k.f.args.is_none()
+                && crate::launch::handle_of_object(g, k.f.object) == Some(k.func as *const std::ffi::c_void)
+        }
+        _ => false,
+    }
+}
+
+/// The core graph of `h` if core holds it and it may still change there: no executable was
+/// instantiated from it and its model was never built (both read core's graph as it was), on
+/// the calling thread's device.
+fn changeable(g: &Global, graphs: &Graphs, h: u64) -> Option<GraphHandle> {
+    let Some(Entry::Core(c)) = graphs.map.get(&h) else { return None };
+    let alone = Arc::strong_count(c) == 1 && c.model.get().is_none();
+    (alone && g.rt.device().ok() == Some(c.device)).then_some(c.core)
+}
+
+/// Adds `kind` after `deps` to graph `h` in core, if core holds `h` and the node as they are:
+/// the node's id. `None` leaves the call to this layer's model (which takes the graph over
+/// first), and so does any failure, so that errors are the model's.
+pub(super) fn add_in_core(g: &Global, h: u64, deps: &[Handle], kind: &Kind) -> Option<u16> {
+    let graphs = lock(&GRAPHS);
+    let core = changeable(g, &graphs, h)?;
+    if !held_as_is(g, kind) {
+        return None;
+    }
+    let n = g.rt.graph_node_count(core).ok()?;
+    let ids = dep_ids(g, h, deps, |i| usize::from(i) < n).ok()?;
+    let ids: Vec<NodeId> = ids.into_iter().map(NodeId).collect();
+    let device = g.rt.device().ok()?;
+    let mut build = Build { g, core, device, staging: None, bodies: Vec::new(), site: Default::default() };
+    let id = build.add(kind, &ids).ok()?;
+    drop(graphs);
+    Some(id.0)
+}
+
+/// Adds the edges `pairs` (checked: same graph, no self-edge) to graph `h` in core, if core
+/// holds it, as `hipGraphAddDependencies` does in this layer's model: an unknown node is
+/// `hipErrorInvalidValue` with nothing added, an edge that exists already
+/// `hipErrorInvalidValue` with the pairs before it added. `None` leaves the call to the model
+/// (also when core's edge limit would be reached).
+pub(super) fn add_edges_in_core(g: &Global, h: u64, pairs: &[(u16, u16)]) -> Option<HipResult> {
+    let graphs = lock(&GRAPHS);
+    let core = changeable(g, &graphs, h)?;
+    let n = g.rt.graph_node_count(core).ok()?;
+    if pairs.iter().any(|&(f, t)| usize::from(f) >= n || usize::from(t) >= n) {
+        return Some(Err(INVALID_VALUE));
+    }
+    let count = g.rt.graph_edges(core, &mut []).ok()?;
+    if count + pairs.len() > CORE_EDGES {
+        return None;
+    }
+    let mut edges = vec![(NodeId(0), NodeId(0)); count];
+    g.rt.graph_edges(core, &mut edges).ok()?;
+    for &(f, t) in pairs {
+        let e = (NodeId(f), NodeId(t));
+        if edges.contains(&e) {
+            return Some(Err(INVALID_VALUE));
+        }
+        if let Err(err) = g.rt.graph_add_dependencies(core, &[e.0], &[e.1]) {
+            return Some(Err(err.into()));
+        }
+        edges.push(e);
+    }
+    Some(Ok(()))
 }

@@ -15,18 +15,23 @@ use super::model::*;
 use super::ownership::*;
 use super::table::*;
 
-/// `hipGraphCreate`: `flags` must be 0.
+/// `hipGraphCreate`: `flags` must be 0. The graph is core's while its nodes are ones core holds
+/// as they are ([`create_in_core`]).
 ///
 /// # Safety
 /// `graph` is NULL or valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn hipGraphCreate(graph: *mut Handle, flags: c_uint) -> i32 {
     api(|| {
-        global()?;
+        let g = global()?;
         if graph.is_null() || flags != 0 {
             return Err(INVALID_VALUE);
         }
-        let h = graphs().insert(Graph::default());
+        // Core's graph while there is room in core (docs/hip-semantics.md, "Graphs").
+        let h = match create_in_core(g) {
+            Some(h) => h,
+            None => graphs().insert(Graph::default()),
+        };
         // SAFETY: the caller's contract.
         unsafe { put(graph, handle(h)) }
     })
@@ -132,13 +137,19 @@ pub unsafe extern "C" fn hipGraphGetNodes(graph: Handle, nodes: *mut Handle, cou
             return Err(INVALID_VALUE);
         }
         let h = graph as usize as u64;
-        let ids: Vec<u16> = if is_ours(h) {
-            with_graph(graph, |gr| gr.order().ok_or(INVALID_VALUE))?
-        } else {
-            let gh = GraphHandle(h);
-            let mut ids = vec![NodeId(0); g.rt.graph_node_count(gh)?];
-            let n = g.rt.graph_nodes(gh, &mut ids)?;
-            ids.iter().take(n).map(|i| i.0).collect()
+        let ids: Vec<u16> = match in_core(h) {
+            None => with_graph(graph, |gr| gr.order().ok_or(INVALID_VALUE))?,
+            // A graph core holds: the order of this layer's lists, over core's edges.
+            Some((gh, Some(_held))) => {
+                let (nodes, edges) = core_graph(g, gh)?;
+                topological(nodes.len(), |_| true, &edges).ok_or(INVALID_VALUE)?
+            }
+            // A capture's graph: its ids are in topological order.
+            Some((gh, None)) => {
+                let mut ids = vec![NodeId(0); g.rt.graph_node_count(gh)?];
+                let n = g.rt.graph_nodes(gh, &mut ids)?;
+                ids.iter().take(n).map(|i| i.0).collect()
+            }
         };
         let items: Vec<Handle> = ids.iter().map(|&id| node_handle(g, h, id)).collect();
         // SAFETY: the caller's contract.
@@ -158,14 +169,16 @@ pub unsafe extern "C" fn hipGraphGetRootNodes(graph: Handle, nodes: *mut Handle,
             return Err(INVALID_VALUE);
         }
         let h = graph as usize as u64;
-        let ids: Vec<u16> = if is_ours(h) {
-            with_graph(graph, |gr| {
+        let ids: Vec<u16> = match in_core(h) {
+            None => with_graph(graph, |gr| {
                 let order = gr.order().unwrap_or_else(|| (0..gr.nodes.len() as u16).filter(|&i| gr.live(i)).collect());
                 Ok(order.into_iter().filter(|&i| gr.deps(i).is_empty()).collect())
-            })?
-        } else {
-            let (nodes, edges) = core_graph(g, GraphHandle(h))?;
-            nodes.into_iter().filter(|i| !edges.iter().any(|e| e.1 == *i)).collect()
+            })?,
+            // Roots come in id order in a topological order too.
+            Some((gh, _held)) => {
+                let (nodes, edges) = core_graph(g, gh)?;
+                nodes.into_iter().filter(|i| !edges.iter().any(|e| e.1 == *i)).collect()
+            }
         };
         let items: Vec<Handle> = ids.iter().map(|&id| node_handle(g, h, id)).collect();
         // SAFETY: the caller's contract.
@@ -173,10 +186,10 @@ pub unsafe extern "C" fn hipGraphGetRootNodes(graph: Handle, nodes: *mut Handle,
     })
 }
 
-/// The node ids and edges of a core (capturing) graph.
+/// The node ids and edges of a core graph (a capture's, or one core holds).
 pub(super) fn core_graph(g: &Global, gh: GraphHandle) -> HipResult<(Vec<u16>, Edges)> {
     let n = g.rt.graph_node_count(gh)?;
-    let mut edges = vec![(NodeId(0), NodeId(0)); 2 * n + 16];
+    let mut edges = vec![(NodeId(0), NodeId(0)); g.rt.graph_edges(gh, &mut [])?];
     let e = g.rt.graph_edges(gh, &mut edges)?.min(edges.len());
     Ok(((0..n as u16).collect(), edges.iter().take(e).map(|(f, t)| (f.0, t.0)).collect()))
 }
@@ -194,8 +207,10 @@ pub unsafe extern "C" fn hipGraphGetEdges(graph: Handle, from: *mut Handle, to: 
             return Err(INVALID_VALUE);
         }
         let h = graph as usize as u64;
-        let edges =
-            if is_ours(h) { with_graph(graph, |gr| Ok(gr.edges.clone()))? } else { core_graph(g, GraphHandle(h))?.1 };
+        let edges = match in_core(h) {
+            None => with_graph(graph, |gr| Ok(gr.edges.clone()))?,
+            Some((gh, _held)) => core_graph(g, gh)?.1,
+        };
         let froms: Vec<Handle> = edges.iter().map(|e| node_handle(g, h, e.0)).collect();
         let tos: Vec<Handle> = edges.iter().map(|e| node_handle(g, h, e.1)).collect();
         if from.is_null() {
@@ -223,7 +238,14 @@ pub(super) unsafe fn neighbours(node: Handle, out: *mut Handle, count: *mut usiz
         return Err(INVALID_VALUE);
     }
     let (gh, id) = node_of(g, node)?;
-    let ids = if is_ours(gh) {
+    let ids = if let Some((core, _held)) = in_core(gh) {
+        let (_, edges) = core_graph(g, core)?;
+        if incoming {
+            edges.iter().filter(|e| e.1 == id).map(|e| e.0).collect()
+        } else {
+            edges.iter().filter(|e| e.0 == id).map(|e| e.1).collect()
+        }
+    } else {
         let graphs = graphs();
         let gr = graphs.get(gh).ok_or(INVALID_VALUE)?;
         gr.kind(id)?;
@@ -231,13 +253,6 @@ pub(super) unsafe fn neighbours(node: Handle, out: *mut Handle, count: *mut usiz
             gr.deps(id)
         } else {
             gr.dependents(id)
-        }
-    } else {
-        let (_, edges) = core_graph(g, GraphHandle(gh))?;
-        if incoming {
-            edges.iter().filter(|e| e.1 == id).map(|e| e.0).collect()
-        } else {
-            edges.iter().filter(|e| e.0 == id).map(|e| e.1).collect()
         }
     };
     let items: Vec<Handle> = ids.iter().map(|&i| node_handle(g, gh, i)).collect();
@@ -296,6 +311,9 @@ pub unsafe extern "C" fn hipGraphAddDependencies(
                 return Err(INVALID_VALUE);
             }
             pairs.push((fi, ti));
+        }
+        if let Some(added) = add_edges_in_core(g, h, &pairs) {
+            return added;
         }
         if !is_ours(h) {
             let (f, t): (Vec<NodeId>, Vec<NodeId>) = pairs.iter().map(|&(f, t)| (NodeId(f), NodeId(t))).unzip();
@@ -389,10 +407,12 @@ pub unsafe extern "C" fn hipGraphNodeGetType(node: Handle, ty: *mut c_int) -> i3
             return Err(INVALID_VALUE);
         }
         let (gh, id) = node_of(g, node)?;
-        let t = if is_ours(gh) {
-            with_graph(gh as usize as Handle, |gr| Ok(gr.kind(id)?.ty()))?
-        } else {
-            captured_kind(g, GraphHandle(gh), NodeId(id), g.rt.device()?)?.ty()
+        let t = match in_core(gh) {
+            None => with_graph(gh as usize as Handle, |gr| Ok(gr.kind(id)?.ty()))?,
+            Some((core, held)) => {
+                let device = held.as_ref().map_or_else(|| g.rt.device(), |c| Ok(c.device))?;
+                captured_kind(g, core, NodeId(id), device)?.ty()
+            }
         };
         // SAFETY: the caller's contract.
         unsafe { put(ty, t.ok_or(NOT_SUPPORTED)?) }

@@ -35,6 +35,149 @@ static int has(hipGraphNode_t *list, size_t n, hipGraphNode_t x) {
     return 0;
 }
 
+/* Graphs core holds (docs/hip-semantics.md, "Graphs"): kernel, host, empty and event nodes
+   only, built and instantiated with no other call in between; then calls that need this
+   layer's model of them. `foreign` is a node of another graph. */
+static void core_held(hipStream_t s, unsigned *buf, unsigned *buf2, hipEvent_t ev2, hipGraphNode_t foreign) {
+    unsigned host[N];
+    /* Kernel, host, empty and event nodes only, built and instantiated with no other call in
+       between: core holds the graph (docs/hip-semantics.md, "Graphs"). k1 → {k2, h} → e, the
+       event record after e and h through added edges (one pair of them an existing edge). */
+    OK(hipMemset(buf2, 0, N * 4));
+    hipGraph_t cg;
+    OK(hipGraphCreate(&cg, 0));
+    hipGraphNode_t c1, c2, ch, ce, crec, c3;
+    unsigned cn = N, one = 1, two = 2, hundred = 100;
+    void *a1[] = {&buf2, &one, &cn}, *a2[] = {&buf2, &two, &cn}, *a3[] = {&buf2, &hundred, &cn};
+    hipKernelNodeParams k1 = {{64, 1, 1}, NULL, &add_symbol, {N / 64, 1, 1}, a1, 0};
+    hipKernelNodeParams k2 = {{64, 1, 1}, NULL, &add_symbol, {N / 64, 1, 1}, a2, 0};
+    hipKernelNodeParams k3 = {{64, 1, 1}, NULL, &add_symbol, {N / 64, 1, 1}, a3, 0};
+    OK(hipGraphAddKernelNode(&c1, cg, NULL, 0, &k1));
+    one = 50; /* copied at add time */
+    OK(hipGraphAddKernelNode(&c2, cg, &c1, 1, &k2));
+    int inc = 1;
+    hipHostNodeParams chp = {count_run, &inc};
+    OK(hipGraphAddHostNode(&ch, cg, &c1, 1, &chp));
+    hipGraphNode_t cjoin[] = {c2, ch};
+    OK(hipGraphAddEmptyNode(&ce, cg, cjoin, 2));
+    OK(hipGraphAddEventRecordNode(&crec, cg, NULL, 0, ev2));
+    EXPECT(hipGraphAddDependencies(cg, &ce, &ce, 1), hipErrorInvalidValue);
+    EXPECT(hipGraphAddDependencies(cg, &foreign, &crec, 1), hipErrorInvalidValue); /* another graph's */
+    hipGraphNode_t cfrom[] = {ce, ch, c1}, cto[] = {crec, crec, c2};
+    EXPECT(hipGraphAddDependencies(cg, cfrom, cto, 3), hipErrorInvalidValue); /* c1 → c2 exists */
+    /* An edge against id order: cz, added last, runs first. */
+    hipGraphNode_t cz;
+    OK(hipGraphAddEmptyNode(&cz, cg, NULL, 0));
+    OK(hipGraphAddDependencies(cg, &cz, &c1, 1));
+    /* Lists (read from core's graph): topological order, lowest id first among the ready. */
+    hipGraphNode_t clist[8], cdeps[4];
+    size_t cnodes = 8, cnd = 4, cedges = 0;
+    OK(hipGraphGetNodes(cg, clist, &cnodes));
+    TRUE(cnodes == 6 && clist[0] == cz && clist[1] == c1 && clist[2] == c2 && clist[3] == ch);
+    TRUE(clist[4] == ce && clist[5] == crec);
+    cnodes = 8;
+    OK(hipGraphGetRootNodes(cg, clist, &cnodes));
+    TRUE(cnodes == 1 && clist[0] == cz);
+    OK(hipGraphGetEdges(cg, NULL, NULL, &cedges));
+    TRUE(cedges == 7);
+    OK(hipGraphNodeGetDependentNodes(c1, cdeps, &cnd));
+    TRUE(cnd == 2 && has(cdeps, 2, c2) && has(cdeps, 2, ch));
+    TRUE(type_of(c1) == hipGraphNodeTypeKernel && type_of(crec) == hipGraphNodeTypeEventRecord);
+    /* Host and event parameters read back from core's graph. */
+    hipHostNodeParams chq = {NULL, NULL};
+    OK(hipGraphHostNodeGetParams(ch, &chq));
+    TRUE(chq.fn == count_run && chq.userData == &inc);
+    hipEvent_t cev = NULL;
+    OK(hipGraphEventRecordNodeGetEvent(crec, &cev));
+    TRUE(cev == ev2);
+    EXPECT(hipGraphEventWaitNodeGetEvent(crec, &cev), hipErrorInvalidValue);
+    EXPECT(hipGraphHostNodeGetParams(c1, &chq), hipErrorInvalidValue);
+    hipGraphExec_t cx;
+    OK(hipGraphInstantiate(&cx, cg, NULL, NULL, 0));
+    host_runs = 0;
+    OK(hipGraphLaunch(cx, s));
+    OK(hipStreamSynchronize(s));
+    OK(hipMemcpy(host, buf2, N * 4, hipMemcpyDeviceToHost));
+    TRUE(host[0] == 3 && host[N - 1] == 3 && host_runs == 1);
+    OK(hipEventQuery(ev2));
+    /* A node added after instantiation is not in that executable. */
+    OK(hipGraphAddKernelNode(&c3, cg, &ce, 1, &k3));
+    OK(hipGraphLaunch(cx, s));
+    OK(hipStreamSynchronize(s));
+    OK(hipMemcpy(host, buf2, N * 4, hipMemcpyDeviceToHost));
+    TRUE(host[0] == 6 && host_runs == 2);
+    /* Calls that read the graph: the node handles given out before, the parameters as given. */
+    OK(hipGraphGetEdges(cg, NULL, NULL, &cedges));
+    TRUE(cedges == 8);
+    cnd = 4;
+    OK(hipGraphNodeGetDependencies(crec, cdeps, &cnd));
+    TRUE(cnd == 2 && has(cdeps, 2, ce) && has(cdeps, 2, ch));
+    TRUE(type_of(c1) == hipGraphNodeTypeKernel && type_of(ch) == hipGraphNodeTypeHost);
+    TRUE(type_of(ce) == hipGraphNodeTypeEmpty && type_of(crec) == hipGraphNodeTypeEventRecord);
+    hipKernelNodeParams ck;
+    OK(hipGraphKernelNodeGetParams(c1, &ck));
+    TRUE(ck.func == &add_symbol && ck.extra == NULL && ck.kernelParams != NULL);
+    TRUE(ck.gridDim.x == N / 64 && ck.blockDim.x == 64 && ck.sharedMemBytes == 0);
+    TRUE(*(unsigned *)ck.kernelParams[1] == 1 && *(unsigned **)ck.kernelParams[0] == buf2);
+    chq.fn = NULL;
+    OK(hipGraphHostNodeGetParams(ch, &chq));
+    TRUE(chq.fn == count_run && chq.userData == &inc);
+    cev = NULL;
+    OK(hipGraphEventRecordNodeGetEvent(crec, &cev));
+    TRUE(cev == ev2);
+    /* The executable kept the graph as it was instantiated: c3 is no node of it. */
+    hipGraphNode_t cerr = NULL;
+    hipGraphExecUpdateResult cres = hipGraphExecUpdateSuccess;
+    EXPECT(hipGraphExecUpdate(cx, cg, &cerr, &cres), hipErrorGraphExecUpdateFailure);
+    TRUE(cres == hipGraphExecUpdateErrorTopologyChanged && cerr == NULL);
+    /* The executable changed in place, then instantiated anew from the graph. */
+    k2.kernelParams = a2;
+    two = 5;
+    OK(hipGraphExecKernelNodeSetParams(cx, c2, &k2));
+    OK(hipGraphLaunch(cx, s));
+    OK(hipStreamSynchronize(s));
+    OK(hipMemcpy(host, buf2, N * 4, hipMemcpyDeviceToHost));
+    TRUE(host[0] == 12 && host_runs == 3);
+    OK(hipGraphExecDestroy(cx));
+    OK(hipGraphInstantiate(&cx, cg, NULL, NULL, 0));
+    OK(hipGraphLaunch(cx, s));
+    OK(hipStreamSynchronize(s));
+    OK(hipMemcpy(host, buf2, N * 4, hipMemcpyDeviceToHost));
+    TRUE(host[0] == 115 && host_runs == 4); /* 12 + 1 + 2 + 100: the graph's k2 kept 2 */
+    OK(hipGraphExecDestroy(cx));
+    OK(hipGraphDestroy(cg));
+
+    /* A graph core holds, then a node it does not (a copy): the graph moves to this layer's
+       model, the node handles given out before staying valid; an executable core instantiated
+       changed in place. */
+    OK(hipMemset(buf2, 0, N * 4));
+    OK(hipGraphCreate(&cg, 0));
+    OK(hipGraphAddKernelNode(&c1, cg, NULL, 0, &k1));
+    hipGraphExec_t cx2;
+    OK(hipGraphInstantiate(&cx2, cg, NULL, NULL, 0));
+    hipGraphNode_t ccopy;
+    OK(hipGraphAddMemcpyNode1D(&ccopy, cg, &c1, 1, buf, buf2, N * 4, hipMemcpyDeviceToDevice));
+    OK(hipGraphAddKernelNode(&c2, cg, &ccopy, 1, &k2));
+    cnd = 4;
+    OK(hipGraphNodeGetDependencies(c2, cdeps, &cnd));
+    TRUE(cnd == 1 && cdeps[0] == ccopy);
+    OK(hipGraphExecKernelNodeSetParams(cx2, c1, &k3));
+    OK(hipGraphLaunch(cx2, s));
+    OK(hipStreamSynchronize(s));
+    OK(hipMemcpy(host, buf2, N * 4, hipMemcpyDeviceToHost));
+    TRUE(host[0] == 100 && host[N - 1] == 100);
+    OK(hipGraphExecDestroy(cx2));
+    OK(hipGraphInstantiate(&cx2, cg, NULL, NULL, 0));
+    OK(hipGraphLaunch(cx2, s));
+    OK(hipStreamSynchronize(s));
+    OK(hipMemcpy(host, buf, N * 4, hipMemcpyDeviceToHost));
+    TRUE(host[0] == 150); /* the copy of 100 + k1's 50 */
+    OK(hipMemcpy(host, buf2, N * 4, hipMemcpyDeviceToHost));
+    TRUE(host[0] == 155); /* + k2's 5 */
+    OK(hipGraphExecDestroy(cx2));
+    OK(hipGraphDestroy(cg));
+}
+
 int main(void) {
     size_t sizes[] = {sizeof(void *), 4, 4};
     OK(aqdRegisterHostKernel(&add_symbol, add, 3, sizes));
@@ -393,6 +536,8 @@ int main(void) {
     OK(hipGraphAddMemcpyNode(&bad, g, NULL, 0, &p3));
     OK(hipGraphMemcpyNodeGetParams(bad, &gc));
     TRUE(gc.dstPtr.pitch == 32 && gc.extent.height == 4 && gc.extent.width == 16);
+
+    core_held(s, buf, buf2, ev2, kern);
 
     OK(hipGraphDestroy(g));
     OK(hipGraphDestroy(clone));
