@@ -177,7 +177,13 @@ pub unsafe extern "C" fn hipGraphGetRootNodes(graph: Handle, nodes: *mut Handle,
             // Roots come in id order in a topological order too.
             Some((gh, _held)) => {
                 let (nodes, edges) = core_graph(g, gh)?;
-                nodes.into_iter().filter(|i| !edges.iter().any(|e| e.1 == *i)).collect()
+                let mut has_dep = vec![false; nodes.len()];
+                for &(_, t) in &edges {
+                    if let Some(d) = has_dep.get_mut(usize::from(t)) {
+                        *d = true;
+                    }
+                }
+                nodes.into_iter().filter(|&i| !has_dep.get(usize::from(i)).copied().unwrap_or(false)).collect()
             }
         };
         let items: Vec<Handle> = ids.iter().map(|&id| node_handle(g, h, id)).collect();
