@@ -40,7 +40,7 @@
 //! doorbell only every half microsecond or so. While every worker runs a work-group on a host
 //! with no more cores than workers, it does not spin but naps [`BUSY_NAP_US`] µs at a time (a
 //! spinning holder would take a core from a worker; a worker that frees takes the next
-//! work-group itself). Otherwise, after work it spins for 50 µs, then naps with the
+//! work-group itself, and looks at the doorbells for it, waking it if one rang). Otherwise, after work it spins for 50 µs, then naps with the
 //! thread's timer slack set to 1 µs: 2 µs naps for the next 2 ms (the doorbell latency between a
 //! program's operations), then naps doubling up to [`MAX_NAP_US`] µs, and after 100 ms of quiet
 //! [`DEEP_NAP_US`] µs naps (an idle device costs about a per cent of a core). A completed packet,
@@ -72,8 +72,9 @@ const DEEP_IDLE: Duration = Duration::from_millis(100);
 /// The nap of a holder idle for longer than 100 ms, in µs.
 pub const DEEP_NAP_US: u64 = 1000;
 /// The nap of a role holder with nothing to do while every worker runs a work-group on a host
-/// whose cores the workers fill, in µs (see [`Shared::crowded`]).
-pub const BUSY_NAP_US: u64 = 50;
+/// whose cores the workers fill, in µs (see [`Shared::crowded`]). Each nap is a context switch
+/// on a worker's core; a doorbell rung meanwhile is seen by the next worker to finish its job.
+pub const BUSY_NAP_US: u64 = 500;
 /// A standby's nap: the longest a vacant role (a long kernel run by the holder) stays vacant.
 const STANDBY_NAP: Duration = Duration::from_micros(200);
 /// Naps without a new vacancy after which the standby sleeps for good.
@@ -581,6 +582,12 @@ impl Shared {
             }
             if let Some(job) = self.take().or_else(|| self.idle(me)) {
                 self.execute(job);
+                // While the workers fill the cores the holder naps long: the workers look at the
+                // doorbells between jobs for it.
+                // Ordering: SeqCst; as in run_cp.
+                if self.crowded && self.holder_napping.load(Ordering::SeqCst) && pp.has_work(false) {
+                    self.wake_holder();
+                }
             }
         }
         // Ordering: Release pairs with Engine::alive's Acquire load.
