@@ -40,9 +40,9 @@
 //! doorbell only every half microsecond or so. While every worker runs a work-group on a host
 //! with no more cores than workers, it does not spin but naps [`BUSY_NAP_US`] µs at a time (a
 //! spinning holder would take a core from a worker; a worker that frees takes the next
-//! work-group itself, and looks at the doorbells for it, waking it if one rang). Otherwise, after work it spins for 50 µs, then naps with the
-//! thread's timer slack set to 1 µs: 2 µs naps for the next 2 ms (the doorbell latency between a
-//! program's operations), then naps doubling up to [`MAX_NAP_US`] µs, and after 100 ms of quiet
+//! work-group itself, and looks at the doorbells for it, waking it if one rang). Otherwise,
+//! after work it spins for 50 µs, then naps with the thread's timer slack set to 1 µs: 2 µs naps
+//! for the next 2 ms (the doorbell latency between a program's operations), then naps doubling up to [`MAX_NAP_US`] µs, and after 100 ms of quiet
 //! [`DEEP_NAP_US`] µs naps (an idle device costs about a per cent of a core). A completed packet,
 //! and a process blocking in `WAIT_EVENTS`, wake a napping holder at once.
 
