@@ -28,3 +28,10 @@ pub mod threads;
 
 pub use api::{Device, DeviceBuffer, Dim3, Event, Graph, GraphExec, HostBuffer, Kernel, KernelArgs, Module, Stream};
 pub use select::{AnyBackend, BackendKind, OpenOptions, Unavailable};
+
+/// A clock rate in whole MHz, rounded to the nearest. Rates are measured (ROCr's is the slope
+/// between two clock-counter samples some 100 µs apart, good to about 10^-3), so truncating
+/// would print a 100 MHz clock measured at 99.97 MHz as 99.
+pub(crate) fn rounded_mhz(hz: u64) -> u64 {
+    hz.saturating_add(500_000) / 1_000_000
+}

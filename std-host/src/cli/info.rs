@@ -29,7 +29,7 @@ fn kfd_devices<S: Sys, W: Write>(k: &Kfd<S>, out: &mut W) {
             "    topology node        {} (gpu_id {:#x}, /dev/dri/renderD{})",
             node.node, node.gpu_id, p.drm_render_minor
         );
-        let _ = writeln!(out, "    timestamp frequency  {} MHz", info.timestamp_frequency / 1_000_000);
+        let _ = writeln!(out, "    timestamp frequency  {} MHz", crate::rounded_mhz(info.timestamp_frequency));
         let _ = writeln!(out, "    stream priorities    -1 (high) .. 1 (low); CU masks up to {} bits", info.cu_count);
     }
 }

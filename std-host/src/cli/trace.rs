@@ -196,7 +196,7 @@ pub fn run_on<W: Write>(dev: &Device, out: &mut W) -> Result<Trace, String> {
         dev.index(),
         dev.backend_kind(),
         dev.backend_kind().describe(),
-        info.timestamp_frequency / 1_000_000
+        crate::rounded_mhz(info.timestamp_frequency)
     );
     if info.timestamp_frequency == 0 {
         return Err("the device reports no timestamp frequency".into());

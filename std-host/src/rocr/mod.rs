@@ -419,8 +419,8 @@ impl Rocr {
             let _ = writeln!(
                 out,
                 "    timestamp frequency  {} MHz (system {} MHz)",
-                g.tick_hz / 1_000_000,
-                self.ts_hz / 1_000_000
+                crate::rounded_mhz(g.tick_hz),
+                crate::rounded_mhz(self.ts_hz)
             );
             let _ = writeln!(
                 out,
