@@ -24,7 +24,7 @@ fn info_under_the_preload_selects_rocr_with_the_emulated_gfx90a() {
         "auto selects `rocr`",
         "rocr: ROCr (libhsa-runtime64) — available",
         "device 0: gfx90a (AMD Instinct MI210)",
-        "timestamp frequency  100 MHz",
+        "timestamp frequency  100 MHz (system 1000 MHz)",
         "blit kernels         loaded",
     ] {
         assert!(out.contains(want), "info lacks {want:?}:\n{out}\n{err}");
