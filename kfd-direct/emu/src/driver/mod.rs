@@ -705,11 +705,11 @@ impl Emu {
 
 /// `GET_CLOCK_COUNTERS`' (GPU, CPU, system) counters, read together: amdkfd reads them one
 /// after another in the kernel, some hundred ns apart, and ROCr derives the GPU clock's rate
-/// from two such samples taken milliseconds apart, so a sample whose readings a preemption
-/// separated would skew that rate by its length (seen: 107 MHz for 100 under a loaded host).
-/// The readings are bracketed by two reads of the system clock and taken again, up to 64
-/// times, until the bracket is under 2 µs (unpreempted, 100–600 ns); the narrowest is kept.
-/// ROCr's first two samples can be as little as 100 µs apart (docs/kfd-aql.md §3).
+/// from two such samples, the first two as little as 100 µs apart (docs/kfd-aql.md §3), so a
+/// sample whose readings a preemption separated would skew that rate by its length (seen:
+/// 107 MHz for 100 under a loaded host). The readings are bracketed by two reads of the system
+/// clock and taken again, up to 64 times, until the bracket is under 2 µs (unpreempted,
+/// 100–600 ns); the narrowest is kept.
 fn clock_counters(gpu: impl Fn() -> u64) -> (u64, u64, u64) {
     const TIGHT_NS: u64 = 2_000;
     let mut best = (u64::MAX, (0, 0, 0));
